@@ -1,0 +1,14 @@
+//! pdtop: a terminal dashboard for a vLLM disaggregated-prefill pair.
+//!
+//! Layout mirrors responsibility:
+//! - `sources/`: collectors (HTTP scrapes, log tails, /proc/net/dev); never touch the terminal.
+//! - `metrics/`: the Prometheus text parser and the vLLM metric model.
+//! - `logs/`: parsers for vLLM, uvicorn and proxy log lines.
+//! - `kv/`: KV-cache size arithmetic from a model's config.
+//! - `state/`: the one owner of application state; pure `apply(msg)`.
+//! - `ui/`: rendering from state only.
+//! - `lab/`: the embedded demo lab (recorded vLLM output served on loopback).
+
+pub mod kv;
+pub mod logs;
+pub mod sources;

@@ -1,0 +1,1 @@
+//! Log line parsers (filled in by the logs work).
