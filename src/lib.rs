@@ -9,6 +9,17 @@
 //! - `ui/`: rendering from state only.
 //! - `lab/`: the embedded demo lab (recorded vLLM output served on loopback).
 
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod keymap;
 pub mod kv;
+pub mod lab;
 pub mod logs;
+pub mod metrics;
+pub mod run;
 pub mod sources;
+pub mod state;
+pub mod theme;
+pub mod ui;

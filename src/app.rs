@@ -1,0 +1,188 @@
+//! The dashboard's event loop. Input wins over data (`biased`), data is
+//! drained in batches, and a frame is drawn only when something changed,
+//! at most [`FRAME`] apart: an idle dashboard costs almost nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ratatui::crossterm::event::{Event, KeyEvent};
+use ratatui::{Frame, Terminal, backend::Backend};
+use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+use tokio::time::Instant;
+
+use crate::clock::Clock;
+use crate::keymap::{Action, action_for};
+use crate::lab::server::LabClock;
+use crate::sources::Msg;
+use crate::state::AppState;
+use crate::theme::Theme;
+use crate::ui::{self, DemoInfo, HistWindow, View, ViewState};
+
+/// The shortest time between two frames (20 fps at most).
+pub const FRAME: Duration = Duration::from_millis(50);
+/// Ages on screen move even when no data comes.
+pub const TICK: Duration = Duration::from_secs(1);
+/// Messages applied before the next frame may be drawn.
+const DRAIN_BATCH: usize = 256;
+
+/// State, view and theme: everything a frame is drawn from.
+pub struct App {
+    pub state: AppState,
+    pub view: ViewState,
+    pub theme: Theme,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(state: AppState, theme: Theme) -> App {
+        App {
+            state,
+            view: ViewState::default(),
+            theme,
+            quit: false,
+        }
+    }
+
+    pub fn on_msg(&mut self, msg: Msg) {
+        self.state.apply(msg);
+    }
+
+    /// Applies a key; returns whether the screen changed.
+    pub fn on_key(&mut self, key: &KeyEvent) -> bool {
+        let Some(action) = action_for(key) else {
+            return false;
+        };
+        self.on_action(action);
+        true
+    }
+
+    pub fn on_action(&mut self, action: Action) {
+        let v = &mut self.view;
+        match action {
+            Action::ForceQuit => self.quit = true,
+            Action::Back => {
+                if v.help {
+                    v.help = false;
+                } else {
+                    self.quit = true;
+                }
+            }
+            Action::Help => v.help = !v.help,
+            Action::NextView | Action::PrevView => {
+                let all = View::ALL;
+                let i = all.iter().position(|x| *x == v.view).unwrap_or(0);
+                let step = if action == Action::NextView {
+                    1
+                } else {
+                    all.len() - 1
+                };
+                v.view = all[(i + step) % all.len()];
+                v.scroll = 0;
+            }
+            Action::Down => v.scroll = v.scroll.saturating_add(1),
+            Action::Up => v.scroll = v.scroll.saturating_sub(1),
+            Action::Top => v.scroll = 0,
+            Action::Bottom => v.scroll = self.state.events.len().saturating_sub(1),
+            Action::Left | Action::Right => {}
+            Action::Freeze => {
+                v.frozen = match v.frozen {
+                    Some(_) => None,
+                    None => Some(Box::new(self.state.clone())),
+                };
+            }
+            Action::ToggleWindow => {
+                v.window = match v.window {
+                    HistWindow::Sliding => HistWindow::SinceStart,
+                    HistWindow::SinceStart => HistWindow::Sliding,
+                };
+            }
+        }
+    }
+
+    pub fn draw(&self, frame: &mut Frame) {
+        ui::render(frame, &self.state, &self.view, &self.theme);
+    }
+}
+
+/// Terminal events, read on their own thread.
+#[derive(Debug)]
+pub enum Input {
+    Key(KeyEvent),
+    Resize,
+    /// SIGTERM, SIGHUP or SIGINT from outside.
+    Signal,
+}
+
+/// Runs until the user quits (or every source of input is gone).
+pub async fn run<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    mut msgs: Receiver<Msg>,
+    mut input: UnboundedReceiver<Input>,
+    clock: Arc<dyn Clock>,
+    demo: Option<(String, f64, LabClock)>,
+) -> Result<(), B::Error> {
+    let mut tick = tokio::time::interval(TICK);
+    let mut dirty = true;
+    let mut last_draw = Instant::now() - FRAME;
+    while !app.quit {
+        if dirty && last_draw.elapsed() >= FRAME {
+            if let Some((name, speed, lab)) = &demo {
+                let (loop_no, _) = lab.now();
+                app.view.demo = Some(DemoInfo {
+                    capture: name.clone(),
+                    speed: *speed,
+                    loop_no,
+                    progress: lab.progress(),
+                });
+            }
+            terminal.draw(|f| app.draw(f))?;
+            last_draw = Instant::now();
+            dirty = false;
+        }
+        let next_frame = last_draw + FRAME;
+        tokio::select! {
+            biased;
+            ev = input.recv() => match ev {
+                Some(Input::Key(k)) => dirty |= app.on_key(&k),
+                Some(Input::Resize) => dirty = true,
+                Some(Input::Signal) | None => app.quit = true,
+            },
+            msg = msgs.recv() => {
+                let Some(msg) = msg else { break };
+                app.on_msg(msg);
+                for _ in 0..DRAIN_BATCH {
+                    match msgs.try_recv() {
+                        Ok(m) => app.on_msg(m),
+                        Err(_) => break,
+                    }
+                }
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                app.on_msg(Msg::Tick { at: clock.now() });
+                dirty = true;
+            }
+            _ = tokio::time::sleep_until(next_frame), if dirty => {}
+        }
+    }
+    Ok(())
+}
+
+/// Reads terminal events on a plain thread (crossterm's read blocks).
+pub fn spawn_input_thread(tx: tokio::sync::mpsc::UnboundedSender<Input>) {
+    let _ = std::thread::Builder::new()
+        .name("pdtop-input".into())
+        .spawn(move || {
+            while let Ok(ev) = ratatui::crossterm::event::read() {
+                let input = match ev {
+                    Event::Key(k) => Input::Key(k),
+                    Event::Resize(..) => Input::Resize,
+                    _ => continue,
+                };
+                if tx.send(input).is_err() {
+                    break;
+                }
+            }
+        });
+}

@@ -1,0 +1,98 @@
+//! Command line. Options that a config file may also set are `Option`s here
+//! so that `config::Settings::resolve` can apply CLI > file > default.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::kv::KvArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pdtop",
+    version,
+    about = "A terminal dashboard for a vLLM disaggregated-prefill pair: TTFT/TPOT of both sides, KV usage, \
+             where decode's prompt tokens came from, and the silent miss (decode recomputed the prompt and nothing errored).",
+    after_help = "Try `pdtop demo` for a recorded lab, no GPU needed."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub inputs: Inputs,
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The dashboard against an embedded lab: a real vLLM pair's recording
+    /// served on loopback (127.0.0.1 only).
+    Demo(DemoArgs),
+    /// No screen: watch for a while, print a verdict, exit 0 (fine), 1
+    /// (silent misses, an instance unreachable or restarted, failed
+    /// requests) or 2 (bad usage).
+    Check(CheckArgs),
+    /// KV-cache bytes per token and per prompt from a model's config.json.
+    Kv(KvArgs),
+}
+
+/// What to watch.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Inputs {
+    /// Prefill (kv_producer) instances: HOST:PORT or URL, one or more.
+    #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
+    pub prefill: Vec<String>,
+    /// Decode (kv_consumer) instances: HOST:PORT or URL, one or more.
+    #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
+    pub decode: Vec<String>,
+    /// Seconds between scrapes [default: 1].
+    #[arg(long, value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// Seconds before a scrape is given up [default: 2].
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Seconds of the sliding window of the histograms [default: 60].
+    #[arg(long, value_name = "SECS")]
+    pub window: Option<f64>,
+    /// A config file instead of $XDG_CONFIG_HOME/pdtop/config.toml.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct UiArgs {
+    /// Theme: dark, light, mono, a name in ~/.config/pdtop/themes, or a path.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub theme: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Lab seconds per real second [default: 2].
+    #[arg(long, default_value_t = 2.0)]
+    pub speed: f64,
+    /// A capture folder in the lab-captures layout instead of the embedded one.
+    #[arg(long, value_name = "DIR")]
+    pub capture: Option<PathBuf>,
+    /// Play the recording once instead of looping.
+    #[arg(long)]
+    pub no_loop: bool,
+    /// Serve the lab and print its endpoints, without the dashboard.
+    #[arg(long)]
+    pub serve_only: bool,
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// How long to watch.
+    #[arg(long, value_name = "SECS")]
+    pub duration: f64,
+    /// Print the JSON report (the machine interface) instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}

@@ -1,0 +1,249 @@
+//! Keys: one [`Action`] enum, one table of default bindings, and the help
+//! overlay generated from that same table so it can never drift.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Ctrl-C: always quits, whatever is open.
+    ForceQuit,
+    /// `q`/Esc: closes an overlay first, then quits.
+    Back,
+    Help,
+    NextView,
+    PrevView,
+    Up,
+    Down,
+    Left,
+    Right,
+    Top,
+    Bottom,
+    Freeze,
+    ToggleWindow,
+}
+
+/// (key, modifiers, action, what the help overlay says).
+pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
+    (
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+        Action::ForceQuit,
+        "quit, always",
+    ),
+    (
+        KeyCode::Char('q'),
+        KeyModifiers::NONE,
+        Action::Back,
+        "close overlay / quit",
+    ),
+    (
+        KeyCode::Esc,
+        KeyModifiers::NONE,
+        Action::Back,
+        "close overlay / quit",
+    ),
+    (
+        KeyCode::Char('?'),
+        KeyModifiers::NONE,
+        Action::Help,
+        "this help",
+    ),
+    (
+        KeyCode::Tab,
+        KeyModifiers::NONE,
+        Action::NextView,
+        "next view",
+    ),
+    (
+        KeyCode::BackTab,
+        KeyModifiers::SHIFT,
+        Action::PrevView,
+        "previous view",
+    ),
+    (
+        KeyCode::Char('j'),
+        KeyModifiers::NONE,
+        Action::Down,
+        "down / scroll",
+    ),
+    (
+        KeyCode::Down,
+        KeyModifiers::NONE,
+        Action::Down,
+        "down / scroll",
+    ),
+    (
+        KeyCode::Char('k'),
+        KeyModifiers::NONE,
+        Action::Up,
+        "up / scroll",
+    ),
+    (KeyCode::Up, KeyModifiers::NONE, Action::Up, "up / scroll"),
+    (
+        KeyCode::Char('h'),
+        KeyModifiers::NONE,
+        Action::Left,
+        "previous instance",
+    ),
+    (
+        KeyCode::Left,
+        KeyModifiers::NONE,
+        Action::Left,
+        "previous instance",
+    ),
+    (
+        KeyCode::Char('l'),
+        KeyModifiers::NONE,
+        Action::Right,
+        "next instance",
+    ),
+    (
+        KeyCode::Right,
+        KeyModifiers::NONE,
+        Action::Right,
+        "next instance",
+    ),
+    (KeyCode::Char('g'), KeyModifiers::NONE, Action::Top, "first"),
+    (
+        KeyCode::Char('G'),
+        KeyModifiers::SHIFT,
+        Action::Bottom,
+        "last",
+    ),
+    (
+        KeyCode::Char(' '),
+        KeyModifiers::NONE,
+        Action::Freeze,
+        "freeze the view (collection goes on)",
+    ),
+    (
+        KeyCode::Char('w'),
+        KeyModifiers::NONE,
+        Action::ToggleWindow,
+        "histograms: last 60 s / since start",
+    ),
+];
+
+/// The action of a key press; releases and repeats of other kinds are
+/// ignored (Windows terminals send both press and release).
+pub fn action_for(key: &KeyEvent) -> Option<Action> {
+    if key.kind != KeyEventKind::Press {
+        return None;
+    }
+    BINDINGS.iter().find_map(|(code, mods, action, _)| {
+        let same_mods = *mods == key.modifiers
+            // Terminals disagree on whether `G` or `?` carry SHIFT.
+            || (matches!(code, KeyCode::Char(_)) && !mods.contains(KeyModifiers::CONTROL)
+                && !key.modifiers.contains(KeyModifiers::CONTROL));
+        (*code == key.code && same_mods).then_some(*action)
+    })
+}
+
+/// Help lines: each key (grouped per action) with its description.
+pub fn help_lines() -> Vec<(String, &'static str)> {
+    let mut out: Vec<(String, &'static str)> = Vec::new();
+    for (code, mods, _, text) in BINDINGS {
+        let key = key_name(*code, *mods);
+        match out.iter_mut().find(|(_, t)| t == text) {
+            Some((k, _)) => {
+                k.push_str(" ");
+                k.push_str(&key);
+            }
+            None => out.push((key, text)),
+        }
+    }
+    out
+}
+
+fn key_name(code: KeyCode, mods: KeyModifiers) -> String {
+    let base = match code {
+        KeyCode::Char(' ') => "space".to_string(),
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Esc => "Esc".into(),
+        KeyCode::Tab => "Tab".into(),
+        KeyCode::BackTab => "S-Tab".into(),
+        KeyCode::Up => "↑".into(),
+        KeyCode::Down => "↓".into(),
+        KeyCode::Left => "←".into(),
+        KeyCode::Right => "→".into(),
+        KeyCode::Enter => "Enter".into(),
+        other => format!("{other:?}"),
+    };
+    if mods.contains(KeyModifiers::CONTROL) {
+        format!("Ctrl-{base}")
+    } else {
+        base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn press(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, mods)
+    }
+
+    #[test]
+    fn keys_map_to_actions() {
+        assert_eq!(
+            action_for(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::ForceQuit)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('q'), KeyModifiers::NONE)),
+            Some(Action::Back)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('j'), KeyModifiers::NONE)),
+            Some(Action::Down)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Down, KeyModifiers::NONE)),
+            Some(Action::Down)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            Some(Action::Bottom)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('G'), KeyModifiers::NONE)),
+            Some(Action::Bottom)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)),
+            Some(Action::Help)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char(' '), KeyModifiers::NONE)),
+            Some(Action::Freeze)
+        );
+        assert_eq!(
+            action_for(&press(KeyCode::Char('x'), KeyModifiers::NONE)),
+            None
+        );
+        // Ctrl-J is not j.
+        assert_eq!(
+            action_for(&press(KeyCode::Char('j'), KeyModifiers::CONTROL)),
+            None
+        );
+    }
+
+    #[test]
+    fn releases_are_ignored() {
+        let mut k = press(KeyCode::Char('q'), KeyModifiers::NONE);
+        k.kind = KeyEventKind::Release;
+        assert_eq!(action_for(&k), None);
+    }
+
+    #[test]
+    fn help_groups_keys_of_one_action() {
+        let lines = help_lines();
+        assert!(
+            lines
+                .iter()
+                .any(|(k, t)| k == "q Esc" && *t == "close overlay / quit")
+        );
+        assert!(lines.iter().any(|(k, _)| k == "Ctrl-c"));
+    }
+}

@@ -1,0 +1,307 @@
+//! A recorded lab session in the layout of `shared/lab-captures/<name>/`:
+//! scrapes of both instances every 0.5 s, the instances' and the proxy's
+//! logs, and the client's per-request ground truth. The demo embeds one.
+
+use std::path::Path;
+
+use crate::state::Role;
+
+/// One recorded `/metrics` fetch.
+#[derive(Debug, Clone)]
+pub struct ScrapeRow {
+    pub t: f64,
+    pub role: Role,
+    /// The body, or `None` when the instance was down (`error`).
+    pub body: Option<String>,
+    pub error: Option<String>,
+}
+
+/// A log file to replay line by line at the time each line was printed.
+#[derive(Debug, Clone)]
+pub struct LogScript {
+    pub file_name: &'static str,
+    pub lines: Vec<(f64, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Capture {
+    pub name: String,
+    pub scrapes: Vec<ScrapeRow>,
+    pub logs: Vec<LogScript>,
+    pub t0: f64,
+    pub t_end: f64,
+    pub model_config: Option<String>,
+    /// The served model name, as the scrapes' `model_name` label says.
+    pub model_name: String,
+}
+
+/// Errors while loading a capture.
+#[derive(Debug)]
+pub struct CaptureError(pub String);
+
+impl std::fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CaptureError {}
+
+macro_rules! embedded {
+    ($file:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/assets/lab/qwen3-shape-restart/",
+            $file
+        ))
+    };
+}
+
+/// The files of a capture, whether read from a folder or embedded.
+struct Files {
+    scrapes_xz: Vec<u8>,
+    prefill_log: Vec<u8>,
+    decode_log: Vec<u8>,
+    decode2_log: Option<Vec<u8>>,
+    proxy_log: Option<Vec<u8>>,
+    requests: Option<Vec<u8>>,
+    model_config: Option<Vec<u8>>,
+}
+
+impl Capture {
+    /// The capture shipped inside the binary (a real vLLM 0.26 pair with the
+    /// ExampleConnector: silent misses and a decode restart).
+    pub fn embedded() -> Result<Capture, CaptureError> {
+        let files = Files {
+            scrapes_xz: embedded!("scrapes.jsonl.xz").to_vec(),
+            prefill_log: xz(embedded!("vllm-prefill.log.xz"))?,
+            decode_log: xz(embedded!("vllm-decode.log.xz"))?,
+            decode2_log: Some(xz(embedded!("vllm-decode2.log.xz"))?),
+            proxy_log: Some(embedded!("proxy.log").to_vec()),
+            requests: Some(xz(embedded!("requests.jsonl.xz"))?),
+            model_config: Some(embedded!("model-config.json").to_vec()),
+        };
+        Capture::from_files("qwen3-shape-restart (embedded)".into(), files)
+    }
+
+    /// A capture folder in the `shared/lab-captures/` layout.
+    pub fn from_dir(dir: &Path) -> Result<Capture, CaptureError> {
+        let read = |name: &str| std::fs::read(dir.join(name)).ok();
+        let need = |name: &str| {
+            read(name).ok_or_else(|| CaptureError(format!("{}: missing {name}", dir.display())))
+        };
+        let files = Files {
+            scrapes_xz: need("scrapes.jsonl.xz")?,
+            prefill_log: need("vllm-prefill.log")?,
+            decode_log: need("vllm-decode.log")?,
+            decode2_log: read("vllm-decode2.log"),
+            proxy_log: read("proxy.log"),
+            requests: read("requests.jsonl"),
+            model_config: read("model-config.json"),
+        };
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Capture::from_files(name, files)
+    }
+
+    fn from_files(name: String, files: Files) -> Result<Capture, CaptureError> {
+        let scrapes_text = String::from_utf8(xz(&files.scrapes_xz)?)
+            .map_err(|_| CaptureError("scrapes are not UTF-8".into()))?;
+        let mut scrapes = Vec::new();
+        for (i, line) in scrapes_text.lines().enumerate() {
+            let row: RawScrape = serde_json::from_str(line)
+                .map_err(|e| CaptureError(format!("scrapes line {}: {e}", i + 1)))?;
+            let role = match row.instance.as_str() {
+                "prefill" => Role::Prefill,
+                _ => Role::Decode,
+            };
+            let body = row.text.filter(|_| row.error.is_none());
+            scrapes.push(ScrapeRow {
+                t: row.t,
+                role,
+                error: row
+                    .error
+                    .or_else(|| body.is_none().then(|| "no body".into())),
+                body,
+            });
+        }
+        scrapes.sort_by(|a, b| a.t.total_cmp(&b.t));
+        let t0 = scrapes
+            .first()
+            .map(|s| s.t)
+            .ok_or_else(|| CaptureError("no scrapes".into()))?;
+        let t_end = scrapes.last().map(|s| s.t).unwrap_or(t0);
+        let model_name = scrapes
+            .iter()
+            .find_map(|s| s.body.as_deref().and_then(model_label))
+            .unwrap_or_else(|| "model".into());
+
+        let mut decode = timed_lines(&files.decode_log, t0);
+        if let Some(d2) = &files.decode2_log {
+            decode.extend(timed_lines(d2, t0));
+        }
+        let mut logs = vec![
+            LogScript {
+                file_name: "prefill.log",
+                lines: timed_lines(&files.prefill_log, t0),
+            },
+            LogScript {
+                file_name: "decode.log",
+                lines: decode,
+            },
+        ];
+        if let Some(proxy) = &files.proxy_log {
+            logs.push(LogScript {
+                file_name: "proxy.log",
+                lines: proxy_lines(proxy, files.requests.as_deref(), t0),
+            });
+        }
+        Ok(Capture {
+            name,
+            scrapes,
+            logs,
+            t0,
+            t_end,
+            model_config: files.model_config.and_then(|b| String::from_utf8(b).ok()),
+            model_name,
+        })
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RawScrape {
+    t: f64,
+    instance: String,
+    text: Option<String>,
+    error: Option<String>,
+}
+
+fn xz(bytes: &[u8]) -> Result<Vec<u8>, CaptureError> {
+    let mut out = Vec::new();
+    lzma_rs::xz_decompress(&mut std::io::BufReader::new(bytes), &mut out)
+        .map_err(|e| CaptureError(format!("xz: {e}")))?;
+    Ok(out)
+}
+
+fn model_label(body: &str) -> Option<String> {
+    let at = body.find("vllm:num_requests_running{")?;
+    let rest = &body[at..];
+    let key = "model_name=\"";
+    let start = rest.find(key)? + key.len();
+    let end = rest[start..].find('"')?;
+    Some(rest[start..start + end].to_string())
+}
+
+/// Gives each line the time it was printed: vLLM lines carry
+/// `MM-DD HH:MM:SS` (UTC in the captures); lines without one (uvicorn's
+/// access lines) inherit the previous line's time.
+fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
+    let text = String::from_utf8_lossy(bytes);
+    let year = civil_from_days((t0 / 86400.0).floor() as i64).0;
+    let mut t = f64::MIN;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        // Keep file order: a process printing a second late never moves
+        // a line before the one above it.
+        if let Some(ts) = vllm_timestamp(line, year) {
+            t = t.max(ts);
+        }
+        out.push((t, line.to_string()));
+    }
+    out
+}
+
+/// Finds ` MM-DD HH:MM:SS ` after the level in a vLLM line.
+fn vllm_timestamp(line: &str, year: i64) -> Option<f64> {
+    let rest = line
+        .strip_prefix('(')
+        .map_or(line, |r| r.split_once(") ").map_or(r, |x| x.1));
+    let mut parts = rest.splitn(4, ' ');
+    let _level = parts.next()?;
+    let date = parts.next()?;
+    let time = parts.next()?;
+    let (mo, d) = date.split_once('-')?;
+    let mut hms = time.split(':');
+    let (h, mi, s) = (hms.next()?, hms.next()?, hms.next()?);
+    let num = |x: &str| x.parse::<i64>().ok();
+    let days = days_from_civil(year, num(mo)?, num(d)?);
+    Some((days * 86400 + num(h)? * 3600 + num(mi)? * 60 + num(s)?) as f64)
+}
+
+/// The proxy log has no timestamps; its access line is printed when the
+/// decode response starts, so the n-th access line is timed at the n-th
+/// proxied request's start plus its TTFT (from the ground truth).
+fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, String)> {
+    let mut times: Vec<f64> = requests
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["mode"] == "proxy")
+        .filter_map(|v| {
+            Some(v["t_start"].as_f64()? + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0)
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let mut next = times.into_iter();
+    let mut last = t0;
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(|line| {
+            if line.contains("\" ") && line.contains(" HTTP/") {
+                last = next.next().unwrap_or(last);
+            }
+            (last, line.to_string())
+        })
+        .collect()
+}
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// The civil date of a day count since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_round_trip() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(
+            civil_from_days(days_from_civil(2026, 11, 30)),
+            (2026, 11, 30)
+        );
+        // 1796019931 is 2026-11-30 06:25:31 UTC.
+        let t = vllm_timestamp(
+            "(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received",
+            2026,
+        );
+        assert_eq!(t, Some(1_796_019_931.0));
+        assert_eq!(
+            vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 2026),
+            None
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! The embedded demo lab: a real recording of a vLLM pair, served as real
+//! HTTP endpoints and real log files on loopback. `pdtop demo` shows it;
+//! the end-to-end tests drive `pdtop check` against it.
+
+pub mod capture;
+pub mod server;
+
+pub use capture::Capture;
+pub use server::{LabHandle, LabOptions, start};

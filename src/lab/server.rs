@@ -1,0 +1,261 @@
+//! Plays a [`Capture`] back as a live lab on loopback: each instance is a
+//! real HTTP server on 127.0.0.1 serving the `/metrics` body that was
+//! recorded at the current lab time (and refusing connections while the
+//! recording says it was down); each log is a real file that grows line by
+//! line as its time comes. At the end the lab starts over, as a restarted
+//! lab would: logs are truncated and counters begin again.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+
+use super::capture::Capture;
+use crate::state::Role;
+
+/// How often the lab looks at its clock (in real time).
+const STEP: Duration = Duration::from_millis(20);
+/// Pause between the end of the recording and its next loop (lab seconds).
+const LOOP_GAP_SECS: f64 = 3.0;
+
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// Lab seconds per real second.
+    pub speed: f64,
+    /// Start over at the end (the demo); tests play once.
+    pub looping: bool,
+    /// Folder for the log files.
+    pub dir: PathBuf,
+}
+
+/// Where the running lab can be reached.
+#[derive(Debug, Clone)]
+pub struct LabHandle {
+    pub prefill: SocketAddr,
+    pub decode: SocketAddr,
+    pub prefill_log: PathBuf,
+    pub decode_log: PathBuf,
+    pub proxy_log: Option<PathBuf>,
+    pub clock: LabClock,
+}
+
+/// Maps real time to the recording's time.
+#[derive(Debug, Clone)]
+pub struct LabClock {
+    start: Instant,
+    t0: f64,
+    t_end: f64,
+    speed: f64,
+    looping: bool,
+}
+
+impl LabClock {
+    /// (loop number, recording time) now.
+    pub fn now(&self) -> (u64, f64) {
+        let elapsed = self.start.elapsed().as_secs_f64() * self.speed;
+        let span = self.t_end - self.t0 + LOOP_GAP_SECS;
+        if self.looping && span > 0.0 {
+            let n = (elapsed / span).floor();
+            (n as u64, self.t0 + (elapsed - n * span))
+        } else {
+            (0, self.t0 + elapsed)
+        }
+    }
+
+    /// The recording has been played once (and the lab does not loop).
+    pub fn finished(&self) -> bool {
+        !self.looping && self.now().1 > self.t_end
+    }
+
+    /// Fraction of the recording played in this loop.
+    pub fn progress(&self) -> f64 {
+        let (_, t) = self.now();
+        ((t - self.t0) / (self.t_end - self.t0).max(1e-9)).clamp(0.0, 1.0)
+    }
+}
+
+/// Starts the lab's servers and log writers on the current tokio runtime.
+pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHandle> {
+    std::fs::create_dir_all(&opts.dir)?;
+    let prefill = TcpListener::bind("127.0.0.1:0").await?;
+    let decode = TcpListener::bind("127.0.0.1:0").await?;
+    let clock = LabClock {
+        start: Instant::now(),
+        t0: capture.t0,
+        t_end: capture.t_end,
+        speed: opts.speed.max(0.01),
+        looping: opts.looping,
+    };
+    let path_of = |name: &str| opts.dir.join(name);
+    let handle = LabHandle {
+        prefill: prefill.local_addr()?,
+        decode: decode.local_addr()?,
+        prefill_log: path_of("prefill.log"),
+        decode_log: path_of("decode.log"),
+        proxy_log: capture
+            .logs
+            .iter()
+            .any(|l| l.file_name == "proxy.log")
+            .then(|| path_of("proxy.log")),
+        clock: clock.clone(),
+    };
+    let capture = Arc::new(capture);
+    for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
+        tokio::spawn(serve_instance(
+            role,
+            listener,
+            capture.clone(),
+            clock.clone(),
+        ));
+    }
+    for i in 0..capture.logs.len() {
+        let path = path_of(capture.logs[i].file_name);
+        tokio::spawn(write_log(i, path, capture.clone(), clock.clone()));
+    }
+    Ok(handle)
+}
+
+/// The recorded row of `role` at lab time `t`: `Ok(body)` or `Err(down)`.
+fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
+    let rows = &capture.scrapes;
+    let idx = rows.partition_point(|r| r.t <= t);
+    let row = rows[..idx]
+        .iter()
+        .rev()
+        .find(|r| r.role == role)
+        .or_else(|| rows.iter().find(|r| r.role == role));
+    match row.and_then(|r| r.body.as_deref()) {
+        Some(body) => Ok(body),
+        None => Err(()),
+    }
+}
+
+async fn serve_instance(role: Role, listener: TcpListener, capture: Arc<Capture>, clock: LabClock) {
+    let Ok(addr) = listener.local_addr() else {
+        return;
+    };
+    let mut listener = Some(listener);
+    loop {
+        let (_, t) = clock.now();
+        let down = row_at(&capture, role, t).is_err();
+        if down {
+            // Closing the socket makes connections fail with "refused",
+            // exactly as when the recorded instance was dead.
+            listener = None;
+        } else if listener.is_none() {
+            listener = TcpListener::bind(addr).await.ok();
+        }
+        let Some(l) = &listener else {
+            tokio::time::sleep(STEP).await;
+            continue;
+        };
+        tokio::select! {
+            conn = l.accept() => {
+                if let Ok((stream, _)) = conn {
+                    tokio::spawn(answer(stream, role, capture.clone(), clock.clone()));
+                }
+            }
+            _ = tokio::time::sleep(STEP) => {}
+        }
+    }
+}
+
+/// Answers one HTTP/1.1 request and closes the connection.
+async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock: LabClock) {
+    let mut buf = vec![0u8; 8192];
+    let mut n = 0;
+    while n < buf.len() {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf[n..])).await {
+            Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
+            Ok(Ok(k)) => {
+                n += k;
+                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let path = head.split_whitespace().nth(1).unwrap_or("/");
+    let (_, t) = clock.now();
+    let (status, ctype, body) = match path {
+        "/metrics" => match row_at(&capture, role, t) {
+            Ok(body) => (
+                "200 OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                body.to_string(),
+            ),
+            Err(()) => (
+                "503 Service Unavailable",
+                "text/plain",
+                "down\n".to_string(),
+            ),
+        },
+        "/v1/models" => ("200 OK", "application/json", models_json(&capture)),
+        "/health" => ("200 OK", "text/plain", String::new()),
+        _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(resp.as_bytes()).await;
+    let _ = stream.write_all(body.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+fn models_json(capture: &Capture) -> String {
+    serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": capture.model_name,
+            "object": "model",
+            "owned_by": "vllm",
+            "root": format!("/models/{}", capture.name),
+            "max_model_len": 8192,
+        }]
+    })
+    .to_string()
+}
+
+/// Appends each line of a log when its time comes; truncates at a new loop.
+async fn write_log(idx: usize, path: PathBuf, capture: Arc<Capture>, clock: LabClock) {
+    let lines = &capture.logs[idx].lines;
+    let mut next = 0;
+    let mut loop_no = 0;
+    let _ = std::fs::write(&path, b"");
+    loop {
+        let (l, t) = clock.now();
+        if l != loop_no {
+            loop_no = l;
+            next = 0;
+            let _ = std::fs::write(&path, b"");
+        }
+        let end = next + lines[next..].partition_point(|(lt, _)| *lt <= t);
+        if end > next {
+            append(&path, &lines[next..end]);
+            next = end;
+        }
+        tokio::time::sleep(STEP).await;
+    }
+}
+
+fn append(path: &Path, lines: &[(f64, String)]) {
+    use std::io::Write;
+    let mut text = String::new();
+    for (_, line) in lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+    {
+        let _ = f.write_all(text.as_bytes());
+    }
+}

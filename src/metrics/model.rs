@@ -1,0 +1,325 @@
+//! What pdtop reads from one vLLM scrape, tolerant of version drift
+//! (see `docs/vllm-reference.md` §1.6 of the lab notes): missing families
+//! are `None`, old names are used when the new ones are absent, and series
+//! of several engines (data parallel) are summed.
+
+use std::collections::BTreeMap;
+
+use super::histogram::Histogram;
+use super::parse::{Exposition, Sample, parse};
+
+/// Counters pdtop turns into rates and window totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Counter {
+    PromptLocalCompute,
+    PromptLocalCacheHit,
+    PromptExternal,
+    PromptTokens,
+    GenerationTokens,
+    PrefixQueries,
+    PrefixHits,
+    ExternalQueries,
+    ExternalHits,
+    Preemptions,
+    /// `request_success_total`, all reasons but abort and error.
+    RequestsOk,
+    RequestsAborted,
+    RequestsErrored,
+    NixlFailedTransfers,
+    NixlFailedNotifications,
+    NixlExpired,
+}
+
+/// Histograms pdtop shows or reasons with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hist {
+    Ttft,
+    /// Per-request time per output token (one of three names by version).
+    Tpot,
+    E2e,
+    /// New KV tokens computed during prefill, per request (>= 0.13).
+    KvComputedTokens,
+    PromptTokens,
+    NixlXferTime,
+    NixlBytes,
+}
+
+/// The counters' and histograms' family names, newest first where a name
+/// moved between versions.
+const COUNTER_SOURCES: &[(Counter, &str, Option<(&str, &str)>)] = &[
+    (
+        Counter::PromptLocalCompute,
+        "vllm:prompt_tokens_by_source_total",
+        Some(("source", "local_compute")),
+    ),
+    (
+        Counter::PromptLocalCacheHit,
+        "vllm:prompt_tokens_by_source_total",
+        Some(("source", "local_cache_hit")),
+    ),
+    (
+        Counter::PromptExternal,
+        "vllm:prompt_tokens_by_source_total",
+        Some(("source", "external_kv_transfer")),
+    ),
+    (Counter::PromptTokens, "vllm:prompt_tokens_total", None),
+    (
+        Counter::GenerationTokens,
+        "vllm:generation_tokens_total",
+        None,
+    ),
+    (
+        Counter::PrefixQueries,
+        "vllm:prefix_cache_queries_total",
+        None,
+    ),
+    (
+        Counter::PrefixQueries,
+        "vllm:gpu_prefix_cache_queries_total",
+        None,
+    ),
+    (Counter::PrefixHits, "vllm:prefix_cache_hits_total", None),
+    (
+        Counter::PrefixHits,
+        "vllm:gpu_prefix_cache_hits_total",
+        None,
+    ),
+    (
+        Counter::ExternalQueries,
+        "vllm:external_prefix_cache_queries_total",
+        None,
+    ),
+    (
+        Counter::ExternalHits,
+        "vllm:external_prefix_cache_hits_total",
+        None,
+    ),
+    (Counter::Preemptions, "vllm:num_preemptions_total", None),
+    (
+        Counter::NixlFailedTransfers,
+        "vllm:nixl_num_failed_transfers_total",
+        None,
+    ),
+    (
+        Counter::NixlFailedNotifications,
+        "vllm:nixl_num_failed_notifications_total",
+        None,
+    ),
+    (
+        Counter::NixlExpired,
+        "vllm:nixl_num_kv_expired_reqs_total",
+        None,
+    ),
+];
+
+const HIST_SOURCES: &[(Hist, &str)] = &[
+    (Hist::Ttft, "vllm:time_to_first_token_seconds"),
+    (Hist::Tpot, "vllm:request_time_per_output_token_seconds"),
+    (Hist::Tpot, "vllm:time_per_output_token_seconds"),
+    (Hist::Tpot, "vllm:inter_token_latency_seconds"),
+    (Hist::E2e, "vllm:e2e_request_latency_seconds"),
+    (
+        Hist::KvComputedTokens,
+        "vllm:request_prefill_kv_computed_tokens",
+    ),
+    (Hist::PromptTokens, "vllm:request_prompt_tokens"),
+    (Hist::NixlXferTime, "vllm:nixl_xfer_time_seconds"),
+    (Hist::NixlBytes, "vllm:nixl_bytes_transferred"),
+];
+
+/// One instance's scrape, reduced to what pdtop uses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InstanceSample {
+    pub model_name: Option<String>,
+    pub process_start: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// 0..1 fraction, clamped; `None` when absent or NaN.
+    pub kv_usage: Option<f64>,
+    pub block_size: Option<u32>,
+    pub num_gpu_blocks: Option<u64>,
+    pub counters: BTreeMap<Counter, f64>,
+    pub hists: BTreeMap<Hist, Histogram>,
+    /// Which name the TPOT histogram came from (it moved across versions).
+    pub tpot_source: Option<&'static str>,
+    /// How many `vllm:` samples the scrape held.
+    pub vllm_samples: usize,
+    pub bad_lines: usize,
+    /// NaN or infinite values seen where a number was expected.
+    pub non_finite: usize,
+}
+
+impl InstanceSample {
+    /// Parses a scrape body and extracts the sample.
+    pub fn from_text(text: &str) -> InstanceSample {
+        InstanceSample::from_exposition(&parse(text))
+    }
+
+    pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {
+        let mut out = InstanceSample {
+            bad_lines: e.bad_line_count,
+            ..Default::default()
+        };
+        let mut by_name: BTreeMap<&str, Vec<&Sample<'_>>> = BTreeMap::new();
+        for s in &e.samples {
+            if s.name.starts_with("vllm:") {
+                out.vllm_samples += 1;
+            }
+            by_name.entry(s.name).or_default().push(s);
+        }
+        let get = |name: &str| by_name.get(name).map(|v| v.as_slice()).unwrap_or(&[]);
+
+        out.process_start = get("process_start_time_seconds")
+            .first()
+            .map(|s| s.value)
+            .filter(|v| v.is_finite());
+        out.model_name = e
+            .samples
+            .iter()
+            .find(|s| s.name.starts_with("vllm:"))
+            .and_then(|s| s.label("model_name"))
+            .map(str::to_owned);
+        out.running = out.sum_gauge(get("vllm:num_requests_running"));
+        out.waiting = out.sum_gauge(get("vllm:num_requests_waiting"));
+        let usage = if by_name.contains_key("vllm:kv_cache_usage_perc") {
+            get("vllm:kv_cache_usage_perc")
+        } else {
+            get("vllm:gpu_cache_usage_perc")
+        };
+        out.kv_usage = out.mean_gauge(usage).map(|v| v.clamp(0.0, 1.0));
+        if let Some(info) = get("vllm:cache_config_info").first() {
+            out.block_size = info.label("block_size").and_then(|v| v.parse().ok());
+            out.num_gpu_blocks = info.label("num_gpu_blocks").and_then(|v| v.parse().ok());
+        }
+
+        for (counter, name, label) in COUNTER_SOURCES {
+            if out.counters.contains_key(counter) {
+                continue;
+            }
+            let series = get(name);
+            if series.is_empty() {
+                continue;
+            }
+            let total = series
+                .iter()
+                .filter(|s| label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+                .map(|s| s.value)
+                .filter(|v| v.is_finite())
+                .sum::<f64>();
+            out.counters.insert(*counter, total);
+        }
+        let success = get("vllm:request_success_total");
+        if !success.is_empty() {
+            let mut ok = 0.0;
+            let mut aborted = 0.0;
+            let mut errored = 0.0;
+            for s in success.iter().filter(|s| s.value.is_finite()) {
+                match s.label("finished_reason") {
+                    Some("abort") => aborted += s.value,
+                    Some("error") => errored += s.value,
+                    _ => ok += s.value,
+                }
+            }
+            out.counters.insert(Counter::RequestsOk, ok);
+            out.counters.insert(Counter::RequestsAborted, aborted);
+            out.counters.insert(Counter::RequestsErrored, errored);
+        }
+
+        for (hist, family) in HIST_SOURCES {
+            if out.hists.contains_key(hist) {
+                continue;
+            }
+            if let Some(h) = out.histogram(&by_name, family) {
+                if *hist == Hist::Tpot {
+                    out.tpot_source = Some(family);
+                }
+                out.hists.insert(*hist, h);
+            }
+        }
+        out
+    }
+
+    fn sum_gauge(&mut self, series: &[&Sample<'_>]) -> Option<f64> {
+        let mut total = None;
+        for s in series {
+            if s.value.is_finite() {
+                *total.get_or_insert(0.0) += s.value;
+            } else {
+                self.non_finite += 1;
+            }
+        }
+        total
+    }
+
+    fn mean_gauge(&mut self, series: &[&Sample<'_>]) -> Option<f64> {
+        let n = series.iter().filter(|s| s.value.is_finite()).count();
+        self.sum_gauge(series).map(|t| t / n.max(1) as f64)
+    }
+
+    /// Builds one histogram from `<family>_bucket/_sum/_count`, summing the
+    /// buckets of every engine (the same `le` set across engines).
+    fn histogram(
+        &mut self,
+        by_name: &BTreeMap<&str, Vec<&Sample<'_>>>,
+        family: &str,
+    ) -> Option<Histogram> {
+        let buckets = by_name.get(format!("{family}_bucket").as_str())?;
+        let mut per_le: Vec<(f64, f64)> = Vec::with_capacity(32);
+        for s in buckets {
+            let Some(le) = s.label("le").and_then(parse_le) else {
+                continue;
+            };
+            let value = if s.value.is_finite() {
+                s.value
+            } else {
+                self.non_finite += 1;
+                0.0
+            };
+            match per_le.iter_mut().find(|(b, _)| *b == le) {
+                Some((_, c)) => *c += value,
+                None => per_le.push((le, value)),
+            }
+        }
+        if per_le.is_empty() {
+            return None;
+        }
+        per_le.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if per_le.last().is_none_or(|(b, _)| b.is_finite()) {
+            // No +Inf bucket: the text is cut or odd. Use the _count instead.
+            per_le.push((f64::INFINITY, f64::NAN));
+        }
+        let sum_of = |suffix: &str| {
+            by_name
+                .get(format!("{family}{suffix}").as_str())
+                .map(|v| v.iter().map(|s| s.value).filter(|x| x.is_finite()).sum())
+        };
+        let count = sum_of("_count").unwrap_or(0.0);
+        let sum = sum_of("_sum").unwrap_or(0.0);
+        let mut hist = Histogram {
+            bounds: per_le.iter().map(|(b, _)| *b).collect(),
+            counts: per_le.iter().map(|(_, c)| *c).collect(),
+            sum,
+            count,
+        };
+        if let Some(last) = hist.counts.last_mut()
+            && last.is_nan()
+        {
+            *last = count;
+        }
+        // Cumulative counts never go down; clamp a malformed text so that
+        // quantiles stay sane.
+        let mut running: f64 = 0.0;
+        for c in &mut hist.counts {
+            running = running.max(*c);
+            *c = running;
+        }
+        Some(hist)
+    }
+}
+
+fn parse_le(s: &str) -> Option<f64> {
+    match s {
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        _ => s.parse().ok().filter(|v: &f64| v.is_finite()),
+    }
+}

@@ -1,0 +1,331 @@
+//! A lenient parser for the Prometheus text exposition format (0.0.4), as
+//! vLLM's prometheus_client writes it.
+//!
+//! Why our own: prometheus-parse matches names with `\w+`, which has no `:`,
+//! so it silently drops every `vllm:` metric. This parser borrows from the
+//! input (no allocation per sample unless a label value has escapes), keeps
+//! every sample, and skips a malformed line while counting it: one bad line
+//! never costs the whole scrape, and it is never silent.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// The `# TYPE` of a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+    Untyped,
+}
+
+impl MetricType {
+    fn from_str(s: &str) -> MetricType {
+        match s {
+            "counter" => MetricType::Counter,
+            "gauge" => MetricType::Gauge,
+            "histogram" => MetricType::Histogram,
+            "summary" => MetricType::Summary,
+            _ => MetricType::Untyped,
+        }
+    }
+}
+
+/// One sample line: `name{labels} value [timestamp]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample<'a> {
+    pub name: &'a str,
+    pub labels: Vec<(&'a str, Cow<'a, str>)>,
+    pub value: f64,
+    pub timestamp_ms: Option<i64>,
+}
+
+impl<'a> Sample<'a> {
+    /// The value of a label, if present.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+/// A line that could not be parsed, kept so the UI can say which.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadLine {
+    pub line_no: usize,
+    pub reason: &'static str,
+}
+
+/// How many bad lines are kept verbatim; the count goes on past it.
+const MAX_BAD_LINES_KEPT: usize = 16;
+
+/// A parsed scrape.
+#[derive(Debug, Default)]
+pub struct Exposition<'a> {
+    pub samples: Vec<Sample<'a>>,
+    pub types: HashMap<&'a str, MetricType>,
+    pub bad_lines: Vec<BadLine>,
+    pub bad_line_count: usize,
+}
+
+impl<'a> Exposition<'a> {
+    fn bad(&mut self, line_no: usize, reason: &'static str) {
+        self.bad_line_count += 1;
+        if self.bad_lines.len() < MAX_BAD_LINES_KEPT {
+            self.bad_lines.push(BadLine { line_no, reason });
+        }
+    }
+
+    /// The declared type of the family a sample name belongs to, resolving
+    /// the `_bucket`/`_sum`/`_count`/`_total`/`_created` suffixes.
+    pub fn type_of(&self, sample_name: &str) -> MetricType {
+        if let Some(t) = self.types.get(sample_name) {
+            return *t;
+        }
+        for suffix in ["_bucket", "_sum", "_count", "_total", "_created"] {
+            if let Some(base) = sample_name.strip_suffix(suffix)
+                && let Some(t) = self.types.get(base)
+            {
+                return *t;
+            }
+        }
+        MetricType::Untyped
+    }
+}
+
+/// Parses a whole exposition. Never fails: bad lines are skipped and counted.
+pub fn parse(text: &str) -> Exposition<'_> {
+    let mut out = Exposition {
+        // A vLLM scrape has about one sample per 70 bytes.
+        samples: Vec::with_capacity(text.len() / 64 + 1),
+        ..Default::default()
+    };
+    for (i, raw) in text.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw).trim_start();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('#') {
+            parse_comment(rest, &mut out);
+            continue;
+        }
+        match parse_sample(line) {
+            Ok(s) => out.samples.push(s),
+            Err(reason) => out.bad(i + 1, reason),
+        }
+    }
+    out
+}
+
+fn parse_comment<'a>(rest: &'a str, out: &mut Exposition<'a>) {
+    let rest = rest.trim_start();
+    if let Some(decl) = rest.strip_prefix("TYPE") {
+        let mut parts = decl.split_whitespace();
+        if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
+            out.types.insert(name, MetricType::from_str(kind));
+        }
+    }
+    // HELP and other comments carry nothing the dashboard needs.
+}
+
+fn is_name_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b == b':'
+}
+
+fn is_name_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+}
+
+fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
+    let bytes = line.as_bytes();
+    if !is_name_start(bytes[0]) {
+        return Err("metric name must start with a letter, '_' or ':'");
+    }
+    let mut i = 1;
+    while i < bytes.len() && is_name_char(bytes[i]) {
+        i += 1;
+    }
+    let name = &line[..i];
+    let mut labels = Vec::new();
+    if i < bytes.len() && bytes[i] == b'{' {
+        i = parse_labels(line, i + 1, &mut labels)?;
+    }
+    let rest = &line[i..];
+    if !rest.starts_with([' ', '\t']) {
+        return Err("expected a space before the value");
+    }
+    let mut fields = rest.split_ascii_whitespace();
+    let value = parse_value(fields.next().ok_or("missing value")?)?;
+    let timestamp_ms = match fields.next() {
+        Some(ts) => Some(ts.parse::<i64>().map_err(|_| "bad timestamp")?),
+        None => None,
+    };
+    if fields.next().is_some() {
+        return Err("unexpected text after the timestamp");
+    }
+    Ok(Sample {
+        name,
+        labels,
+        value,
+        timestamp_ms,
+    })
+}
+
+/// Parses `k="v",k2="v2"}` starting after the `{`; returns the index after `}`.
+fn parse_labels<'a>(
+    line: &'a str,
+    mut i: usize,
+    labels: &mut Vec<(&'a str, Cow<'a, str>)>,
+) -> Result<usize, &'static str> {
+    let bytes = line.as_bytes();
+    loop {
+        while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b',') {
+            i += 1;
+        }
+        if i >= bytes.len() {
+            return Err("unterminated label set");
+        }
+        if bytes[i] == b'}' {
+            return Ok(i + 1);
+        }
+        let key_start = i;
+        while i < bytes.len() && is_name_char(bytes[i]) {
+            i += 1;
+        }
+        if i == key_start {
+            return Err("bad label name");
+        }
+        let key = &line[key_start..i];
+        while i < bytes.len() && bytes[i] == b' ' {
+            i += 1;
+        }
+        if i + 1 >= bytes.len() || bytes[i] != b'=' || bytes[i + 1] != b'"' {
+            return Err("expected =\" after a label name");
+        }
+        i += 2;
+        let (value, next) = parse_label_value(line, i)?;
+        labels.push((key, value));
+        i = next;
+    }
+}
+
+/// Reads a quoted label value (after the opening quote), unescaping
+/// `\\`, `\"` and `\n`; borrows when there is nothing to unescape.
+fn parse_label_value(line: &str, start: usize) -> Result<(Cow<'_, str>, usize), &'static str> {
+    let bytes = line.as_bytes();
+    let mut i = start;
+    let mut owned: Option<String> = None;
+    let mut chunk_start = start;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let value = match owned {
+                    Some(mut s) => {
+                        s.push_str(&line[chunk_start..i]);
+                        Cow::Owned(s)
+                    }
+                    None => Cow::Borrowed(&line[start..i]),
+                };
+                return Ok((value, i + 1));
+            }
+            b'\\' => {
+                let s = owned.get_or_insert_with(String::new);
+                s.push_str(&line[chunk_start..i]);
+                match bytes.get(i + 1) {
+                    Some(b'\\') => s.push('\\'),
+                    Some(b'"') => s.push('"'),
+                    Some(b'n') => s.push('\n'),
+                    _ => return Err("bad escape in label value"),
+                }
+                i += 2;
+                chunk_start = i;
+            }
+            _ => i += 1,
+        }
+    }
+    Err("unterminated label value")
+}
+
+fn parse_value(s: &str) -> Result<f64, &'static str> {
+    match s {
+        "+Inf" | "Inf" | "inf" | "+inf" => Ok(f64::INFINITY),
+        "-Inf" | "-inf" => Ok(f64::NEG_INFINITY),
+        "NaN" | "nan" => Ok(f64::NAN),
+        _ => s.parse::<f64>().map_err(|_| "bad sample value"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_vllm_names_labels_and_types() {
+        let text = "# HELP vllm:kv_cache_usage_perc KV-cache usage.\n\
+# TYPE vllm:kv_cache_usage_perc gauge\n\
+vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"lab-8b\"} 0.25\n\
+# TYPE vllm:time_to_first_token_seconds histogram\n\
+vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} 3.0\n";
+        let e = parse(text);
+        assert_eq!(e.samples.len(), 2);
+        assert_eq!(e.samples[0].name, "vllm:kv_cache_usage_perc");
+        assert_eq!(e.samples[0].label("model_name"), Some("lab-8b"));
+        assert_eq!(e.samples[0].value, 0.25);
+        assert_eq!(
+            e.type_of("vllm:time_to_first_token_seconds_bucket"),
+            MetricType::Histogram
+        );
+        assert_eq!(e.samples[1].label("le"), Some("+Inf"));
+        assert_eq!(e.bad_line_count, 0);
+    }
+
+    #[test]
+    fn unescapes_label_values() {
+        let e = parse("m{a=\"x\\\\y\",b=\"say \\\"hi\\\"\",c=\"l1\\nl2\"} 1\n");
+        let s = &e.samples[0];
+        assert_eq!(s.label("a"), Some("x\\y"));
+        assert_eq!(s.label("b"), Some("say \"hi\""));
+        assert_eq!(s.label("c"), Some("l1\nl2"));
+    }
+
+    #[test]
+    fn special_values_and_timestamps() {
+        let e = parse("a +Inf\nb -Inf\nc NaN 1700000000000\nd 1.5e+09\n");
+        assert_eq!(e.samples[0].value, f64::INFINITY);
+        assert_eq!(e.samples[1].value, f64::NEG_INFINITY);
+        assert!(e.samples[2].value.is_nan());
+        assert_eq!(e.samples[2].timestamp_ms, Some(1_700_000_000_000));
+        assert_eq!(e.samples[3].value, 1.5e9);
+    }
+
+    #[test]
+    fn bad_lines_are_skipped_and_counted() {
+        let e =
+            parse("good 1\n{bad} 2\nalso_bad\nx{a=\"unterminated} 3\nfine{a=\"b\"} 4\n<html>\n");
+        let names: Vec<_> = e.samples.iter().map(|s| s.name).collect();
+        assert_eq!(names, ["good", "fine"]);
+        assert_eq!(e.bad_line_count, 4);
+        assert_eq!(e.bad_lines[0].line_no, 2);
+    }
+
+    #[test]
+    fn crlf_and_blank_lines() {
+        let e = parse("a 1\r\n\r\n\nb{x=\"y\"} 2\r\n");
+        assert_eq!(e.samples.len(), 2);
+        assert_eq!(e.bad_line_count, 0);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(s in "\\PC*") {
+            let _ = parse(&s);
+        }
+
+        #[test]
+        fn never_panics_on_sample_like_lines(s in "[a-z:_]{1,8}(\\{[a-z]{1,3}=\"[^\"]{0,4}\"?,?\\}?)? ?[-+0-9.eInfNa]{0,6}") {
+            let _ = parse(&s);
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The modes: wiring of collectors, state and screen. Collectors run on
+//! their own thread and runtime (so a collector's panic is told apart from
+//! the UI's), the screen on the main thread.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use color_eyre::eyre::{Result, WrapErr, eyre};
+use tokio::sync::mpsc;
+
+use crate::app::{self, App, Input};
+use crate::cli::{CheckArgs, DemoArgs, Inputs, UiArgs};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{FileConfig, Settings};
+use crate::lab::{self, Capture, LabHandle, LabOptions};
+use crate::sources::scrape::ScrapeOptions;
+use crate::sources::{self, Endpoint, Msg};
+use crate::state::report::Report;
+use crate::state::{AppState, Role};
+use crate::theme::{self, Theme};
+
+/// The collectors' thread name; the panic hook leaves the screen alone for
+/// panics there (the supervisor turns them into an error state).
+pub const COLLECTOR_THREAD: &str = "pdtop-collectors";
+/// Environment variable holding a bearer token for every endpoint.
+pub const TOKEN_ENV: &str = "PDTOP_BEARER_TOKEN";
+
+pub fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>, String> {
+    let mut out = Vec::new();
+    for (role, list) in [
+        (Role::Prefill, &inputs.prefill),
+        (Role::Decode, &inputs.decode),
+    ] {
+        for s in list {
+            out.push(Endpoint::parse(role, s)?);
+        }
+    }
+    if out.is_empty() {
+        return Err("give at least one instance: --prefill HOST:PORT and/or --decode HOST:PORT (or try `pdtop demo`)".into());
+    }
+    Ok(out)
+}
+
+fn scrape_options(settings: &Settings) -> ScrapeOptions {
+    ScrapeOptions {
+        interval: settings.interval,
+        timeout: settings.timeout,
+        bearer_token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
+    }
+}
+
+pub fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings, String> {
+    let file = FileConfig::load(inputs.config.as_deref())?;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    Settings::resolve(inputs, ui, &file, no_color)
+}
+
+/// The live dashboard.
+pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
+    let settings = settings(&inputs, &ui).map_err(|e| eyre!(e))?;
+    let eps = endpoints(&inputs).map_err(|e| eyre!(e))?;
+    let theme =
+        Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let (tx, rx) = mpsc::channel(1024);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let opts = scrape_options(&settings);
+    let eps2 = eps.clone();
+    let clock2 = clock.clone();
+    spawn_collector_thread(move || async move {
+        if let Err(e) = sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()) {
+            let _ = tx
+                .send(Msg::SourceFailed {
+                    source: "http".into(),
+                    at: clock2.now(),
+                    error: e,
+                })
+                .await;
+        }
+    })?;
+    let state = AppState::new(eps, settings.window_secs);
+    run_screen(App::new(state, theme), rx, clock, None)
+}
+
+/// The demo: the embedded lab on loopback, and the dashboard on it.
+pub fn demo(args: DemoArgs) -> Result<()> {
+    let capture = match &args.capture {
+        Some(dir) => Capture::from_dir(dir),
+        None => Capture::embedded(),
+    }
+    .map_err(|e| eyre!("demo data: {e}"))?;
+    let name = capture.name.clone();
+    let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
+    let opts = LabOptions {
+        speed: args.speed,
+        looping: !args.no_loop,
+        dir: dir.clone(),
+    };
+    let (lab_tx, lab_rx) = std::sync::mpsc::channel();
+    let (tx, rx) = mpsc::channel(1024);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let settings = settings(&Inputs::default(), &args.ui).map_err(|e| eyre!(e))?;
+    let interval = Duration::from_secs_f64((1.0 / args.speed.max(0.01)).clamp(0.05, 1.0));
+    let scrape_opts = ScrapeOptions {
+        interval,
+        timeout: settings.timeout,
+        bearer_token: None,
+    };
+    let clock2 = clock.clone();
+    let serve_only = args.serve_only;
+    spawn_collector_thread(move || async move {
+        let handle = match lab::start(capture, opts).await {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = lab_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        let eps = lab_endpoints(&handle);
+        let _ = lab_tx.send(Ok(handle));
+        if !serve_only
+            && let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone())
+        {
+            let _ = tx
+                .send(Msg::SourceFailed {
+                    source: "http".into(),
+                    at: clock2.now(),
+                    error: e,
+                })
+                .await;
+        }
+    })?;
+    let handle: LabHandle = lab_rx
+        .recv()
+        .map_err(|_| eyre!("the demo lab did not start"))?
+        .map_err(|e| eyre!("the demo lab did not start: {e}"))?;
+    if args.serve_only {
+        println!(
+            "pdtop demo lab ({name}, x{}):\n  --prefill {} --decode {}\n  logs: {} {} {}",
+            args.speed,
+            handle.prefill,
+            handle.decode,
+            handle.prefill_log.display(),
+            handle.decode_log.display(),
+            handle
+                .proxy_log
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        );
+        std::io::stdout().flush().ok();
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    let theme =
+        Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let state = AppState::new(lab_endpoints(&handle), settings.window_secs);
+    let result = run_screen(
+        App::new(state, theme),
+        rx,
+        clock,
+        Some((name, args.speed, handle.clock.clone())),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
+    [(Role::Prefill, h.prefill), (Role::Decode, h.decode)]
+        .into_iter()
+        .filter_map(|(role, addr)| Endpoint::parse(role, &addr.to_string()).ok())
+        .collect()
+}
+
+/// `pdtop check`: no screen; returns the report.
+pub fn check(args: &CheckArgs) -> Result<Report, String> {
+    let settings = settings(&args.inputs, &UiArgs::default())?;
+    let eps = endpoints(&args.inputs)?;
+    if !(args.duration.is_finite() && args.duration > 0.0) {
+        return Err("--duration must be a positive number of seconds".into());
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let (tx, mut rx) = mpsc::channel(1024);
+        sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
+        let mut state = AppState::new(eps, settings.window_secs);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.duration);
+        loop {
+            tokio::select! {
+                msg = rx.recv() => match msg {
+                    Some(m) => state.apply(m),
+                    None => break,
+                },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        state.apply(Msg::Tick { at: clock.now() });
+        Ok(Report::from_state(&state))
+    })
+}
+
+/// A human summary of a report, for `check` without `--json`.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    for i in &r.instances {
+        s.push_str(&format!(
+            "{:<8} {:<22} {} ok={} failed={} restarts={}{}\n",
+            i.role.name(),
+            i.endpoint,
+            if i.up { "up  " } else { "DOWN" },
+            i.scrapes_ok,
+            i.scrapes_failed,
+            i.restarts,
+            i.last_error
+                .as_ref()
+                .map(|e| format!(" last error: {e}"))
+                .unwrap_or_default()
+        ));
+    }
+    let q = &r.requests;
+    s.push_str(&format!(
+        "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
+        q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
+    ));
+    s.push_str(&format!("verdict: {:?}\n", r.verdict));
+    s
+}
+
+fn spawn_collector_thread<F, Fut>(start: F) -> Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("collector runtime")?;
+    std::thread::Builder::new()
+        .name(COLLECTOR_THREAD.into())
+        .spawn(move || {
+            rt.block_on(async move {
+                start().await;
+                std::future::pending::<()>().await;
+            })
+        })
+        .wrap_err("collector thread")?;
+    Ok(())
+}
+
+/// Owns the terminal for the length of the dashboard and restores it on
+/// every way out: return, error, panic (ratatui's hook) and signals.
+fn run_screen(
+    mut app: App,
+    rx: mpsc::Receiver<Msg>,
+    clock: Arc<dyn Clock>,
+    demo: Option<(String, f64, lab::server::LabClock)>,
+) -> Result<()> {
+    let mut terminal = ratatui::init();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some(COLLECTOR_THREAD) {
+            return;
+        }
+        hook(info);
+    }));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("ui runtime")?;
+    let result = rt.block_on(async {
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        app::spawn_input_thread(in_tx.clone());
+        spawn_signal_watch(in_tx);
+        app::run(&mut terminal, &mut app, rx, in_rx, clock, demo).await
+    });
+    ratatui::restore();
+    result.wrap_err("terminal")
+}
+
+fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    for kind in [
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+        SignalKind::interrupt(),
+    ] {
+        let tx = tx.clone();
+        if let Ok(mut s) = signal(kind) {
+            tokio::spawn(async move {
+                if s.recv().await.is_some() {
+                    let _ = tx.send(Input::Signal);
+                }
+            });
+        }
+    }
+}

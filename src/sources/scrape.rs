@@ -1,0 +1,213 @@
+//! The `/metrics` scraper: one task per instance, GETs only.
+//!
+//! Each attempt ends in a [`Msg::Scrape`] or a [`Msg::ScrapeFailed`] with a
+//! readable cause. After failures the next attempt waits longer, doubling
+//! from the interval up to a cap, so a dead instance is not hammered but is
+//! seen again within seconds of coming back. `/v1/models` is asked once per
+//! (re)connect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::Sender;
+
+use super::{Endpoint, ModelInfo, Msg};
+use crate::clock::Clock;
+
+/// A body larger than this is refused (a vLLM scrape is about 50 KB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The longest wait between attempts while an instance is failing.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct ScrapeOptions {
+    pub interval: Duration,
+    pub timeout: Duration,
+    /// Sent as `Authorization: Bearer ...`; never printed.
+    pub bearer_token: Option<String>,
+}
+
+/// The HTTP client every scraper shares: rustls for https, no proxies from
+/// the environment (a lab's loopback endpoints must not go through one).
+pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .no_proxy()
+        .user_agent(concat!("pdtop/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// The wait before the next attempt after `failures` consecutive failures.
+pub fn backoff(interval: Duration, failures: u32) -> Duration {
+    if failures == 0 {
+        return interval;
+    }
+    // Capped at eight intervals (and 10 s), never below one interval.
+    let cap = interval.saturating_mul(8).min(MAX_BACKOFF).max(interval);
+    let factor = 1u32 << failures.min(8);
+    interval.saturating_mul(factor).min(cap)
+}
+
+/// Scrapes one instance until the receiver is gone.
+pub async fn run(
+    instance: usize,
+    endpoint: Endpoint,
+    client: reqwest::Client,
+    opts: ScrapeOptions,
+    clock: Arc<dyn Clock>,
+    tx: Sender<Msg>,
+) {
+    let metrics_url = format!("{}/metrics", endpoint.base_url);
+    let models_url = format!("{}/v1/models", endpoint.base_url);
+    let mut failures = 0u32;
+    let mut need_models = true;
+    loop {
+        let started = clock.now();
+        let msg = match fetch(&client, &metrics_url, &opts).await {
+            Ok(body) => {
+                failures = 0;
+                Msg::Scrape {
+                    instance,
+                    at: clock.now(),
+                    body,
+                }
+            }
+            Err(error) => {
+                failures += 1;
+                need_models = true;
+                Msg::ScrapeFailed {
+                    instance,
+                    at: clock.now(),
+                    error,
+                }
+            }
+        };
+        let ok = matches!(msg, Msg::Scrape { .. });
+        if tx.send(msg).await.is_err() {
+            return;
+        }
+        if ok && need_models {
+            if let Ok(body) = fetch(&client, &models_url, &opts).await
+                && let Some(info) = parse_models(&body)
+            {
+                need_models = false;
+                let msg = Msg::Models {
+                    instance,
+                    at: clock.now(),
+                    info,
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let spent = Duration::from_secs_f64((clock.now() - started).max(0.0));
+        let wait = backoff(opts.interval, failures).saturating_sub(spent);
+        clock.sleep(wait).await;
+    }
+}
+
+/// One GET, with the body size capped and a status that is not 2xx turned
+/// into an error that says what came back.
+pub async fn fetch(
+    client: &reqwest::Client,
+    url: &str,
+    opts: &ScrapeOptions,
+) -> Result<String, String> {
+    let mut req = client.get(url);
+    if let Some(token) = &opts.bearer_token {
+        req = req.bearer_auth(token);
+    }
+    let mut resp = req.send().await.map_err(describe)?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("HTTP {status}"));
+    }
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+    {
+        return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(describe)? {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    String::from_utf8(body).map_err(|_| "body is not UTF-8 text".to_string())
+}
+
+/// A short, readable cause for a reqwest error (its Display nests sources).
+fn describe(e: reqwest::Error) -> String {
+    use std::error::Error;
+    let mut msg = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "cannot connect".to_string()
+    } else if e.is_body() || e.is_decode() {
+        "body cut short".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = e.source();
+    let mut last = None;
+    while let Some(s) = source {
+        last = Some(s.to_string());
+        source = s.source();
+    }
+    if let Some(root) = last {
+        msg.push_str(": ");
+        msg.push_str(&root);
+    }
+    msg
+}
+
+/// Reads `/v1/models`: `{"data":[{"id":..,"root":..,"max_model_len":..}]}`.
+pub fn parse_models(body: &str) -> Option<ModelInfo> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let m = v.get("data")?.get(0)?;
+    Some(ModelInfo {
+        id: m.get("id")?.as_str()?.to_string(),
+        root: m.get("root").and_then(|r| r.as_str()).map(str::to_owned),
+        max_model_len: m.get("max_model_len").and_then(|x| x.as_u64()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let i = Duration::from_secs(1);
+        assert_eq!(backoff(i, 0), i);
+        assert_eq!(backoff(i, 1), Duration::from_secs(2));
+        assert_eq!(backoff(i, 3), Duration::from_secs(8));
+        assert_eq!(backoff(i, 30), Duration::from_secs(8));
+        assert_eq!(backoff(Duration::from_secs(2), 30), MAX_BACKOFF);
+        // A long interval is never shortened by the cap.
+        assert_eq!(backoff(Duration::from_secs(30), 2), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn models_body() {
+        let body = r#"{"object":"list","data":[{"id":"lab-8b","object":"model","root":"/models/x","max_model_len":8192}]}"#;
+        let m = parse_models(body).unwrap();
+        assert_eq!(m.id, "lab-8b");
+        assert_eq!(m.root.as_deref(), Some("/models/x"));
+        assert_eq!(m.max_model_len, Some(8192));
+        assert!(parse_models("<html>").is_none());
+    }
+}

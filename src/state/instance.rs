@@ -1,0 +1,198 @@
+//! One watched instance: its health, its latest scrape, and the deltas
+//! between scrapes. A counter that goes down, or a new
+//! `process_start_time_seconds`, is a restart: the new values count from
+//! zero, so a rate is never negative.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Counter, Hist, InstanceSample};
+use crate::sources::{Endpoint, ModelInfo};
+
+/// Intervals kept per instance (one per successful scrape): an hour at 1 s.
+pub const HISTORY_CAP: usize = 3600;
+
+/// Reachability and scrape bookkeeping, shown in the header row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Health {
+    pub up: bool,
+    pub last_ok: Option<f64>,
+    pub last_attempt: Option<f64>,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    pub scrapes_ok: u64,
+    pub scrapes_failed: u64,
+    pub restarts: u32,
+    pub last_restart: Option<f64>,
+    pub bad_lines_last: usize,
+    pub bad_lines_total: u64,
+    /// A scrape answered but held no `vllm:` sample (wrong port, stats off).
+    pub no_vllm_metrics: bool,
+}
+
+/// What changed between two consecutive good scrapes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interval {
+    pub t: f64,
+    pub dt: f64,
+    pub counters: BTreeMap<Counter, f64>,
+    pub hists: BTreeMap<Hist, Histogram>,
+    pub kv_usage: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// This interval began with a restart (its deltas count from zero).
+    pub after_restart: bool,
+}
+
+impl Interval {
+    pub fn counter(&self, c: Counter) -> f64 {
+        self.counters.get(&c).copied().unwrap_or(0.0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct InstanceState {
+    pub endpoint: Endpoint,
+    pub info: Option<ModelInfo>,
+    pub health: Health,
+    pub latest: Option<InstanceSample>,
+    pub latest_at: Option<f64>,
+    pub history: VecDeque<Interval>,
+    /// Sums of all intervals since pdtop started.
+    pub total_counters: BTreeMap<Counter, f64>,
+    pub total_hists: BTreeMap<Hist, Histogram>,
+}
+
+impl InstanceState {
+    pub fn new(endpoint: Endpoint) -> InstanceState {
+        InstanceState {
+            endpoint,
+            info: None,
+            health: Health::default(),
+            latest: None,
+            latest_at: None,
+            history: VecDeque::new(),
+            total_counters: BTreeMap::new(),
+            total_hists: BTreeMap::new(),
+        }
+    }
+
+    pub fn on_failure(&mut self, at: f64, error: String) {
+        let h = &mut self.health;
+        h.up = false;
+        h.last_attempt = Some(at);
+        h.consecutive_failures += 1;
+        h.scrapes_failed += 1;
+        h.last_error = Some(error);
+    }
+
+    /// Takes a good scrape; returns the interval since the previous one
+    /// (none for the first scrape, which is only the baseline).
+    pub fn on_scrape(&mut self, at: f64, sample: InstanceSample) -> Option<Interval> {
+        let h = &mut self.health;
+        h.up = true;
+        h.last_ok = Some(at);
+        h.last_attempt = Some(at);
+        h.consecutive_failures = 0;
+        h.scrapes_ok += 1;
+        h.bad_lines_last = sample.bad_lines;
+        h.bad_lines_total += sample.bad_lines as u64;
+        h.no_vllm_metrics = sample.vllm_samples == 0;
+
+        let interval = match (&self.latest, self.latest_at) {
+            (Some(prev), Some(prev_at)) => Some(diff(prev, &sample, at, at - prev_at)),
+            _ => None,
+        };
+        if let Some(iv) = &interval {
+            if iv.after_restart {
+                self.health.restarts += 1;
+                self.health.last_restart = Some(at);
+            }
+            for (c, v) in &iv.counters {
+                *self.total_counters.entry(*c).or_default() += v;
+            }
+            for (k, hist) in &iv.hists {
+                self.total_hists.entry(*k).or_default().merge(hist);
+            }
+            self.history.push_back(iv.clone());
+            while self.history.len() > HISTORY_CAP {
+                self.history.pop_front();
+            }
+        }
+        self.latest = Some(sample);
+        self.latest_at = Some(at);
+        interval
+    }
+
+    /// The histogram deltas of the intervals that ended after `since`.
+    pub fn hist_since(&self, hist: Hist, since: f64) -> Option<Histogram> {
+        let mut out: Option<Histogram> = None;
+        for iv in self.history.iter().rev().take_while(|iv| iv.t > since) {
+            if let Some(h) = iv.hists.get(&hist) {
+                out.get_or_insert_with(Histogram::default).merge(h);
+            }
+        }
+        out
+    }
+
+    pub fn block_size(&self) -> Option<u32> {
+        self.latest.as_ref().and_then(|s| s.block_size)
+    }
+
+    pub fn model_name(&self) -> Option<&str> {
+        self.latest
+            .as_ref()
+            .and_then(|s| s.model_name.as_deref())
+            .or(self.info.as_ref().map(|i| i.id.as_str()))
+    }
+}
+
+/// The interval between two samples, detecting a restart.
+fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interval {
+    let start_changed = match (prev.process_start, cur.process_start) {
+        (Some(a), Some(b)) => (a - b).abs() > 0.5,
+        _ => false,
+    };
+    let counter_went_down = cur
+        .counters
+        .iter()
+        .any(|(c, v)| prev.counters.get(c).is_some_and(|p| v < p));
+    let hist_went_down = cur
+        .hists
+        .iter()
+        .any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
+    let restart = start_changed || counter_went_down || hist_went_down;
+
+    let mut counters = BTreeMap::new();
+    for (c, v) in &cur.counters {
+        let d = match prev.counters.get(c) {
+            Some(p) if !restart => v - p,
+            // After a restart (or for a family that just appeared) the
+            // counter starts from zero, so all of it is new.
+            _ => *v,
+        };
+        counters.insert(*c, d.max(0.0));
+    }
+    let mut hists = BTreeMap::new();
+    for (k, h) in &cur.hists {
+        let d = match prev.hists.get(k) {
+            Some(p) if !restart => match h.delta(p) {
+                Some(d) => d,
+                // Other bounds without a restart: nothing comparable.
+                None => continue,
+            },
+            _ => h.clone(),
+        };
+        hists.insert(*k, d);
+    }
+    Interval {
+        t: at,
+        dt,
+        counters,
+        hists,
+        kv_usage: cur.kv_usage,
+        running: cur.running,
+        waiting: cur.waiting,
+        after_restart: restart,
+    }
+}

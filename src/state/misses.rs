@@ -1,0 +1,251 @@
+//! The metrics-only silent-miss detector.
+//!
+//! A healthy decode instance that loaded transferred KV computes only the
+//! unaligned tail of each prompt (at most one block plus one token); a
+//! decode instance that found nothing computes the whole prompt. vLLM
+//! (>= 0.13) observes each request's computed tokens in
+//! `request_prefill_kv_computed_tokens`, so every finished decode request
+//! can be classified from bucket deltas.
+//!
+//! Whole-prompt computes are only misses when a prefill ran for them:
+//! prefill completions enter a FIFO pool, each finished decode request takes
+//! one (loaded requests first), and a whole-prompt compute that finds the
+//! pool empty went straight to decode (no prefill). Pool entries expire, so
+//! a prefill whose decode never came does not turn a later decode-only
+//! request into a false alarm forever.
+
+use std::collections::VecDeque;
+
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Counter, Hist};
+
+use super::instance::Interval;
+
+/// How long a completed prefill waits for its decode request.
+pub const POOL_TTL_SECS: f64 = 60.0;
+
+/// Request outcomes counted from metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Outcomes {
+    pub seen: u64,
+    pub loaded: u64,
+    pub silent_miss: u64,
+    pub no_prefill: u64,
+    pub error: u64,
+}
+
+/// One interval in which the decode side recomputed prompts that had a prefill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissEvent {
+    pub t: f64,
+    pub count: u64,
+    pub decode_instance: usize,
+    /// Local-compute tokens the decode side spent in that interval.
+    pub local_compute_tokens: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MissDetector {
+    pool: VecDeque<f64>,
+    pub outcomes: Outcomes,
+    pub events: VecDeque<MissEvent>,
+    /// Decode TTFT from intervals where every request loaded KV, and from
+    /// intervals where every request computed its prompt.
+    pub ttft_loaded: Histogram,
+    pub ttft_computed: Histogram,
+    /// False when the decode side lacks `request_prefill_kv_computed_tokens`.
+    pub supported: Option<bool>,
+}
+
+/// The computed-token count above which a request computed its prompt
+/// rather than only the tail left after a transfer.
+pub fn whole_prompt_threshold(block_size: Option<u32>) -> f64 {
+    f64::from(block_size.unwrap_or(16)) + 2.0
+}
+
+impl MissDetector {
+    /// Prefill requests that completed in an interval join the pool.
+    pub fn on_prefill_interval(&mut self, iv: &Interval) {
+        let done = iv.counter(Counter::RequestsOk).round() as u64;
+        for _ in 0..done {
+            self.pool.push_back(iv.t);
+        }
+    }
+
+    /// Classifies the decode requests that finished in an interval.
+    pub fn on_decode_interval(
+        &mut self,
+        instance: usize,
+        iv: &Interval,
+        block_size: Option<u32>,
+    ) -> Option<MissEvent> {
+        self.expire(iv.t);
+        let threshold = whole_prompt_threshold(block_size);
+        self.split_ttft(iv, threshold);
+        let errors = (iv.counter(Counter::RequestsErrored) + iv.counter(Counter::RequestsAborted))
+            .round() as u64;
+        self.outcomes.error += errors;
+        self.outcomes.seen += errors;
+
+        let Some(computed) = iv.hists.get(&Hist::KvComputedTokens) else {
+            if self.supported.is_none() && iv.counters.contains_key(&Counter::RequestsOk) {
+                self.supported = Some(false);
+            }
+            return None;
+        };
+        self.supported = Some(true);
+        let total = computed.total().round() as u64;
+        let whole = (computed.count_above(threshold).round() as u64).min(total);
+        let tail_only = total - whole;
+        self.outcomes.seen += total;
+        for _ in 0..tail_only {
+            // A request that computed only the tail loaded its KV (or hit
+            // the local prefix cache); either way it needed no prefill here.
+            if self.pool.pop_front().is_some() {
+                self.outcomes.loaded += 1;
+            } else {
+                self.outcomes.no_prefill += 1;
+            }
+        }
+        let mut missed = 0;
+        for _ in 0..whole {
+            if self.pool.pop_front().is_some() {
+                missed += 1;
+            } else {
+                self.outcomes.no_prefill += 1;
+            }
+        }
+        self.outcomes.silent_miss += missed;
+        (missed > 0).then(|| {
+            let ev = MissEvent {
+                t: iv.t,
+                count: missed,
+                decode_instance: instance,
+                local_compute_tokens: iv.counter(Counter::PromptLocalCompute),
+            };
+            self.events.push_back(ev.clone());
+            while self.events.len() > 1000 {
+                self.events.pop_front();
+            }
+            ev
+        })
+    }
+
+    fn expire(&mut self, now: f64) {
+        while self.pool.front().is_some_and(|t| now - t > POOL_TTL_SECS) {
+            self.pool.pop_front();
+        }
+    }
+
+    /// Attributes an interval's TTFT observations to "loaded" or "computed"
+    /// when the prompt-token sources of that interval are unambiguous.
+    fn split_ttft(&mut self, iv: &Interval, threshold: f64) {
+        let Some(ttft) = iv.hists.get(&Hist::Ttft) else {
+            return;
+        };
+        let n = ttft.total();
+        if n <= 0.0 {
+            return;
+        }
+        let external = iv.counter(Counter::PromptExternal);
+        let local = iv.counter(Counter::PromptLocalCompute);
+        if !iv.counters.contains_key(&Counter::PromptExternal) {
+            return;
+        }
+        if external > 0.0 && local <= n * threshold {
+            self.ttft_loaded.merge(ttft);
+        } else if external == 0.0 && local > n * threshold {
+            self.ttft_computed.merge(ttft);
+        }
+    }
+
+    /// Prefill completions still waiting for their decode request.
+    pub fn pending_prefills(&self) -> usize {
+        self.pool.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn computed(per_bucket: &[f64]) -> Histogram {
+        let mut h = Histogram::empty(&[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 1000.0]);
+        let mut run = 0.0;
+        for (i, n) in per_bucket.iter().enumerate() {
+            run += n;
+            h.counts[i] = run;
+        }
+        for i in per_bucket.len()..h.counts.len() {
+            h.counts[i] = run;
+        }
+        h.count = run;
+        h
+    }
+
+    fn interval(t: f64, ok: f64, hist: Option<Histogram>) -> Interval {
+        let mut iv = Interval {
+            t,
+            ..Default::default()
+        };
+        iv.counters.insert(Counter::RequestsOk, ok);
+        if let Some(h) = hist {
+            iv.hists.insert(Hist::KvComputedTokens, h);
+        }
+        iv
+    }
+
+    #[test]
+    fn whole_prompt_after_prefill_is_a_miss_and_without_is_no_prefill() {
+        let mut d = MissDetector::default();
+        // Two decode-only requests computing 1000 tokens: no prefill ran.
+        d.on_decode_interval(
+            1,
+            &interval(1.0, 2.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 2.]))),
+            Some(16),
+        );
+        assert_eq!(d.outcomes.no_prefill, 2);
+        // One prefill completes, then its decode computes the whole prompt.
+        d.on_prefill_interval(&interval(2.0, 1.0, None));
+        let ev = d.on_decode_interval(
+            1,
+            &interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))),
+            Some(16),
+        );
+        assert_eq!(ev.map(|e| e.count), Some(1));
+        // Two prefills, two decodes loading (16 tokens computed each).
+        d.on_prefill_interval(&interval(4.0, 2.0, None));
+        d.on_decode_interval(
+            1,
+            &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))),
+            Some(16),
+        );
+        assert_eq!(
+            d.outcomes,
+            Outcomes {
+                seen: 5,
+                loaded: 2,
+                silent_miss: 1,
+                no_prefill: 2,
+                error: 0
+            }
+        );
+    }
+
+    #[test]
+    fn stale_prefills_expire() {
+        let mut d = MissDetector::default();
+        d.on_prefill_interval(&interval(0.0, 1.0, None));
+        d.on_decode_interval(
+            1,
+            &interval(
+                POOL_TTL_SECS + 1.0,
+                1.0,
+                Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])),
+            ),
+            Some(16),
+        );
+        assert_eq!(d.outcomes.silent_miss, 0);
+        assert_eq!(d.outcomes.no_prefill, 1);
+    }
+}

@@ -1,0 +1,205 @@
+//! The one owner of application state. Collectors send [`Msg`]s; `apply`
+//! folds them in; the UI and `check` only read. Nothing here does I/O or
+//! reads a clock: time arrives inside the messages.
+
+pub mod instance;
+pub mod misses;
+pub mod report;
+
+use std::collections::VecDeque;
+
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Hist, InstanceSample};
+use crate::sources::{Endpoint, Msg};
+
+use instance::InstanceState;
+use misses::MissDetector;
+
+/// Which side of the split an instance is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Prefill,
+    Decode,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
+/// Something worth a line in the event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub t: f64,
+    pub kind: EventKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    SilentMiss,
+    Restart,
+    Down,
+    Up,
+    SourceError,
+}
+
+/// Events kept for the log panel.
+const EVENTS_CAP: usize = 500;
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub instances: Vec<InstanceState>,
+    pub now: f64,
+    pub started_at: Option<f64>,
+    /// The sliding window of the histograms (seconds).
+    pub window_secs: f64,
+    pub misses: MissDetector,
+    pub events: VecDeque<Event>,
+    /// Collector tasks that died (their panics end up here).
+    pub source_errors: Vec<(String, String)>,
+}
+
+impl AppState {
+    pub fn new(endpoints: Vec<Endpoint>, window_secs: f64) -> AppState {
+        AppState {
+            instances: endpoints.into_iter().map(InstanceState::new).collect(),
+            now: 0.0,
+            started_at: None,
+            window_secs,
+            misses: MissDetector::default(),
+            events: VecDeque::new(),
+            source_errors: Vec::new(),
+        }
+    }
+
+    pub fn apply(&mut self, msg: Msg) {
+        match msg {
+            Msg::Scrape { instance, at, body } => {
+                self.tick(at);
+                let sample = InstanceSample::from_text(&body);
+                self.on_sample(instance, at, sample);
+            }
+            Msg::ScrapeFailed {
+                instance,
+                at,
+                error,
+            } => {
+                self.tick(at);
+                if let Some(inst) = self.instances.get_mut(instance) {
+                    let was_up = inst.health.up || inst.health.scrapes_ok == 0;
+                    inst.on_failure(at, error.clone());
+                    if was_up && inst.health.consecutive_failures == 1 {
+                        let text = format!("{} down: {error}", inst.endpoint.display);
+                        self.push_event(at, EventKind::Down, text);
+                    }
+                }
+            }
+            Msg::Models { instance, at, info } => {
+                self.tick(at);
+                if let Some(inst) = self.instances.get_mut(instance) {
+                    inst.info = Some(info);
+                }
+            }
+            Msg::Tick { at } => self.tick(at),
+            Msg::SourceFailed { source, at, error } => {
+                self.tick(at);
+                self.push_event(at, EventKind::SourceError, format!("{source}: {error}"));
+                self.source_errors.push((source, error));
+            }
+        }
+    }
+
+    fn tick(&mut self, at: f64) {
+        self.now = self.now.max(at);
+        self.started_at.get_or_insert(at);
+    }
+
+    fn on_sample(&mut self, idx: usize, at: f64, sample: InstanceSample) {
+        let Some(inst) = self.instances.get_mut(idx) else {
+            return;
+        };
+        let was_down = !inst.health.up && inst.health.consecutive_failures > 0;
+        let Some(iv) = inst.on_scrape(at, sample) else {
+            return;
+        };
+        let role = inst.endpoint.role;
+        let display = inst.endpoint.display.clone();
+        let block = inst.block_size();
+        if was_down {
+            self.push_event(at, EventKind::Up, format!("{display} back up"));
+        }
+        if iv.after_restart {
+            let text = format!("{display} restarted: counters start again from zero");
+            self.push_event(at, EventKind::Restart, text);
+        }
+        match role {
+            Role::Prefill => self.misses.on_prefill_interval(&iv),
+            Role::Decode => {
+                if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
+                    let text = format!(
+                        "SILENT MISS on {display}: {} request(s) recomputed their whole prompt after a prefill ({} tokens computed locally)",
+                        ev.count, ev.local_compute_tokens
+                    );
+                    self.push_event(at, EventKind::SilentMiss, text);
+                }
+            }
+        }
+    }
+
+    fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
+        self.events.push_back(Event { t, kind, text });
+        while self.events.len() > EVENTS_CAP {
+            self.events.pop_front();
+        }
+    }
+
+    pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {
+        self.instances
+            .iter()
+            .filter(move |i| i.endpoint.role == role)
+    }
+
+    /// A role's histogram over the sliding window, merged across instances.
+    pub fn window_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
+        let since = self.now - self.window_secs;
+        self.merge_role(role, |i| i.hist_since(hist, since))
+    }
+
+    /// A role's histogram since pdtop started, merged across instances.
+    pub fn total_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
+        self.merge_role(role, |i| i.total_hists.get(&hist).cloned())
+    }
+
+    fn merge_role(
+        &self,
+        role: Role,
+        f: impl Fn(&InstanceState) -> Option<Histogram>,
+    ) -> Option<Histogram> {
+        let mut out: Option<Histogram> = None;
+        for h in self.instances_of(role).filter_map(f) {
+            out.get_or_insert_with(Histogram::default).merge(&h);
+        }
+        out
+    }
+
+    /// The most recent silent miss, if it happened within `secs`.
+    pub fn recent_miss(&self, secs: f64) -> Option<&misses::MissEvent> {
+        self.misses.events.back().filter(|e| self.now - e.t <= secs)
+    }
+
+    /// Mean KV usage of a role's reachable instances (0..1).
+    pub fn kv_usage(&self, role: Role) -> Option<f64> {
+        let vals: Vec<f64> = self
+            .instances_of(role)
+            .filter(|i| i.health.up)
+            .filter_map(|i| i.latest.as_ref()?.kv_usage)
+            .collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    }
+}

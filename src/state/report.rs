@@ -1,0 +1,189 @@
+//! The `pdtop check --json` report: pdtop's machine interface. Field names
+//! are stable; new fields may be added.
+
+use serde::Serialize;
+
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Counter, Hist};
+
+use super::misses::Outcomes;
+use super::{AppState, Role};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub instances: Vec<InstanceReport>,
+    pub ttft_ms: ByRole<Option<Quantiles>>,
+    pub tpot_ms: ByRole<Option<Quantiles>>,
+    pub kv_usage: ByRole<Option<f64>>,
+    pub decode_prompt_tokens: PromptTokens,
+    pub requests: Outcomes,
+    pub silent_miss_ids: Vec<String>,
+    /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
+    pub requests_source: &'static str,
+    /// Decode TTFT of intervals where requests loaded KV vs computed it.
+    pub decode_ttft_ms_loaded: Option<Quantiles>,
+    pub decode_ttft_ms_computed: Option<Quantiles>,
+    pub duration_s: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ByRole<T> {
+    pub prefill: T,
+    pub decode: T,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceReport {
+    pub role: Role,
+    pub endpoint: String,
+    pub up: bool,
+    pub scrapes_ok: u64,
+    pub scrapes_failed: u64,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    pub model: Option<String>,
+    pub block_size: Option<u32>,
+    pub bad_lines: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Quantiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub mean: f64,
+}
+
+impl Quantiles {
+    /// Quantiles in milliseconds of a histogram in seconds.
+    pub fn ms(h: &Histogram) -> Option<Quantiles> {
+        let round = |v: f64| (v * 1000.0 * 10.0).round() / 10.0;
+        if h.total() > 0.0 && h.sum == 0.0 {
+            // Every observation was 0 (a prefill's TPOT): interpolating
+            // inside the first bucket would invent a latency.
+            let count = h.total().round() as u64;
+            return Some(Quantiles {
+                count,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+                mean: 0.0,
+            });
+        }
+        Some(Quantiles {
+            count: h.total().round() as u64,
+            p50: round(h.quantile(0.5)?),
+            p90: round(h.quantile(0.9)?),
+            p99: round(h.quantile(0.99)?),
+            mean: round(h.mean().unwrap_or(f64::NAN)),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PromptTokens {
+    pub local_compute: f64,
+    pub local_cache_hit: f64,
+    pub external_kv_transfer: f64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    SilentMisses,
+    Degraded,
+    NoData,
+}
+
+impl Verdict {
+    /// `check` exits 0 only when nothing went wrong.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Ok | Verdict::NoData => 0,
+            Verdict::SilentMisses | Verdict::Degraded => 1,
+        }
+    }
+}
+
+impl Report {
+    pub fn from_state(state: &AppState) -> Report {
+        let instances: Vec<InstanceReport> = state
+            .instances
+            .iter()
+            .map(|i| InstanceReport {
+                role: i.endpoint.role,
+                endpoint: i.endpoint.display.clone(),
+                up: i.health.up,
+                scrapes_ok: i.health.scrapes_ok,
+                scrapes_failed: i.health.scrapes_failed,
+                restarts: i.health.restarts,
+                last_error: i.health.last_error.clone(),
+                model: i.model_name().map(str::to_owned),
+                block_size: i.block_size(),
+                bad_lines: i.health.bad_lines_total,
+            })
+            .collect();
+        let q = |role, hist| {
+            state
+                .total_hist(role, hist)
+                .as_ref()
+                .and_then(Quantiles::ms)
+        };
+        let mut tokens = PromptTokens::default();
+        for i in state.instances_of(Role::Decode) {
+            let c = |k| i.total_counters.get(&k).copied().unwrap_or(0.0);
+            tokens.local_compute += c(Counter::PromptLocalCompute);
+            tokens.local_cache_hit += c(Counter::PromptLocalCacheHit);
+            tokens.external_kv_transfer += c(Counter::PromptExternal);
+        }
+        let requests = state.misses.outcomes;
+        let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up);
+        let restarted = instances.iter().any(|i| i.restarts > 0);
+        let verdict = if requests.silent_miss > 0 {
+            Verdict::SilentMisses
+        } else if unreachable || restarted || requests.error > 0 {
+            Verdict::Degraded
+        } else if requests.seen > 0 {
+            Verdict::Ok
+        } else {
+            Verdict::NoData
+        };
+        let nonempty = |h: &Histogram| (h.total() > 0.0).then(|| Quantiles::ms(h)).flatten();
+        Report {
+            instances,
+            ttft_ms: ByRole {
+                prefill: q(Role::Prefill, Hist::Ttft),
+                decode: q(Role::Decode, Hist::Ttft),
+            },
+            tpot_ms: ByRole {
+                prefill: q(Role::Prefill, Hist::Tpot),
+                decode: q(Role::Decode, Hist::Tpot),
+            },
+            kv_usage: ByRole {
+                prefill: last_kv_usage(state, Role::Prefill),
+                decode: last_kv_usage(state, Role::Decode),
+            },
+            decode_prompt_tokens: tokens,
+            requests,
+            silent_miss_ids: Vec::new(),
+            requests_source: "metrics",
+            decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
+            decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
+            duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),
+            verdict,
+        }
+    }
+}
+
+/// The last KV usage seen for a role (mean over its instances), even if an
+/// instance is down now: the report says what was last known.
+fn last_kv_usage(state: &AppState, role: Role) -> Option<f64> {
+    let vals: Vec<f64> = state
+        .instances_of(role)
+        .filter_map(|i| i.latest.as_ref()?.kv_usage)
+        .collect();
+    (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+}

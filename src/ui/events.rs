@@ -1,0 +1,50 @@
+//! The event log: silent misses, restarts, instances going down and up,
+//! collectors that failed. Newest first.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::{ViewState, fmt};
+use crate::state::{AppState, EventKind};
+use crate::theme::Theme;
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(
+            format!(" events ({}) ", state.events.len()),
+            theme.fg("title"),
+        ));
+    let lines: Vec<Line> = state
+        .events
+        .iter()
+        .rev()
+        .skip(view.scroll)
+        .map(|e| {
+            let (tag, style) = match e.kind {
+                EventKind::SilentMiss => ("MISS   ", theme.alarm()),
+                EventKind::Restart => ("RESTART", theme.fg("warn")),
+                EventKind::Down => ("DOWN   ", theme.fg("error")),
+                EventKind::Up => ("UP     ", theme.fg("ok")),
+                EventKind::SourceError => ("SOURCE ", theme.fg("error")),
+            };
+            Line::from(vec![
+                Span::styled(format!(" {} ", fmt::clock(e.t)), theme.dim()),
+                Span::styled(tag, style),
+                Span::styled(format!(" {}", e.text), theme.text()),
+            ])
+        })
+        .collect();
+    let lines = if lines.is_empty() {
+        vec![Line::styled(
+            " nothing yet: no miss, restart or outage so far",
+            theme.dim(),
+        )]
+    } else {
+        lines
+    };
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}

@@ -1,0 +1,120 @@
+//! Number and time formatting for the screen: short, fixed width where it
+//! helps, and never a panic or a `NaN` on screen.
+
+/// Milliseconds from seconds: `87 ms`, `1.24 s`.
+pub fn secs(v: Option<f64>) -> String {
+    match v {
+        Some(s) if s.is_finite() && s < 1.0 => format!("{:.0} ms", s * 1000.0),
+        Some(s) if s.is_finite() && s < 100.0 => format!("{s:.2} s"),
+        Some(s) if s.is_finite() => format!("{s:.0} s"),
+        _ => "n/a".into(),
+    }
+}
+
+/// A bucket bound in seconds, compactly: `≤40ms`, `≤2.5s`, `+Inf`.
+pub fn bound_secs(b: f64) -> String {
+    if b.is_infinite() {
+        "+Inf".into()
+    } else if b < 1.0 {
+        format!("≤{}ms", trim(b * 1000.0))
+    } else {
+        format!("≤{}s", trim(b))
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.1}");
+    s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+}
+
+/// An age: `0.4s`, `12s`, `3m`, `2h`.
+pub fn age(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        "?".into()
+    } else if secs < 10.0 {
+        format!("{secs:.1}s")
+    } else if secs < 120.0 {
+        format!("{secs:.0}s")
+    } else if secs < 7200.0 {
+        format!("{:.0}m", secs / 60.0)
+    } else {
+        format!("{:.0}h", secs / 3600.0)
+    }
+}
+
+/// A count: `950`, `12.3k`, `4.1M`.
+pub fn count(v: f64) -> String {
+    if !v.is_finite() {
+        "n/a".into()
+    } else if v.abs() < 10_000.0 {
+        format!("{v:.0}")
+    } else if v.abs() < 10_000_000.0 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{:.1}M", v / 1e6)
+    }
+}
+
+/// A 0..1 fraction as a percentage, `n/a` when unknown.
+pub fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(f) if f.is_finite() => format!("{:.1}%", (f * 100.0).clamp(0.0, 100.0)),
+        _ => "n/a".into(),
+    }
+}
+
+/// Bytes with binary units.
+pub fn bytes(v: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    if !v.is_finite() || v < 0.0 {
+        return "n/a".into();
+    }
+    let mut v = v;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Wall-clock time of a unix timestamp, UTC: `06:25:31`.
+pub fn clock(t: f64) -> String {
+    if !t.is_finite() || t <= 0.0 {
+        return "--:--:--".into();
+    }
+    let s = t.floor() as i64;
+    let day_secs = s.rem_euclid(86400);
+    format!(
+        "{:02}:{:02}:{:02}",
+        day_secs / 3600,
+        (day_secs / 60) % 60,
+        day_secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(secs(Some(0.0874)), "87 ms");
+        assert_eq!(secs(Some(1.236)), "1.24 s");
+        assert_eq!(secs(Some(f64::NAN)), "n/a");
+        assert_eq!(bound_secs(0.04), "≤40ms");
+        assert_eq!(bound_secs(2.5), "≤2.5s");
+        assert_eq!(bound_secs(f64::INFINITY), "+Inf");
+        assert_eq!(pct(Some(0.013)), "1.3%");
+        assert_eq!(pct(Some(7.0)), "100.0%");
+        assert_eq!(pct(None), "n/a");
+        assert_eq!(count(12345.0), "12.3k");
+        assert_eq!(bytes(983_128.0), "960.1 KiB");
+        assert_eq!(clock(1_796_019_931.5), "06:25:31");
+        assert_eq!(age(0.42), "0.4s");
+    }
+}

@@ -1,0 +1,130 @@
+//! The instance rows and the silent-miss banner at the top of every view.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::fmt;
+use super::hist::bar;
+use crate::state::instance::InstanceState;
+use crate::state::{AppState, Role};
+use crate::theme::Theme;
+
+pub fn role_style(role: Role, theme: &Theme) -> Style {
+    theme.fg(role.name())
+}
+
+/// One line per instance: who it is and whether it is healthy.
+pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let lines: Vec<Line> = state
+        .instances
+        .iter()
+        .take(area.height as usize)
+        .map(|i| instance_line(i, state.now, area.width, theme))
+        .collect();
+    frame.render_widget(Paragraph::new(lines), area);
+}
+
+fn instance_line(i: &InstanceState, now: f64, width: u16, theme: &Theme) -> Line<'static> {
+    let role = i.endpoint.role;
+    let mut spans = vec![
+        Span::styled(
+            format!(" {:<7} ", role.name().to_uppercase()),
+            role_style(role, theme),
+        ),
+        Span::styled(format!("{:<21} ", i.endpoint.display), theme.text()),
+    ];
+    if width >= 100 {
+        let model = i.model_name().unwrap_or("?").to_string();
+        let block = i
+            .block_size()
+            .map(|b| format!("blk {b}"))
+            .unwrap_or_else(|| "blk ?".into());
+        spans.push(Span::styled(
+            format!("{model:<12.12} {block:<7} "),
+            theme.dim(),
+        ));
+    }
+    let h = &i.health;
+    if h.up {
+        let ago = h.last_ok.map(|t| fmt::age(now - t)).unwrap_or_default();
+        spans.push(Span::styled("● up ", theme.fg("ok")));
+        spans.push(Span::styled(format!("{ago:<5} "), theme.dim()));
+        if let Some(s) = &i.latest {
+            let run = s.running.map(fmt::count).unwrap_or_else(|| "?".into());
+            let wait = s.waiting.map(fmt::count).unwrap_or_else(|| "?".into());
+            spans.push(Span::styled(
+                format!("run {run:>3} wait {wait:>3}  "),
+                theme.text(),
+            ));
+            spans.push(Span::styled("KV ", theme.dim()));
+            let w = 10;
+            let b = s.kv_usage.map(|u| bar(u, 1.0, w)).unwrap_or_default();
+            let pad = w.saturating_sub(b.chars().count());
+            spans.push(Span::styled(
+                format!("▕{b}{}▏", " ".repeat(pad)),
+                role_style(role, theme),
+            ));
+            spans.push(Span::styled(
+                format!("{:>6} ", fmt::pct(s.kv_usage)),
+                theme.text(),
+            ));
+        }
+        if h.no_vllm_metrics {
+            spans.push(Span::styled(
+                " ⚠ no vllm: metrics (wrong port? --disable-log-stats?) ",
+                theme.fg("warn"),
+            ));
+        }
+        if h.bad_lines_last > 0 {
+            spans.push(Span::styled(
+                format!(" ⚠ {} bad lines ", h.bad_lines_last),
+                theme.fg("warn"),
+            ));
+        }
+    } else if h.scrapes_failed == 0 {
+        spans.push(Span::styled("○ connecting…", theme.dim()));
+    } else {
+        let since = h
+            .last_ok
+            .map(|t| format!(" {}", fmt::age(now - t)))
+            .unwrap_or_default();
+        let err = h.last_error.clone().unwrap_or_default();
+        spans.push(Span::styled(format!("✖ DOWN{since} "), theme.fg("error")));
+        spans.push(Span::styled(
+            format!("{err} ({} failed, retrying) ", h.consecutive_failures),
+            theme.fg("error"),
+        ));
+    }
+    if h.restarts > 0 {
+        spans.push(Span::styled(
+            format!(" ↻ {} restart(s)", h.restarts),
+            theme.fg("warn"),
+        ));
+    }
+    Line::from(spans)
+}
+
+/// The alarm line: as loud as an error, because nothing else will be.
+pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let Some(ev) = state.misses.events.back() else {
+        return;
+    };
+    let display = state
+        .instances
+        .get(ev.decode_instance)
+        .map(|i| i.endpoint.display.as_str())
+        .unwrap_or("decode");
+    let text = format!(
+        " ▲ SILENT MISS  decode {display} recomputed {} whole prompt(s) after their prefill · {} ago · {} since start · no error was reported anywhere ",
+        ev.count,
+        fmt::age(state.now - ev.t),
+        state.misses.outcomes.silent_miss,
+    );
+    frame.render_widget(
+        Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()),
+        area,
+    );
+}

@@ -1,0 +1,211 @@
+//! Rendering, from state only: `render` reads an [`AppState`] and a
+//! [`ViewState`] and draws; it never does I/O and never mutates either.
+//!
+//! ```text
+//! ┌ tabs ─────────────────────────────── model · window · clock · badges ┐
+//! │ one header row per instance (role, endpoint, model, block, health)   │
+//! │ silent-miss banner (only when there is one)                          │
+//! │ the current view (Overview, Events)                                  │
+//! │ footer: the keys                                                     │
+//! └──────────────────────────────────────────────────────────────────────┘
+//! ```
+//! Overlays (help) are drawn last.
+
+pub mod events;
+pub mod fmt;
+pub mod header;
+pub mod hist;
+pub mod overview;
+pub mod sources_chart;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use crate::keymap;
+use crate::state::AppState;
+use crate::theme::Theme;
+
+/// The views Tab cycles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Events,
+}
+
+impl View {
+    pub const ALL: [View; 2] = [View::Overview, View::Events];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "Overview",
+            View::Events => "Events",
+        }
+    }
+}
+
+/// Which span of time the histograms cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistWindow {
+    Sliding,
+    SinceStart,
+}
+
+/// What the demo shows in the title bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoInfo {
+    pub capture: String,
+    pub speed: f64,
+    pub loop_no: u64,
+    pub progress: f64,
+}
+
+/// Everything about the screen that is not data: selection, overlays,
+/// the frozen snapshot.
+#[derive(Debug, Clone)]
+pub struct ViewState {
+    pub view: View,
+    pub help: bool,
+    /// While frozen, this snapshot is drawn and collection goes on.
+    pub frozen: Option<Box<AppState>>,
+    pub window: HistWindow,
+    pub scroll: usize,
+    pub demo: Option<DemoInfo>,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        ViewState {
+            view: View::Overview,
+            help: false,
+            frozen: None,
+            window: HistWindow::Sliding,
+            scroll: 0,
+            demo: None,
+        }
+    }
+}
+
+/// Draws one frame.
+pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Theme) {
+    let state = view.frozen.as_deref().unwrap_or(live);
+    let area = frame.area();
+    let header_rows = state.instances.len().min(8) as u16;
+    let banner = u16::from(state.recent_miss(banner_secs(state)).is_some());
+    let [top, instances, banner_area, body, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(header_rows),
+        Constraint::Length(banner),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    title_bar(frame, top, state, view, theme);
+    header::instances(frame, instances, state, theme);
+    if banner > 0 {
+        header::miss_banner(frame, banner_area, state, theme);
+    }
+    match view.view {
+        View::Overview => overview::render(frame, body, state, view, theme),
+        View::Events => events::render(frame, body, state, view, theme),
+    }
+    footer_bar(frame, footer, theme);
+    if view.help {
+        help_overlay(frame, area, theme);
+    }
+}
+
+/// How long the banner stays after the last miss: long enough to be seen
+/// by someone who glanced away, short enough to clear once healthy.
+fn banner_secs(_state: &AppState) -> f64 {
+    30.0
+}
+
+fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let mut spans = vec![Span::styled(" pdtop ", theme.fg("accent"))];
+    for v in View::ALL {
+        let style = if v == view.view {
+            theme
+                .fg("title")
+                .add_modifier(ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED)
+        } else {
+            theme.dim()
+        };
+        spans.push(Span::styled(format!(" {} ", v.title()), style));
+    }
+    let window = match view.window {
+        HistWindow::Sliding => format!("last {:.0}s", state.window_secs),
+        HistWindow::SinceStart => "since start".to_string(),
+    };
+    let mut right = vec![Span::styled(
+        format!("{window} · {} UTC ", fmt::clock(state.now)),
+        theme.dim(),
+    )];
+    if let Some(d) = &view.demo {
+        right.insert(
+            0,
+            Span::styled(
+                format!(
+                    "demo {} ×{:.0} loop {} {:.0}% · ",
+                    d.capture,
+                    d.speed,
+                    d.loop_no + 1,
+                    d.progress * 100.0
+                ),
+                theme.fg("accent"),
+            ),
+        );
+    }
+    if view.frozen.is_some() {
+        right.push(Span::styled(" FROZEN ", theme.badge()));
+        right.push(Span::raw(" "));
+    }
+    let right_w: u16 = right.iter().map(|s| s.width() as u16).sum();
+    let [l, r] = Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
+    frame.render_widget(Paragraph::new(Line::from(spans)), l);
+    frame.render_widget(Paragraph::new(Line::from(right)), r);
+}
+
+fn footer_bar(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let keys = [
+        ("q", "quit"),
+        ("?", "help"),
+        ("Tab", "view"),
+        ("space", "freeze"),
+        ("w", "window"),
+        ("j/k", "scroll"),
+    ];
+    let mut spans = Vec::new();
+    for (k, what) in keys {
+        spans.push(Span::styled(format!(" {k} "), theme.fg("accent")));
+        spans.push(Span::styled(format!("{what} "), theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn help_overlay(frame: &mut Frame, area: Rect, theme: &Theme) {
+    let lines: Vec<Line> = keymap::help_lines()
+        .into_iter()
+        .map(|(k, t)| {
+            Line::from(vec![
+                Span::styled(format!("{k:>14}  "), theme.fg("accent")),
+                Span::styled(t, theme.text()),
+            ])
+        })
+        .collect();
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let w = 56.min(area.width);
+    let [popup] = Layout::vertical([Constraint::Length(h)])
+        .flex(Flex::Center)
+        .areas(area);
+    let [popup] = Layout::horizontal([Constraint::Length(w)])
+        .flex(Flex::Center)
+        .areas(popup);
+    frame.render_widget(Clear, popup);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("accent"))
+        .title(Span::styled(" keys (q/Esc closes) ", theme.fg("title")));
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}

@@ -1,0 +1,256 @@
+//! The overview: is the split working, and is it worth it?
+//!
+//! ```text
+//! ┌ TTFT · prefill ─────────┐┌ TTFT · decode ──────────┐
+//! ┌ TPOT · prefill ─────────┐┌ TPOT · decode ──────────┐
+//! ┌ decode prompt tokens by source ─┐┌ requests ────────┐
+//!   NIXL transfer strip (when the connector reports)
+//! ```
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::hist::{Side, render_pair};
+use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Counter, Hist};
+use crate::state::{AppState, Role};
+use crate::theme::Theme;
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let nixl = state.instances_of(Role::Decode).any(|i| {
+        i.latest
+            .as_ref()
+            .is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime))
+    });
+    let strip = if nixl { 3 } else { 0 };
+    let [ttft, tpot, bottom, strip_area] = Layout::vertical([
+        Constraint::Min(5),
+        Constraint::Min(5),
+        Constraint::Length(9),
+        Constraint::Length(strip),
+    ])
+    .areas(area);
+    let hist = |role, h| match view.window {
+        HistWindow::Sliding => state.window_hist(role, h),
+        HistWindow::SinceStart => state.total_hist(role, h),
+    };
+    let (p_ttft, d_ttft) = (
+        hist(Role::Prefill, Hist::Ttft),
+        hist(Role::Decode, Hist::Ttft),
+    );
+    render_pair(
+        frame,
+        ttft,
+        "TTFT",
+        [
+            side(Role::Prefill, p_ttft.as_ref(), None, theme),
+            side(Role::Decode, d_ttft.as_ref(), None, theme),
+        ],
+        theme,
+    );
+    let (p_tpot, d_tpot) = (
+        hist(Role::Prefill, Hist::Tpot),
+        hist(Role::Decode, Hist::Tpot),
+    );
+    // A prefill request generates one token, so it observes 0 as its TPOT.
+    let p_note = p_tpot
+        .as_ref()
+        .filter(|h| h.total() > 0.0 && h.sum == 0.0)
+        .map(|_| "n/a: a prefill request emits one token");
+    render_pair(
+        frame,
+        tpot,
+        "TPOT",
+        [
+            side(Role::Prefill, p_tpot.as_ref(), p_note, theme),
+            side(Role::Decode, d_tpot.as_ref(), None, theme),
+        ],
+        theme,
+    );
+    let [chart, requests] =
+        Layout::horizontal([Constraint::Min(20), Constraint::Length(46)]).areas(bottom);
+    sources_chart::render(frame, chart, state, theme);
+    requests_panel(frame, requests, state, theme);
+    if nixl {
+        transfer_strip(frame, strip_area, state, view, theme);
+    }
+}
+
+fn side<'a>(
+    role: Role,
+    hist: Option<&'a Histogram>,
+    note: Option<&'a str>,
+    theme: &Theme,
+) -> Side<'a> {
+    Side {
+        label: role.name(),
+        hist,
+        color: role_style(role, theme),
+        note,
+    }
+}
+
+fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let o = &state.misses.outcomes;
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(
+            " requests since start (metrics) ",
+            theme.fg("title"),
+        ));
+    let n = |v: u64| format!("{v:>5}");
+    let miss_style = if o.silent_miss > 0 {
+        theme.alarm()
+    } else {
+        theme.fg("ok")
+    };
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled(" seen      ", theme.dim()),
+            Span::styled(n(o.seen), theme.text()),
+            Span::styled("   loaded KV   ", theme.dim()),
+            Span::styled(n(o.loaded), theme.fg("ok")),
+        ]),
+        Line::from(vec![
+            Span::styled(" silent miss", theme.dim()),
+            Span::styled(n(o.silent_miss), miss_style),
+            Span::styled("   no prefill  ", theme.dim()),
+            Span::styled(n(o.no_prefill), theme.text()),
+        ]),
+        Line::from(vec![
+            Span::styled(" errors    ", theme.dim()),
+            Span::styled(
+                n(o.error),
+                if o.error > 0 {
+                    theme.fg("error")
+                } else {
+                    theme.text()
+                },
+            ),
+            Span::styled("   in flight   ", theme.dim()),
+            Span::styled(n(state.misses.pending_prefills() as u64), theme.text()),
+        ]),
+    ];
+    if state.misses.supported == Some(false) {
+        lines.push(Line::styled(
+            " miss detection needs vLLM ≥ 0.13 (no request_prefill_kv_computed_tokens)",
+            theme.fg("warn"),
+        ));
+    }
+    lines.push(Line::styled(
+        " worth it? decode TTFT p50",
+        theme.fg("title"),
+    ));
+    let (loaded, computed) = (&state.misses.ttft_loaded, &state.misses.ttft_computed);
+    let q = |h: &Histogram| h.quantile(0.5);
+    lines.push(Line::from(vec![
+        Span::styled(" loaded KV ", theme.dim()),
+        Span::styled(fmt::secs(q(loaded)), theme.text()),
+        Span::styled(format!(" (n={}) ", fmt::count(loaded.total())), theme.dim()),
+        Span::styled("computed ", theme.dim()),
+        Span::styled(fmt::secs(q(computed)), theme.text()),
+        Span::styled(
+            format!(" (n={})", fmt::count(computed.total())),
+            theme.dim(),
+        ),
+    ]));
+    lines.push(worth_it_line(q(loaded), q(computed), theme));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// Says plainly whether loading KV beats computing the prompt on decode.
+fn worth_it_line(loaded: Option<f64>, computed: Option<f64>, theme: &Theme) -> Line<'static> {
+    match (loaded, computed) {
+        (Some(l), Some(c)) if l > 0.0 && c > 0.0 && l > c * 1.1 => Line::styled(
+            format!(
+                " ✖ the split costs {:.1}x: loading KV is slower than computing",
+                l / c
+            ),
+            theme.fg("error"),
+        ),
+        (Some(l), Some(c)) if l > 0.0 && c > 0.0 && l < c => Line::styled(
+            format!(
+                " ✔ the split saves {:.0}% of decode TTFT",
+                (1.0 - l / c) * 100.0
+            ),
+            theme.fg("ok"),
+        ),
+        (Some(_), Some(_)) => Line::styled(
+            " ≈ no difference between loading and computing",
+            theme.fg("warn"),
+        ),
+        _ => Line::styled(" needs requests of both kinds to compare", theme.dim()),
+    }
+}
+
+fn transfer_strip(
+    frame: &mut Frame,
+    area: Rect,
+    state: &AppState,
+    view: &ViewState,
+    theme: &Theme,
+) {
+    let hist = |role, h| match view.window {
+        HistWindow::Sliding => state.window_hist(role, h),
+        HistWindow::SinceStart => state.total_hist(role, h),
+    };
+    let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
+    let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();
+    let total = |role, c| -> f64 {
+        state
+            .instances_of(role)
+            .map(|i| i.total_counters.get(&c).copied().unwrap_or(0.0))
+            .sum()
+    };
+    let n = xfer.total();
+    let per = (bytes.count > 0.0).then(|| bytes.sum / bytes.count);
+    let throughput = (xfer.sum > 0.0).then(|| bytes.sum / xfer.sum);
+    let failed = total(Role::Decode, Counter::NixlFailedTransfers);
+    let notif = total(Role::Decode, Counter::NixlFailedNotifications);
+    let expired = total(Role::Prefill, Counter::NixlExpired);
+    let bad = |v: f64| {
+        if v > 0.0 {
+            theme.fg("error")
+        } else {
+            theme.text()
+        }
+    };
+    let line = Line::from(vec![
+        Span::styled(" transfers ", theme.dim()),
+        Span::styled(fmt::count(n), theme.text()),
+        Span::styled("  time p50 ", theme.dim()),
+        Span::styled(fmt::secs(xfer.quantile(0.5)), theme.text()),
+        Span::styled(" p90 ", theme.dim()),
+        Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
+        Span::styled("  per transfer ", theme.dim()),
+        Span::styled(
+            per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()),
+            theme.text(),
+        ),
+        Span::styled("  throughput ", theme.dim()),
+        Span::styled(
+            throughput
+                .map(|t| format!("{}/s", fmt::bytes(t)))
+                .unwrap_or_else(|| "n/a".into()),
+            theme.text(),
+        ),
+        Span::styled("  failed ", theme.dim()),
+        Span::styled(fmt::count(failed), bad(failed)),
+        Span::styled("  notif failed ", theme.dim()),
+        Span::styled(fmt::count(notif), bad(notif)),
+        Span::styled("  expired ", theme.dim()),
+        Span::styled(fmt::count(expired), bad(expired)),
+    ]);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(
+            " NIXL KV transfers (decode pulls) ",
+            theme.fg("title"),
+        ));
+    frame.render_widget(Paragraph::new(line).block(block), area);
+}
