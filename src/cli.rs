@@ -58,6 +58,11 @@ pub struct Inputs {
     /// A config file instead of $XDG_CONFIG_HOME/pdtop/config.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Run pdtop's clock this many times faster than real time, to watch a
+    /// lab replayed at that speed (latencies in its histograms are in lab
+    /// seconds).
+    #[arg(long, value_name = "X", hide = true)]
+    pub clock_speed: Option<f64>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::app::{self, App, Input};
 use crate::cli::{CheckArgs, DemoArgs, Inputs, UiArgs};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, ScaledClock, SystemClock};
 use crate::config::{FileConfig, Settings};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
 use crate::sources::scrape::ScrapeOptions;
@@ -42,6 +42,14 @@ pub fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>, String> {
     Ok(out)
 }
 
+/// The system clock, or a faster one for a sped-up lab.
+fn clock_for(inputs: &Inputs) -> Arc<dyn Clock> {
+    match inputs.clock_speed {
+        Some(speed) if speed != 1.0 => Arc::new(ScaledClock::new(SystemClock.now(), speed)),
+        _ => Arc::new(SystemClock),
+    }
+}
+
 fn scrape_options(settings: &Settings) -> ScrapeOptions {
     ScrapeOptions {
         interval: settings.interval,
@@ -63,7 +71,7 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let theme =
         Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let (tx, rx) = mpsc::channel(1024);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock = clock_for(&inputs);
     let opts = scrape_options(&settings);
     let eps2 = eps.clone();
     let clock2 = clock.clone();
@@ -90,6 +98,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     }
     .map_err(|e| eyre!("demo data: {e}"))?;
     let name = capture.name.clone();
+    // pdtop's clock follows the recording: its time of day, at its speed.
+    let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(capture.t0, args.speed));
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
     let opts = LabOptions {
         speed: args.speed,
@@ -98,7 +108,6 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     };
     let (lab_tx, lab_rx) = std::sync::mpsc::channel();
     let (tx, rx) = mpsc::channel(1024);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let settings = settings(&Inputs::default(), &args.ui).map_err(|e| eyre!(e))?;
     let interval = Duration::from_secs_f64((1.0 / args.speed.max(0.01)).clamp(0.05, 1.0));
     let scrape_opts = ScrapeOptions {
@@ -185,7 +194,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock = clock_for(&args.inputs);
         let (tx, mut rx) = mpsc::channel(1024);
         sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
         let mut state = AppState::new(eps, settings.window_secs);

@@ -1,6 +1,7 @@
 //! Collectors: each runs as its own task, sends owned data to the app over a
 //! channel, and never touches the terminal or the state.
 
+pub mod logtail;
 pub mod netdev;
 pub mod scrape;
 

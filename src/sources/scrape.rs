@@ -72,7 +72,8 @@ pub async fn run(
     let mut failures = 0u32;
     let mut need_models = true;
     loop {
-        let started = clock.now();
+        // Real time: the interval is a real wait even on a sped-up clock.
+        let started = tokio::time::Instant::now();
         let msg = match fetch(&client, &metrics_url, &opts).await {
             Ok(body) => {
                 failures = 0;
@@ -111,7 +112,7 @@ pub async fn run(
                 }
             }
         }
-        let spent = Duration::from_secs_f64((clock.now() - started).max(0.0));
+        let spent = started.elapsed();
         let wait = backoff(opts.interval, failures).saturating_sub(spent);
         clock.sleep(wait).await;
     }

@@ -9,10 +9,15 @@
 //!
 //! Whole-prompt computes are only misses when a prefill ran for them:
 //! prefill completions enter a FIFO pool, each finished decode request takes
-//! one (loaded requests first), and a whole-prompt compute that finds the
-//! pool empty went straight to decode (no prefill). Pool entries expire, so
-//! a prefill whose decode never came does not turn a later decode-only
-//! request into a false alarm forever.
+//! one (loaded requests first), and a whole-prompt compute that finds no
+//! eligible entry went straight to decode (no prefill). A prefill is only
+//! eligible if it could have completed before the decode request arrived:
+//! the decode request arrived at most `finish - e2e` ago, with `e2e` bounded
+//! below by its latency bucket, and the prefill completed no earlier than
+//! the start of the scrape interval that saw it. Without that, a
+//! decode-only request that finishes just after a prefill completes would
+//! take the prefill's entry and raise a false alarm. Pool entries also
+//! expire, so a prefill whose decode never came is forgotten.
 
 use std::collections::VecDeque;
 
@@ -23,6 +28,8 @@ use super::instance::Interval;
 
 /// How long a completed prefill waits for its decode request.
 pub const POOL_TTL_SECS: f64 = 60.0;
+/// Allowance for the time a scrape takes to answer.
+const SCRAPE_SLACK_SECS: f64 = 0.25;
 
 /// Request outcomes counted from metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -46,6 +53,7 @@ pub struct MissEvent {
 
 #[derive(Debug, Clone, Default)]
 pub struct MissDetector {
+    /// The earliest time each waiting prefill could have completed.
     pool: VecDeque<f64>,
     pub outcomes: Outcomes,
     pub events: VecDeque<MissEvent>,
@@ -68,7 +76,7 @@ impl MissDetector {
     pub fn on_prefill_interval(&mut self, iv: &Interval) {
         let done = iv.counter(Counter::RequestsOk).round() as u64;
         for _ in 0..done {
-            self.pool.push_back(iv.t);
+            self.pool.push_back(iv.t - iv.dt);
         }
     }
 
@@ -98,10 +106,11 @@ impl MissDetector {
         let whole = (computed.count_above(threshold).round() as u64).min(total);
         let tail_only = total - whole;
         self.outcomes.seen += total;
+        let latest_arrival = iv.t - shortest_latency(iv) + SCRAPE_SLACK_SECS;
         for _ in 0..tail_only {
             // A request that computed only the tail loaded its KV (or hit
             // the local prefix cache); either way it needed no prefill here.
-            if self.pool.pop_front().is_some() {
+            if self.take_prefill(latest_arrival) {
                 self.outcomes.loaded += 1;
             } else {
                 self.outcomes.no_prefill += 1;
@@ -109,7 +118,7 @@ impl MissDetector {
         }
         let mut missed = 0;
         for _ in 0..whole {
-            if self.pool.pop_front().is_some() {
+            if self.take_prefill(latest_arrival) {
                 missed += 1;
             } else {
                 self.outcomes.no_prefill += 1;
@@ -129,6 +138,16 @@ impl MissDetector {
             }
             ev
         })
+    }
+
+    /// Takes the oldest prefill that completed before `latest_arrival`.
+    fn take_prefill(&mut self, latest_arrival: f64) -> bool {
+        if self.pool.front().is_some_and(|t| *t <= latest_arrival) {
+            self.pool.pop_front();
+            true
+        } else {
+            false
+        }
     }
 
     fn expire(&mut self, now: f64) {
@@ -162,6 +181,19 @@ impl MissDetector {
     /// Prefill completions still waiting for their decode request.
     pub fn pending_prefills(&self) -> usize {
         self.pool.len()
+    }
+}
+
+/// A lower bound of the shortest end-to-end latency among the requests
+/// that finished in the interval (0 when unknown).
+fn shortest_latency(iv: &Interval) -> f64 {
+    let Some(e2e) = iv.hists.get(&Hist::E2e) else {
+        return 0.0;
+    };
+    let per = e2e.per_bucket();
+    match per.iter().position(|n| *n > 0.0) {
+        Some(0) | None => 0.0,
+        Some(i) => e2e.bounds[i - 1],
     }
 }
 
@@ -230,6 +262,26 @@ mod tests {
                 error: 0
             }
         );
+    }
+
+    #[test]
+    fn a_prefill_completing_after_a_decode_only_request_arrived_is_not_its_prefill() {
+        let mut d = MissDetector::default();
+        // A prefill completes in (9.5, 10.0]...
+        let mut p = interval(10.0, 1.0, None);
+        p.dt = 0.5;
+        d.on_prefill_interval(&p);
+        // ...and a decode-only request that took at least 1.5 s finishes at
+        // 10.1: it arrived by 8.6, before that prefill existed.
+        let mut iv = interval(10.1, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        let mut e2e = Histogram::empty(&[1.0, 1.5, 2.0]);
+        e2e.counts = vec![0.0, 0.0, 1.0, 1.0];
+        e2e.count = 1.0;
+        iv.hists.insert(Hist::E2e, e2e);
+        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert_eq!(d.outcomes.no_prefill, 1);
+        // The prefill is still waiting for its own decode request.
+        assert_eq!(d.pending_prefills(), 1);
     }
 
     #[test]

@@ -49,6 +49,18 @@ pub enum EventKind {
     SourceError,
 }
 
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::SilentMiss => "silent_miss",
+            EventKind::Restart => "restart",
+            EventKind::Down => "down",
+            EventKind::Up => "up",
+            EventKind::SourceError => "source_error",
+        }
+    }
+}
+
 /// Events kept for the log panel.
 const EVENTS_CAP: usize = 500;
 

@@ -24,7 +24,16 @@ pub struct Report {
     pub decode_ttft_ms_loaded: Option<Quantiles>,
     pub decode_ttft_ms_computed: Option<Quantiles>,
     pub duration_s: f64,
+    /// Misses, restarts and outages, oldest first (the last 100).
+    pub events: Vec<EventReport>,
     pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventReport {
+    pub t: f64,
+    pub kind: &'static str,
+    pub text: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -173,6 +182,18 @@ impl Report {
             decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
             decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
             duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),
+            events: state
+                .events
+                .iter()
+                .rev()
+                .take(100)
+                .rev()
+                .map(|e| EventReport {
+                    t: e.t,
+                    kind: e.kind.name(),
+                    text: e.text.clone(),
+                })
+                .collect(),
             verdict,
         }
     }

@@ -1,0 +1,66 @@
+//! Parses every line of the recorded vLLM prefill + decode logs (both
+//! captures) and the proxy logs. Throughput is reported in lines/s
+//! (criterion's `Elements`), so `cargo bench --bench log_ingest` prints
+//! "thrpt: ... Kelem/s" = lines per second.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use pdtop::logs::proxy::parse_proxy_line;
+use pdtop::logs::vllm::parse_vllm_line;
+
+fn read(rel: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/lab-captures")
+        .join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+fn bench(c: &mut Criterion) {
+    let vllm: String = [
+        "qwen3-shape-restart/vllm-prefill.log",
+        "qwen3-shape-restart/vllm-decode.log",
+        "qwen3-shape-restart/vllm-decode2.log",
+        "nixl-llama-shape/vllm-prefill.log",
+        "nixl-llama-shape/vllm-decode.log",
+        "nixl-llama-shape/vllm-decode2.log",
+    ]
+    .iter()
+    .map(|f| read(f))
+    .collect();
+    let proxy: String = [
+        "qwen3-shape-restart/proxy.log",
+        "nixl-llama-shape/proxy.log",
+    ]
+    .iter()
+    .map(|f| read(f))
+    .collect();
+
+    let mut g = c.benchmark_group("log_ingest");
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+
+    g.throughput(Throughput::Elements(vllm.lines().count() as u64));
+    g.bench_function("vllm_lines", |b| {
+        b.iter(|| {
+            for line in vllm.lines() {
+                black_box(parse_vllm_line(black_box(line)));
+            }
+        })
+    });
+
+    g.throughput(Throughput::Elements(proxy.lines().count() as u64));
+    g.bench_function("proxy_lines", |b| {
+        b.iter(|| {
+            for line in proxy.lines() {
+                black_box(parse_proxy_line(black_box(line)));
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

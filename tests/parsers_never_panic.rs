@@ -1,0 +1,68 @@
+//! Property tests: neither log parser panics, whatever the line.
+
+use pdtop::logs::proxy::parse_proxy_line;
+use pdtop::logs::vllm::parse_vllm_line;
+use proptest::prelude::*;
+
+/// Prefixes that steer random tails into each parser's deeper branches.
+const PREFIXES: &[&str] = &[
+    "",
+    "(APIServer pid=1) INFO 11-30 06:24:52 [a.py:1] ",
+    "(EngineCore_DP0 pid=",
+    "INFO 11-30 06:24:52 [loggers.py:335] Engine 000: ",
+    "Received request cmpl-x-0: params: SamplingParams(max_tokens=",
+    "Received request cmpl-x-0: params: SamplingParams(n=1, extra_args={'kv_transfer_params': {",
+    "Received request cmpl-x-0: prompt: '",
+    "KV Transfer metrics: ",
+    "Inject KV cache of ",
+    "Added request ",
+    "KVTransferConfig(",
+    "non-default args: {'kv_transfer_config': KVTransferConfig(",
+    "INFO:     ",
+    "INFO:     127.0.0.1:1 - \"",
+    "ERROR:root:Request failed with status ",
+    "INFO:__main__:[prefill] done request_id=",
+    "{\"ts\": 1, \"request_id\": \"r\", \"event\": ",
+    "\x1b[",
+];
+
+/// A few real lines to cut and splice.
+const REAL: &[&str] = &[
+    "(APIServer pid=1088) INFO 11-30 06:39:21 [request_logger.py:63] Received request cmpl-lab-warmup_p-0-0: params: SamplingParams(n=1, max_tokens=64, extra_args={'kv_transfer_params': {'do_remote_prefill': True, 'do_remote_decode': False, 'remote_block_ids': [[1, 2, 3]], 'remote_engine_id': '1f8d', 'remote_request_id': 'cmpl-lab-warmup_p-0-0-b6b7842d', 'remote_host': '127.0.0.1', 'remote_port': 5600, 'tp_size': 1, 'remote_num_tokens': 256, 'remote_blocks_expiry_time': None}}), lora_request: None.",
+    "(APIServer pid=1088) INFO 11-30 06:39:27 [metrics.py:103] KV Transfer metrics: Num successful transfers=2, Avg xfer time (ms)=82.675, P90 xfer time (ms)=83.424",
+    "(APIServer pid=3126) INFO 11-30 06:26:48 [loggers.py:310] Engine 000: Avg prompt throughput: 10.8 tokens/s, Avg generation throughput: 67.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
+    "(APIServer pid=3126) INFO:     127.0.0.1:55082 - \"GET /metrics HTTP/1.1\" 200 OK",
+    "INFO:__main__:[prefill] done request_id=abc status=200 elapsed=0.15s",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_strings(s in any::<String>()) {
+        let _ = parse_vllm_line(&s);
+        let _ = parse_proxy_line(&s);
+    }
+
+    #[test]
+    fn steered_strings(i in 0..PREFIXES.len(), tail in "[ -~\\x1b'\"\\\\(){}\\[\\]<>:,=é€]{0,200}") {
+        let s = format!("{}{tail}", PREFIXES[i]);
+        let _ = parse_vllm_line(&s);
+        let _ = parse_proxy_line(&s);
+    }
+
+    #[test]
+    fn cut_and_spliced_real_lines(i in 0..REAL.len(), cut in 0usize..400, insert in any::<String>()) {
+        let line = REAL[i];
+        let mut at = cut.min(line.len());
+        while !line.is_char_boundary(at) {
+            at -= 1;
+        }
+        let s = format!("{}{insert}", &line[..at]);
+        let _ = parse_vllm_line(&s);
+        let _ = parse_proxy_line(&s);
+        let s = format!("{insert}{}", &line[at..]);
+        let _ = parse_vllm_line(&s);
+        let _ = parse_proxy_line(&s);
+    }
+}
