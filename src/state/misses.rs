@@ -7,17 +7,24 @@
 //! `request_prefill_kv_computed_tokens`, so every finished decode request
 //! can be classified from bucket deltas.
 //!
-//! Whole-prompt computes are only misses when a prefill ran for them:
-//! prefill completions enter a FIFO pool, each finished decode request takes
-//! one (loaded requests first), and a whole-prompt compute that finds no
-//! eligible entry went straight to decode (no prefill). A prefill is only
-//! eligible if it could have completed before the decode request arrived:
-//! the decode request arrived at most `finish - e2e` ago, with `e2e` bounded
-//! below by its latency bucket, and the prefill completed no earlier than
-//! the start of the scrape interval that saw it. Without that, a
-//! decode-only request that finishes just after a prefill completes would
-//! take the prefill's entry and raise a false alarm. Pool entries also
-//! expire, so a prefill whose decode never came is forgotten.
+//! Whole-prompt computes are only misses when a prefill ran for them.
+//! Prefill completions enter a FIFO pool; each finished decode request takes
+//! one. A prefill can only belong to a decode request if it completed before
+//! that request arrived, which happened at most `finish - e2e` ago (`e2e`
+//! bounded below by its latency bucket). Scrapes only say that a prefill
+//! completed somewhere inside the interval that saw it, so an entry is
+//! *certainly* before an arrival (the whole interval is) or only *possibly*.
+//!
+//! - A request that computed only the prompt's tail loaded KV: it takes the
+//!   oldest possible entry, even one a whole-prompt request had claimed
+//!   (loaded requests must have had a prefill; the claimer then had none).
+//! - A whole-prompt request takes a certain entry: a silent miss, now. With
+//!   only a possible one it holds a claim for [`HOLD_SECS`]; if no loaded
+//!   request needs that prefill by then, it is a miss. This is what keeps a
+//!   decode-only request that ends just as a prefill completes from raising
+//!   a false alarm.
+//! - Entries expire after [`POOL_TTL_SECS`]: a prefill whose decode request
+//!   never came is forgotten.
 
 use std::collections::VecDeque;
 
@@ -28,8 +35,11 @@ use super::instance::Interval;
 
 /// How long a completed prefill waits for its decode request.
 pub const POOL_TTL_SECS: f64 = 60.0;
+/// How long a whole-prompt request's claim on an ambiguous prefill waits
+/// for a loaded request that needs it more.
+pub const HOLD_SECS: f64 = 5.0;
 /// Allowance for the time a scrape takes to answer.
-const SCRAPE_SLACK_SECS: f64 = 0.25;
+const SCRAPE_SLACK_SECS: f64 = 0.5;
 
 /// Request outcomes counted from metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
@@ -47,14 +57,24 @@ pub struct MissEvent {
     pub t: f64,
     pub count: u64,
     pub decode_instance: usize,
-    /// Local-compute tokens the decode side spent in that interval.
+    /// Prompt tokens the decode side computed for the requests that
+    /// finished in that interval (NaN when the miss was settled later).
     pub local_compute_tokens: f64,
+}
+
+/// A completed prefill waiting for its decode request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PoolEntry {
+    /// It completed in `(earliest, latest]`.
+    earliest: f64,
+    latest: f64,
+    /// A whole-prompt request's tentative claim: (decide at, instance).
+    claim: Option<(f64, usize)>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct MissDetector {
-    /// The earliest time each waiting prefill could have completed.
-    pool: VecDeque<f64>,
+    pool: VecDeque<PoolEntry>,
     pub outcomes: Outcomes,
     pub events: VecDeque<MissEvent>,
     /// Decode TTFT from intervals where every request loaded KV, and from
@@ -76,7 +96,11 @@ impl MissDetector {
     pub fn on_prefill_interval(&mut self, iv: &Interval) {
         let done = iv.counter(Counter::RequestsOk).round() as u64;
         for _ in 0..done {
-            self.pool.push_back(iv.t - iv.dt);
+            self.pool.push_back(PoolEntry {
+                earliest: iv.t - iv.dt,
+                latest: iv.t,
+                claim: None,
+            });
         }
     }
 
@@ -106,11 +130,14 @@ impl MissDetector {
         let whole = (computed.count_above(threshold).round() as u64).min(total);
         let tail_only = total - whole;
         self.outcomes.seen += total;
-        let latest_arrival = iv.t - shortest_latency(iv) + SCRAPE_SLACK_SECS;
+        // The latest the requests could have arrived; slack widens what is
+        // *possible* (a scrape may lag), never what is *certain*.
+        let arrival_bound = iv.t - shortest_latency(iv);
+        let latest_arrival = arrival_bound + SCRAPE_SLACK_SECS;
         for _ in 0..tail_only {
             // A request that computed only the tail loaded its KV (or hit
             // the local prefix cache); either way it needed no prefill here.
-            if self.take_prefill(latest_arrival) {
+            if self.take_for_loaded(latest_arrival) {
                 self.outcomes.loaded += 1;
             } else {
                 self.outcomes.no_prefill += 1;
@@ -118,40 +145,84 @@ impl MissDetector {
         }
         let mut missed = 0;
         for _ in 0..whole {
-            if self.take_prefill(latest_arrival) {
+            let possible = |e: &PoolEntry| e.claim.is_none() && e.earliest <= latest_arrival;
+            if let Some(i) = self
+                .pool
+                .iter()
+                .position(|e| possible(e) && e.latest <= arrival_bound)
+            {
+                self.pool.remove(i);
                 missed += 1;
+            } else if let Some(e) = self.pool.iter_mut().find(|e| possible(e)) {
+                e.claim = Some((iv.t + HOLD_SECS, instance));
             } else {
                 self.outcomes.no_prefill += 1;
             }
         }
-        self.outcomes.silent_miss += missed;
-        (missed > 0).then(|| {
-            let ev = MissEvent {
-                t: iv.t,
-                count: missed,
-                decode_instance: instance,
-                local_compute_tokens: iv.counter(Counter::PromptLocalCompute),
-            };
-            self.events.push_back(ev.clone());
-            while self.events.len() > 1000 {
-                self.events.pop_front();
-            }
-            ev
-        })
+        let tokens = computed.sum;
+        self.record_misses(iv.t, instance, missed, tokens)
     }
 
-    /// Takes the oldest prefill that completed before `latest_arrival`.
-    fn take_prefill(&mut self, latest_arrival: f64) -> bool {
-        if self.pool.front().is_some_and(|t| *t <= latest_arrival) {
-            self.pool.pop_front();
-            true
-        } else {
-            false
+    /// Commits the claims whose hold is over: those were silent misses.
+    /// Called on every message, so a held miss shows even when idle.
+    pub fn settle(&mut self, now: f64) -> Vec<MissEvent> {
+        let mut by_instance: Vec<(usize, u64)> = Vec::new();
+        self.pool.retain(|e| match e.claim {
+            Some((deadline, inst)) if deadline <= now => {
+                match by_instance.iter_mut().find(|(i, _)| *i == inst) {
+                    Some((_, n)) => *n += 1,
+                    None => by_instance.push((inst, 1)),
+                }
+                false
+            }
+            _ => true,
+        });
+        by_instance
+            .into_iter()
+            .filter_map(|(inst, n)| self.record_misses(now, inst, n, f64::NAN))
+            .collect()
+    }
+
+    /// `tokens`: what the decode side computed for them, when known.
+    fn record_misses(&mut self, t: f64, instance: usize, n: u64, tokens: f64) -> Option<MissEvent> {
+        if n == 0 {
+            return None;
         }
+        self.outcomes.silent_miss += n;
+        let ev = MissEvent {
+            t,
+            count: n,
+            decode_instance: instance,
+            local_compute_tokens: tokens,
+        };
+        self.events.push_back(ev.clone());
+        while self.events.len() > 1000 {
+            self.events.pop_front();
+        }
+        Some(ev)
+    }
+
+    /// A loaded request takes the oldest prefill that may have preceded it
+    /// (a proxy sends to decode in prefill order); taking one that a
+    /// whole-prompt request had claimed turns the claimer into a request
+    /// that had no prefill.
+    fn take_for_loaded(&mut self, latest_arrival: f64) -> bool {
+        let Some(i) = self.pool.iter().position(|e| e.earliest <= latest_arrival) else {
+            return false;
+        };
+        if self.pool.remove(i).is_some_and(|e| e.claim.is_some()) {
+            self.outcomes.no_prefill += 1;
+        }
+        true
     }
 
     fn expire(&mut self, now: f64) {
-        while self.pool.front().is_some_and(|t| now - t > POOL_TTL_SECS) {
+        // A claimed entry is settled by `settle`, never expired away.
+        while self
+            .pool
+            .front()
+            .is_some_and(|e| e.claim.is_none() && now - e.latest > POOL_TTL_SECS)
+        {
             self.pool.pop_front();
         }
     }

@@ -130,6 +130,30 @@ impl AppState {
     fn tick(&mut self, at: f64) {
         self.now = self.now.max(at);
         self.started_at.get_or_insert(at);
+        for ev in self.misses.settle(self.now) {
+            self.push_miss_event(&ev);
+        }
+    }
+
+    fn push_miss_event(&mut self, ev: &misses::MissEvent) {
+        let display = self
+            .instances
+            .get(ev.decode_instance)
+            .map(|i| i.endpoint.display.clone())
+            .unwrap_or_default();
+        let tokens = if ev.local_compute_tokens.is_finite() {
+            format!(
+                " ({:.0} prompt tokens computed on decode)",
+                ev.local_compute_tokens
+            )
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "SILENT MISS on {display}: {} request(s) recomputed their whole prompt after a prefill{tokens}",
+            ev.count
+        );
+        self.push_event(ev.t, EventKind::SilentMiss, text);
     }
 
     fn on_sample(&mut self, idx: usize, at: f64, sample: InstanceSample) {
@@ -154,11 +178,7 @@ impl AppState {
             Role::Prefill => self.misses.on_prefill_interval(&iv),
             Role::Decode => {
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
-                    let text = format!(
-                        "SILENT MISS on {display}: {} request(s) recomputed their whole prompt after a prefill ({} tokens computed locally)",
-                        ev.count, ev.local_compute_tokens
-                    );
-                    self.push_event(at, EventKind::SilentMiss, text);
+                    self.push_miss_event(&ev);
                 }
             }
         }

@@ -1,0 +1,70 @@
+//! Helpers shared by the integration tests: the real captures in
+//! `../shared/lab-captures/` (CI has `shared/` beside the checkout).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use pdtop::sources::{Endpoint, Msg};
+use pdtop::state::{AppState, Role};
+
+pub const CAPTURES: [&str; 2] = ["qwen3-shape-restart", "nixl-llama-shape"];
+
+pub fn capture_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/lab-captures")
+        .join(name);
+    assert!(
+        dir.is_dir(),
+        "missing {} (CI has ../shared beside the checkout)",
+        dir.display()
+    );
+    dir
+}
+
+/// The rows of `scrapes.jsonl.xz`: (t, instance, Some(body) | None when down, error).
+pub fn scrapes(name: &str) -> Vec<(f64, String, Option<String>, Option<String>)> {
+    let raw = std::fs::read(capture_dir(name).join("scrapes.jsonl.xz")).unwrap();
+    let mut out = Vec::new();
+    lzma_rs::xz_decompress(&mut &raw[..], &mut out).unwrap();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["t"].as_f64().unwrap(),
+                v["instance"].as_str().unwrap().to_string(),
+                v["text"].as_str().map(str::to_owned),
+                v["error"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+pub fn pair_endpoints() -> Vec<Endpoint> {
+    vec![
+        Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap(),
+        Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap(),
+    ]
+}
+
+/// Feeds every recorded scrape into a fresh state, as a live scraper would.
+pub fn replay_scrapes(name: &str) -> AppState {
+    let mut st = AppState::new(pair_endpoints(), 60.0);
+    for (t, inst, body, error) in scrapes(name) {
+        let instance = usize::from(inst == "decode");
+        st.apply(match body {
+            Some(body) => Msg::Scrape {
+                instance,
+                at: t,
+                body,
+            },
+            None => Msg::ScrapeFailed {
+                instance,
+                at: t,
+                error: error.unwrap_or_default(),
+            },
+        });
+    }
+    st
+}
