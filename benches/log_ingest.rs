@@ -12,9 +12,7 @@ use pdtop::logs::proxy::parse_proxy_line;
 use pdtop::logs::vllm::parse_vllm_line;
 
 fn read(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/lab-captures")
-        .join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
 
@@ -30,17 +28,11 @@ fn bench(c: &mut Criterion) {
     .iter()
     .map(|f| read(f))
     .collect();
-    let proxy: String = [
-        "qwen3-shape-restart/proxy.log",
-        "nixl-llama-shape/proxy.log",
-    ]
-    .iter()
-    .map(|f| read(f))
-    .collect();
+    let proxy: String =
+        ["qwen3-shape-restart/proxy.log", "nixl-llama-shape/proxy.log"].iter().map(|f| read(f)).collect();
 
     let mut g = c.benchmark_group("log_ingest");
-    g.measurement_time(Duration::from_secs(3))
-        .warm_up_time(Duration::from_secs(1));
+    g.measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
 
     g.throughput(Throughput::Elements(vllm.lines().count() as u64));
     g.bench_function("vllm_lines", |b| {

@@ -35,12 +35,7 @@ pub struct App {
 
 impl App {
     pub fn new(state: AppState, theme: Theme) -> App {
-        App {
-            state,
-            view: ViewState::default(),
-            theme,
-            quit: false,
-        }
+        App { state, view: ViewState::default(), theme, quit: false }
     }
 
     pub fn on_msg(&mut self, msg: Msg) {
@@ -71,11 +66,7 @@ impl App {
             Action::NextView | Action::PrevView => {
                 let all = View::ALL;
                 let i = all.iter().position(|x| *x == v.view).unwrap_or(0);
-                let step = if action == Action::NextView {
-                    1
-                } else {
-                    all.len() - 1
-                };
+                let step = if action == Action::NextView { 1 } else { all.len() - 1 };
                 v.view = all[(i + step) % all.len()];
                 v.scroll = 0;
             }
@@ -171,18 +162,16 @@ pub async fn run<B: Backend>(
 
 /// Reads terminal events on a plain thread (crossterm's read blocks).
 pub fn spawn_input_thread(tx: tokio::sync::mpsc::UnboundedSender<Input>) {
-    let _ = std::thread::Builder::new()
-        .name("pdtop-input".into())
-        .spawn(move || {
-            while let Ok(ev) = ratatui::crossterm::event::read() {
-                let input = match ev {
-                    Event::Key(k) => Input::Key(k),
-                    Event::Resize(..) => Input::Resize,
-                    _ => continue,
-                };
-                if tx.send(input).is_err() {
-                    break;
-                }
+    let _ = std::thread::Builder::new().name("pdtop-input".into()).spawn(move || {
+        while let Ok(ev) = ratatui::crossterm::event::read() {
+            let input = match ev {
+                Event::Key(k) => Input::Key(k),
+                Event::Resize(..) => Input::Resize,
+                _ => continue,
+            };
+            if tx.send(input).is_err() {
+                break;
             }
-        });
+        }
+    });
 }

@@ -17,10 +17,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> f64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
     }
 
     fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -44,11 +41,7 @@ impl ScaledClock {
         ScaledClock {
             origin,
             start: std::time::Instant::now(),
-            speed: if speed.is_finite() && speed > 0.0 {
-                speed
-            } else {
-                1.0
-            },
+            speed: if speed.is_finite() && speed > 0.0 { speed } else { 1.0 },
         }
     }
 }

@@ -44,8 +44,7 @@ impl FileConfig {
                 _ => return Ok(FileConfig::default()),
             },
         };
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 }
@@ -57,33 +56,20 @@ pub fn default_path() -> Option<PathBuf> {
 impl Settings {
     /// CLI > file > default, and `NO_COLOR` picks the mono theme unless a
     /// theme was asked for by name.
-    pub fn resolve(
-        cli: &Inputs,
-        ui: &UiArgs,
-        file: &FileConfig,
-        no_color: bool,
-    ) -> Result<Settings, String> {
+    pub fn resolve(cli: &Inputs, ui: &UiArgs, file: &FileConfig, no_color: bool) -> Result<Settings, String> {
         let secs = |name: &str, cli: Option<f64>, file: Option<f64>, default: f64| {
             let v = cli.or(file).unwrap_or(default);
             if v.is_finite() && v > 0.0 && v < 86400.0 {
                 Ok(Duration::from_secs_f64(v))
             } else {
-                Err(format!(
-                    "--{name} must be a positive number of seconds, got {v}"
-                ))
+                Err(format!("--{name} must be a positive number of seconds, got {v}"))
             }
         };
         let theme = ui
             .theme
             .clone()
             .or_else(|| file.theme.clone())
-            .unwrap_or_else(|| {
-                if no_color {
-                    "mono".into()
-                } else {
-                    "dark".into()
-                }
-            });
+            .unwrap_or_else(|| if no_color { "mono".into() } else { "dark".into() });
         Ok(Settings {
             interval: secs("interval", cli.interval, file.interval, DEFAULT_INTERVAL)?,
             timeout: secs("timeout", cli.timeout, file.timeout, DEFAULT_TIMEOUT)?,
@@ -105,44 +91,27 @@ mod tests {
             theme: Some("light".into()),
             ..Default::default()
         };
-        let cli = Inputs {
-            interval: Some(0.5),
-            ..Default::default()
-        };
+        let cli = Inputs { interval: Some(0.5), ..Default::default() };
         let s = Settings::resolve(&cli, &UiArgs::default(), &file, false).unwrap();
         assert_eq!(s.interval, Duration::from_millis(500));
         assert_eq!(s.window_secs, 30.0);
         assert_eq!(s.timeout, Duration::from_secs(2));
         assert_eq!(s.theme, "light");
-        let ui = UiArgs {
-            theme: Some("dark".into()),
-        };
-        assert_eq!(
-            Settings::resolve(&cli, &ui, &file, true).unwrap().theme,
-            "dark"
-        );
+        let ui = UiArgs { theme: Some("dark".into()) };
+        assert_eq!(Settings::resolve(&cli, &ui, &file, true).unwrap().theme, "dark");
     }
 
     #[test]
     fn no_color_means_mono_unless_asked() {
-        let s = Settings::resolve(
-            &Inputs::default(),
-            &UiArgs::default(),
-            &FileConfig::default(),
-            true,
-        )
-        .unwrap();
+        let s =
+            Settings::resolve(&Inputs::default(), &UiArgs::default(), &FileConfig::default(), true).unwrap();
         assert_eq!(s.theme, "mono");
     }
 
     #[test]
     fn bad_values_and_files_are_errors() {
-        let cli = Inputs {
-            interval: Some(-1.0),
-            ..Default::default()
-        };
-        let e =
-            Settings::resolve(&cli, &UiArgs::default(), &FileConfig::default(), false).unwrap_err();
+        let cli = Inputs { interval: Some(-1.0), ..Default::default() };
+        let e = Settings::resolve(&cli, &UiArgs::default(), &FileConfig::default(), false).unwrap_err();
         assert!(e.contains("--interval"), "{e}");
         let dir = std::env::temp_dir().join(format!("pdtop-config-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -24,104 +24,24 @@ pub enum Action {
 
 /// (key, modifiers, action, what the help overlay says).
 pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
-    (
-        KeyCode::Char('c'),
-        KeyModifiers::CONTROL,
-        Action::ForceQuit,
-        "quit, always",
-    ),
-    (
-        KeyCode::Char('q'),
-        KeyModifiers::NONE,
-        Action::Back,
-        "close overlay / quit",
-    ),
-    (
-        KeyCode::Esc,
-        KeyModifiers::NONE,
-        Action::Back,
-        "close overlay / quit",
-    ),
-    (
-        KeyCode::Char('?'),
-        KeyModifiers::NONE,
-        Action::Help,
-        "this help",
-    ),
-    (
-        KeyCode::Tab,
-        KeyModifiers::NONE,
-        Action::NextView,
-        "next view",
-    ),
-    (
-        KeyCode::BackTab,
-        KeyModifiers::SHIFT,
-        Action::PrevView,
-        "previous view",
-    ),
-    (
-        KeyCode::Char('j'),
-        KeyModifiers::NONE,
-        Action::Down,
-        "down / scroll",
-    ),
-    (
-        KeyCode::Down,
-        KeyModifiers::NONE,
-        Action::Down,
-        "down / scroll",
-    ),
-    (
-        KeyCode::Char('k'),
-        KeyModifiers::NONE,
-        Action::Up,
-        "up / scroll",
-    ),
+    (KeyCode::Char('c'), KeyModifiers::CONTROL, Action::ForceQuit, "quit, always"),
+    (KeyCode::Char('q'), KeyModifiers::NONE, Action::Back, "close overlay / quit"),
+    (KeyCode::Esc, KeyModifiers::NONE, Action::Back, "close overlay / quit"),
+    (KeyCode::Char('?'), KeyModifiers::NONE, Action::Help, "this help"),
+    (KeyCode::Tab, KeyModifiers::NONE, Action::NextView, "next view"),
+    (KeyCode::BackTab, KeyModifiers::SHIFT, Action::PrevView, "previous view"),
+    (KeyCode::Char('j'), KeyModifiers::NONE, Action::Down, "down / scroll"),
+    (KeyCode::Down, KeyModifiers::NONE, Action::Down, "down / scroll"),
+    (KeyCode::Char('k'), KeyModifiers::NONE, Action::Up, "up / scroll"),
     (KeyCode::Up, KeyModifiers::NONE, Action::Up, "up / scroll"),
-    (
-        KeyCode::Char('h'),
-        KeyModifiers::NONE,
-        Action::Left,
-        "previous instance",
-    ),
-    (
-        KeyCode::Left,
-        KeyModifiers::NONE,
-        Action::Left,
-        "previous instance",
-    ),
-    (
-        KeyCode::Char('l'),
-        KeyModifiers::NONE,
-        Action::Right,
-        "next instance",
-    ),
-    (
-        KeyCode::Right,
-        KeyModifiers::NONE,
-        Action::Right,
-        "next instance",
-    ),
+    (KeyCode::Char('h'), KeyModifiers::NONE, Action::Left, "previous instance"),
+    (KeyCode::Left, KeyModifiers::NONE, Action::Left, "previous instance"),
+    (KeyCode::Char('l'), KeyModifiers::NONE, Action::Right, "next instance"),
+    (KeyCode::Right, KeyModifiers::NONE, Action::Right, "next instance"),
     (KeyCode::Char('g'), KeyModifiers::NONE, Action::Top, "first"),
-    (
-        KeyCode::Char('G'),
-        KeyModifiers::SHIFT,
-        Action::Bottom,
-        "last",
-    ),
-    (
-        KeyCode::Char(' '),
-        KeyModifiers::NONE,
-        Action::Freeze,
-        "freeze the view (collection goes on)",
-    ),
-    (
-        KeyCode::Char('w'),
-        KeyModifiers::NONE,
-        Action::ToggleWindow,
-        "histograms: last 60 s / since start",
-    ),
+    (KeyCode::Char('G'), KeyModifiers::SHIFT, Action::Bottom, "last"),
+    (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
+    (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
 ];
 
 /// The action of a key press; releases and repeats of other kinds are
@@ -169,11 +89,7 @@ fn key_name(code: KeyCode, mods: KeyModifiers) -> String {
         KeyCode::Enter => "Enter".into(),
         other => format!("{other:?}"),
     };
-    if mods.contains(KeyModifiers::CONTROL) {
-        format!("Ctrl-{base}")
-    } else {
-        base
-    }
+    if mods.contains(KeyModifiers::CONTROL) { format!("Ctrl-{base}") } else { base }
 }
 
 #[cfg(test)]
@@ -186,47 +102,17 @@ mod tests {
 
     #[test]
     fn keys_map_to_actions() {
-        assert_eq!(
-            action_for(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-            Some(Action::ForceQuit)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('q'), KeyModifiers::NONE)),
-            Some(Action::Back)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('j'), KeyModifiers::NONE)),
-            Some(Action::Down)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Down, KeyModifiers::NONE)),
-            Some(Action::Down)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)),
-            Some(Action::Bottom)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('G'), KeyModifiers::NONE)),
-            Some(Action::Bottom)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)),
-            Some(Action::Help)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char(' '), KeyModifiers::NONE)),
-            Some(Action::Freeze)
-        );
-        assert_eq!(
-            action_for(&press(KeyCode::Char('x'), KeyModifiers::NONE)),
-            None
-        );
+        assert_eq!(action_for(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)), Some(Action::ForceQuit));
+        assert_eq!(action_for(&press(KeyCode::Char('q'), KeyModifiers::NONE)), Some(Action::Back));
+        assert_eq!(action_for(&press(KeyCode::Char('j'), KeyModifiers::NONE)), Some(Action::Down));
+        assert_eq!(action_for(&press(KeyCode::Down, KeyModifiers::NONE)), Some(Action::Down));
+        assert_eq!(action_for(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)), Some(Action::Bottom));
+        assert_eq!(action_for(&press(KeyCode::Char('G'), KeyModifiers::NONE)), Some(Action::Bottom));
+        assert_eq!(action_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)), Some(Action::Help));
+        assert_eq!(action_for(&press(KeyCode::Char(' '), KeyModifiers::NONE)), Some(Action::Freeze));
+        assert_eq!(action_for(&press(KeyCode::Char('x'), KeyModifiers::NONE)), None);
         // Ctrl-J is not j.
-        assert_eq!(
-            action_for(&press(KeyCode::Char('j'), KeyModifiers::CONTROL)),
-            None
-        );
+        assert_eq!(action_for(&press(KeyCode::Char('j'), KeyModifiers::CONTROL)), None);
     }
 
     #[test]
@@ -239,11 +125,7 @@ mod tests {
     #[test]
     fn help_groups_keys_of_one_action() {
         let lines = help_lines();
-        assert!(
-            lines
-                .iter()
-                .any(|(k, t)| k == "q Esc" && *t == "close overlay / quit")
-        );
+        assert!(lines.iter().any(|(k, t)| k == "q Esc" && *t == "close overlay / quit"));
         assert!(lines.iter().any(|(k, _)| k == "Ctrl-c"));
     }
 }

@@ -18,10 +18,7 @@ fn main() -> ExitCode {
         Some(Command::Check(args)) => match run::check(&args) {
             Ok(report) => {
                 if args.json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&report).unwrap_or_default()
-                    );
+                    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
                 } else {
                     print!("{}", run::summary(&report));
                 }

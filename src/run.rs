@@ -28,16 +28,16 @@ pub const TOKEN_ENV: &str = "PDTOP_BEARER_TOKEN";
 
 pub fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>, String> {
     let mut out = Vec::new();
-    for (role, list) in [
-        (Role::Prefill, &inputs.prefill),
-        (Role::Decode, &inputs.decode),
-    ] {
+    for (role, list) in [(Role::Prefill, &inputs.prefill), (Role::Decode, &inputs.decode)] {
         for s in list {
             out.push(Endpoint::parse(role, s)?);
         }
     }
     if out.is_empty() {
-        return Err("give at least one instance: --prefill HOST:PORT and/or --decode HOST:PORT (or try `pdtop demo`)".into());
+        return Err(
+            "give at least one instance: --prefill HOST:PORT and/or --decode HOST:PORT (or try `pdtop demo`)"
+                .into(),
+        );
     }
     Ok(out)
 }
@@ -68,8 +68,7 @@ pub fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings, String> {
 pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let settings = settings(&inputs, &ui).map_err(|e| eyre!(e))?;
     let eps = endpoints(&inputs).map_err(|e| eyre!(e))?;
-    let theme =
-        Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let (tx, rx) = mpsc::channel(1024);
     let clock = clock_for(&inputs);
     let opts = scrape_options(&settings);
@@ -77,13 +76,7 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let clock2 = clock.clone();
     spawn_collector_thread(move || async move {
         if let Err(e) = sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()) {
-            let _ = tx
-                .send(Msg::SourceFailed {
-                    source: "http".into(),
-                    at: clock2.now(),
-                    error: e,
-                })
-                .await;
+            let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
     let state = AppState::new(eps, settings.window_secs);
@@ -101,20 +94,12 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(capture.t0, args.speed));
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
-    let opts = LabOptions {
-        speed: args.speed,
-        looping: !args.no_loop,
-        dir: dir.clone(),
-    };
+    let opts = LabOptions { speed: args.speed, looping: !args.no_loop, dir: dir.clone() };
     let (lab_tx, lab_rx) = std::sync::mpsc::channel();
     let (tx, rx) = mpsc::channel(1024);
     let settings = settings(&Inputs::default(), &args.ui).map_err(|e| eyre!(e))?;
     let interval = Duration::from_secs_f64((1.0 / args.speed.max(0.01)).clamp(0.05, 1.0));
-    let scrape_opts = ScrapeOptions {
-        interval,
-        timeout: settings.timeout,
-        bearer_token: None,
-    };
+    let scrape_opts = ScrapeOptions { interval, timeout: settings.timeout, bearer_token: None };
     let clock2 = clock.clone();
     let serve_only = args.serve_only;
     spawn_collector_thread(move || async move {
@@ -127,16 +112,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         };
         let eps = lab_endpoints(&handle);
         let _ = lab_tx.send(Ok(handle));
-        if !serve_only
-            && let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone())
+        if !serve_only && let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone())
         {
-            let _ = tx
-                .send(Msg::SourceFailed {
-                    source: "http".into(),
-                    at: clock2.now(),
-                    error: e,
-                })
-                .await;
+            let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
     let handle: LabHandle = lab_rx
@@ -151,26 +129,17 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             handle.decode,
             handle.prefill_log.display(),
             handle.decode_log.display(),
-            handle
-                .proxy_log
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
+            handle.proxy_log.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
         );
         std::io::stdout().flush().ok();
         loop {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    let theme =
-        Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let state = AppState::new(lab_endpoints(&handle), settings.window_secs);
-    let result = run_screen(
-        App::new(state, theme),
-        rx,
-        clock,
-        Some((name, args.speed, handle.clock.clone())),
-    );
+    let result =
+        run_screen(App::new(state, theme), rx, clock, Some((name, args.speed, handle.clock.clone())));
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -189,10 +158,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let clock = clock_for(&args.inputs);
         let (tx, mut rx) = mpsc::channel(1024);
@@ -225,10 +191,7 @@ pub fn summary(r: &Report) -> String {
             i.scrapes_ok,
             i.scrapes_failed,
             i.restarts,
-            i.last_error
-                .as_ref()
-                .map(|e| format!(" last error: {e}"))
-                .unwrap_or_default()
+            i.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
         ));
     }
     let q = &r.requests;
@@ -245,10 +208,8 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .wrap_err("collector runtime")?;
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().wrap_err("collector runtime")?;
     std::thread::Builder::new()
         .name(COLLECTOR_THREAD.into())
         .spawn(move || {
@@ -277,10 +238,7 @@ fn run_screen(
         }
         hook(info);
     }));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .wrap_err("ui runtime")?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().wrap_err("ui runtime")?;
     let result = rt.block_on(async {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
         app::spawn_input_thread(in_tx.clone());
@@ -293,11 +251,7 @@ fn run_screen(
 
 fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
     use tokio::signal::unix::{SignalKind, signal};
-    for kind in [
-        SignalKind::terminate(),
-        SignalKind::hangup(),
-        SignalKind::interrupt(),
-    ] {
+    for kind in [SignalKind::terminate(), SignalKind::hangup(), SignalKind::interrupt()] {
         let tx = tx.clone();
         if let Ok(mut s) = signal(kind) {
             tokio::spawn(async move {

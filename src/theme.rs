@@ -71,38 +71,22 @@ impl Theme {
 
     /// The style of a silent-miss alarm: loud in every theme, mono included.
     pub fn alarm(&self) -> Style {
-        self.loud(
-            Style::new()
-                .fg(self.color("miss_fg"))
-                .bg(self.color("miss_bg")),
-        )
+        self.loud(Style::new().fg(self.color("miss_fg")).bg(self.color("miss_bg")))
     }
 
     pub fn badge(&self) -> Style {
-        self.loud(
-            Style::new()
-                .fg(self.color("badge_fg"))
-                .bg(self.color("badge_bg")),
-        )
+        self.loud(Style::new().fg(self.color("badge_fg")).bg(self.color("badge_bg")))
     }
 
     /// Bold, and reversed where there is no colour to stand out with.
     fn loud(&self, s: Style) -> Style {
         let s = s.add_modifier(Modifier::BOLD);
-        if self.is_mono() {
-            s.add_modifier(Modifier::REVERSED)
-        } else {
-            s
-        }
+        if self.is_mono() { s.add_modifier(Modifier::REVERSED) } else { s }
     }
 
     pub fn selected(&self) -> Style {
         let s = Style::new().bg(self.color("selected_bg"));
-        if self.is_mono() {
-            s.add_modifier(Modifier::REVERSED)
-        } else {
-            s
-        }
+        if self.is_mono() { s.add_modifier(Modifier::REVERSED) } else { s }
     }
 
     fn is_mono(&self) -> bool {
@@ -110,45 +94,31 @@ impl Theme {
     }
 
     /// Parses a theme text; `base` resolves `extends`.
-    pub fn parse(
-        text: &str,
-        base: &dyn Fn(&str) -> Result<Theme, String>,
-    ) -> Result<Theme, String> {
+    pub fn parse(text: &str, base: &dyn Fn(&str) -> Result<Theme, String>) -> Result<Theme, String> {
         let file: ThemeFile = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut theme = match &file.extends {
             Some(b) => base(b)?,
-            None => Theme {
-                name: String::new(),
-                colors: BTreeMap::new(),
-            },
+            None => Theme { name: String::new(), colors: BTreeMap::new() },
         };
         theme.name = file.name.unwrap_or_else(|| theme.name.clone());
         for (role, value) in file.colors {
             if !ROLES.contains(&role.as_str()) {
-                return Err(format!(
-                    "unknown role `{role}` (roles: {})",
-                    ROLES.join(", ")
-                ));
+                return Err(format!("unknown role `{role}` (roles: {})", ROLES.join(", ")));
             }
-            let color: Color = value
-                .parse()
-                .map_err(|_| format!("role `{role}`: `{value}` is not a colour"))?;
+            let color: Color =
+                value.parse().map_err(|_| format!("role `{role}`: `{value}` is not a colour"))?;
             theme.colors.insert(role, color);
         }
         if let Some(missing) = ROLES.iter().find(|r| !theme.colors.contains_key(**r)) {
-            return Err(format!(
-                "role `{missing}` is not set (add it, or `extends = \"dark\"`)"
-            ));
+            return Err(format!("role `{missing}` is not set (add it, or `extends = \"dark\"`)"));
         }
         Ok(theme)
     }
 
     /// A built-in theme by name.
     pub fn builtin(name: &str) -> Result<Theme, String> {
-        let (_, text) = BUILTIN
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or_else(|| format!("no built-in theme `{name}`"))?;
+        let (_, text) =
+            BUILTIN.iter().find(|(n, _)| *n == name).ok_or_else(|| format!("no built-in theme `{name}`"))?;
         Theme::parse(text, &Theme::builtin)
     }
 
@@ -158,24 +128,18 @@ impl Theme {
         let base = |name: &str| Theme::load(name, user_dir);
         let as_path = Path::new(spec);
         if spec.ends_with(".toml") || spec.contains('/') {
-            let text = std::fs::read_to_string(as_path)
-                .map_err(|e| format!("theme {}: {e}", as_path.display()))?;
-            return Theme::parse(&text, &base)
-                .map_err(|e| format!("theme {}: {e}", as_path.display()));
+            let text =
+                std::fs::read_to_string(as_path).map_err(|e| format!("theme {}: {e}", as_path.display()))?;
+            return Theme::parse(&text, &base).map_err(|e| format!("theme {}: {e}", as_path.display()));
         }
         if let Some(dir) = user_dir {
             let path = dir.join(format!("{spec}.toml"));
             if let Ok(text) = std::fs::read_to_string(&path) {
                 // A user theme may extend the built-in of the same name.
                 let base = |name: &str| {
-                    if name == spec {
-                        Theme::builtin(name)
-                    } else {
-                        Theme::load(name, user_dir)
-                    }
+                    if name == spec { Theme::builtin(name) } else { Theme::load(name, user_dir) }
                 };
-                return Theme::parse(&text, &base)
-                    .map_err(|e| format!("theme {}: {e}", path.display()));
+                return Theme::parse(&text, &base).map_err(|e| format!("theme {}: {e}", path.display()));
             }
         }
         Theme::builtin(spec)
@@ -206,40 +170,23 @@ mod tests {
     fn every_file_in_themes_folder_is_builtin() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("themes");
         for entry in std::fs::read_dir(dir).unwrap() {
-            let name = entry
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .replace(".toml", "");
-            assert!(
-                Theme::builtin(&name).is_ok(),
-                "themes/{name}.toml is not embedded"
-            );
+            let name = entry.unwrap().file_name().to_string_lossy().replace(".toml", "");
+            assert!(Theme::builtin(&name).is_ok(), "themes/{name}.toml is not embedded");
         }
     }
 
     #[test]
     fn partial_patch_and_errors_name_the_key() {
-        let t = Theme::parse(
-            "extends = \"dark\"\n[colors]\naccent = \"#ff8800\"\n",
-            &Theme::builtin,
-        )
-        .unwrap();
+        let t =
+            Theme::parse("extends = \"dark\"\n[colors]\naccent = \"#ff8800\"\n", &Theme::builtin).unwrap();
         assert_eq!(t.color("accent"), Color::Rgb(0xff, 0x88, 0x00));
         assert_eq!(t.color("ok"), Color::Green);
-        let e = Theme::parse(
-            "extends = \"dark\"\n[colors]\naccent = \"nope!\"\n",
-            &Theme::builtin,
-        )
-        .unwrap_err();
+        let e =
+            Theme::parse("extends = \"dark\"\n[colors]\naccent = \"nope!\"\n", &Theme::builtin).unwrap_err();
         assert!(e.contains("accent"), "{e}");
         let e = Theme::parse("[colors]\ntext = \"red\"\n", &Theme::builtin).unwrap_err();
         assert!(e.contains("is not set"), "{e}");
-        let e = Theme::parse(
-            "extends = \"dark\"\n[colors]\ntxet = \"red\"\n",
-            &Theme::builtin,
-        )
-        .unwrap_err();
+        let e = Theme::parse("extends = \"dark\"\n[colors]\ntxet = \"red\"\n", &Theme::builtin).unwrap_err();
         assert!(e.contains("txet"), "{e}");
     }
 
@@ -247,11 +194,7 @@ mod tests {
     fn user_dir_overrides_builtin_by_name() {
         let dir = std::env::temp_dir().join(format!("pdtop-theme-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("dark.toml"),
-            "extends = \"dark\"\n[colors]\ntext = \"red\"\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("dark.toml"), "extends = \"dark\"\n[colors]\ntext = \"red\"\n").unwrap();
         let t = Theme::load("dark", Some(&dir)).unwrap();
         assert_eq!(t.color("text"), Color::Red);
         assert_eq!(Theme::load("light", Some(&dir)).unwrap().name, "light");

@@ -14,16 +14,7 @@ async fn check_against_lab(capture: &str, extra: &[&str]) -> (i32, serde_json::V
     let cap = Capture::from_dir(&common::capture_dir(capture)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}", std::process::id()));
-    let lab = lab::start(
-        cap,
-        LabOptions {
-            speed: SPEED,
-            looping: false,
-            dir: dir.clone(),
-        },
-    )
-    .await
-    .unwrap();
+    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
     let mut args: Vec<String> = [
         "check",
         "--prefill",
@@ -45,31 +36,20 @@ async fn check_against_lab(capture: &str, extra: &[&str]) -> (i32, serde_json::V
     .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_pdtop"))
-            .args(&args)
-            .output()
-            .unwrap()
+        Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
     })
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
+        panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
     });
     (out.status.code().unwrap_or(-1), json)
 }
 
 fn decode_of(report: &serde_json::Value) -> &serde_json::Value {
-    report["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["role"] == "decode")
-        .unwrap()
+    report["instances"].as_array().unwrap().iter().find(|i| i["role"] == "decode").unwrap()
 }
 
 #[tokio::test]
@@ -78,26 +58,12 @@ async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
     let decode = decode_of(&r);
     assert!(decode["restarts"].as_u64().unwrap() >= 1, "{decode}");
     assert!(decode["scrapes_failed"].as_u64().unwrap() > 0, "{decode}");
-    assert!(
-        decode["last_error"].as_str().unwrap().contains("refused"),
-        "{decode}"
-    );
-    assert!(
-        r["requests"]["silent_miss"].as_u64().unwrap() >= 4,
-        "{}",
-        r["requests"]
-    );
+    assert!(decode["last_error"].as_str().unwrap().contains("refused"), "{decode}");
+    assert!(r["requests"]["silent_miss"].as_u64().unwrap() >= 4, "{}", r["requests"]);
     assert_eq!(r["verdict"], "silent_misses");
     assert_eq!(code, 1, "silent misses fail the check");
     // The fields pdtop promises (README, "The check report").
-    for key in [
-        "ttft_ms",
-        "tpot_ms",
-        "kv_usage",
-        "decode_prompt_tokens",
-        "requests",
-        "silent_miss_ids",
-    ] {
+    for key in ["ttft_ms", "tpot_ms", "kv_usage", "decode_prompt_tokens", "requests", "silent_miss_ids"] {
         assert!(r.get(key).is_some(), "missing {key}");
     }
     assert!(r["ttft_ms"]["decode"]["p50"].as_f64().unwrap() > 0.0);
@@ -114,16 +80,10 @@ async fn check_on_the_nixl_capture() {
 
 #[test]
 fn bad_usage_exits_2() {
-    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
-        .args(["check", "--duration", "1"])
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop")).args(["check", "--duration", "1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--prefill"));
-    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
-        .args(["check", "--bogus"])
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop")).args(["check", "--bogus"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -131,16 +91,7 @@ fn bad_usage_exits_2() {
 fn unreachable_instance_is_degraded_and_exits_1() {
     // Port 9 on loopback: nothing listens there.
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
-        .args([
-            "check",
-            "--decode",
-            "127.0.0.1:9",
-            "--interval",
-            "0.1",
-            "--duration",
-            "0.5",
-            "--json",
-        ])
+        .args(["check", "--decode", "127.0.0.1:9", "--interval", "0.1", "--duration", "0.5", "--json"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -10,15 +10,9 @@ use pdtop::logs::proxy::{AccessLine, ProxyEvent, parse_proxy_line};
 use pdtop::logs::vllm::{KvParams, Level, VllmEvent, VllmLine, parse_vllm_line};
 
 fn capture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/lab-captures")
-        .join(rel);
-    std::fs::read_to_string(&p).unwrap_or_else(|e| {
-        panic!(
-            "read {}: {e} (shared/ must sit beside the checkout)",
-            p.display()
-        )
-    })
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("read {}: {e} (shared/ must sit beside the checkout)", p.display()))
 }
 
 fn parse_all(rel: &str) -> Vec<VllmLine> {
@@ -31,12 +25,8 @@ fn parse_all(rel: &str) -> Vec<VllmLine> {
 
 fn kind(e: &VllmEvent) -> &'static str {
     match e {
-        VllmEvent::Received {
-            kv_params: Some(_), ..
-        } => "received_kv",
-        VllmEvent::Received {
-            kv_params: None, ..
-        } => "received_plain",
+        VllmEvent::Received { kv_params: Some(_), .. } => "received_kv",
+        VllmEvent::Received { kv_params: None, .. } => "received_plain",
         VllmEvent::Added { .. } => "added",
         VllmEvent::Aborted { .. } => "aborted",
         VllmEvent::ExternalCacheHit => "hit",
@@ -231,21 +221,12 @@ fn ids_received_and_added() {
 #[test]
 fn header_of_a_real_line() {
     let lines = parse_all("qwen3-shape-restart/vllm-decode.log");
-    let hit = lines
-        .iter()
-        .find(|l| l.event == VllmEvent::ExternalCacheHit)
-        .expect("a hit");
+    let hit = lines.iter().find(|l| l.event == VllmEvent::ExternalCacheHit).expect("a hit");
     assert_eq!(hit.process.as_deref(), Some("EngineCore"));
     assert_eq!(hit.pid, Some(3214));
     assert_eq!(hit.level, Some(Level::Info));
-    let acc = lines
-        .iter()
-        .find(|l| matches!(l.event, VllmEvent::Access(_)))
-        .expect("an access line");
-    assert_eq!(
-        (acc.process.as_deref(), acc.timestamp),
-        (Some("APIServer"), None)
-    );
+    let acc = lines.iter().find(|l| matches!(l.event, VllmEvent::Access(_))).expect("an access line");
+    assert_eq!((acc.process.as_deref(), acc.timestamp), (Some("APIServer"), None));
 }
 
 #[test]
@@ -280,20 +261,13 @@ fn engine_stats_line_values() {
     // Prefix cache hit rate: 0.0%, External prefix cache hit rate: 70.6%
     let l = lines
         .iter()
-        .find(|l| {
-            l.timestamp == Some((11, 30, 6, 26, 48)) && matches!(l.event, VllmEvent::EngineStats(_))
-        })
+        .find(|l| l.timestamp == Some((11, 30, 6, 26, 48)) && matches!(l.event, VllmEvent::EngineStats(_)))
         .expect("the 06:26:48 stats line");
-    let VllmEvent::EngineStats(s) = &l.event else {
-        unreachable!()
-    };
+    let VllmEvent::EngineStats(s) = &l.event else { unreachable!() };
     assert_eq!(s.engine, Some(0));
     assert_eq!((s.prompt_tps, s.gen_tps), (10.8, 67.0));
     assert_eq!((s.running, s.waiting), (1, 0));
-    assert_eq!(
-        (s.kv_usage_pct, s.prefix_hit_pct, s.external_hit_pct),
-        (1.0, Some(0.0), Some(70.6))
-    );
+    assert_eq!((s.kv_usage_pct, s.prefix_hit_pct, s.external_hit_pct), (1.0, Some(0.0), Some(70.6)));
     assert_eq!((s.deferred, s.preemptions), (None, None));
 
     // The one line with the optional "Deferred: 1 reqs" part (nixl decode2, 06:41:37).
@@ -305,10 +279,7 @@ fn engine_stats_line_values() {
             _ => None,
         })
         .expect("stats");
-    assert_eq!(
-        (s.running, s.waiting, s.deferred, s.external_hit_pct),
-        (1, 1, Some(1), Some(100.0))
-    );
+    assert_eq!((s.running, s.waiting, s.deferred, s.external_hit_pct), (1, 1, Some(1), Some(100.0)));
 }
 
 #[test]
@@ -326,17 +297,11 @@ fn nixl_kv_transfer_metrics_values() {
         .expect("metrics");
     assert_eq!(m.num_successful_transfers, Some(2));
     assert_eq!((m.avg_xfer_ms, m.p90_xfer_ms), (Some(82.675), Some(83.424)));
-    assert_eq!(
-        (m.avg_mb_per_transfer, m.throughput_mb_s),
-        (Some(32.0), Some(387.058))
-    );
+    assert_eq!((m.avg_mb_per_transfer, m.throughput_mb_s), (Some(32.0), Some(387.058)));
     // v0.26 prints the first 8 keys only: no failure / expiry counts.
     assert_eq!((m.num_failed_transfers, m.num_kv_expired), (None, None));
     assert_eq!(m.pairs.len(), 8);
-    assert_eq!(
-        m.pairs[7],
-        ("Avg number of descriptors".to_string(), "32.0".to_string())
-    );
+    assert_eq!(m.pairs[7], ("Avg number of descriptors".to_string(), "32.0".to_string()));
 }
 
 #[test]
@@ -346,11 +311,7 @@ fn nixl_kv_params_link_decode_to_prefill() {
     let prefill_engine = prefill
         .iter()
         .find_map(|l| match &l.event {
-            VllmEvent::KvConnectorConfig {
-                role,
-                connector,
-                engine_id,
-            } => {
+            VllmEvent::KvConnectorConfig { role, connector, engine_id } => {
                 assert_eq!(
                     (role.as_deref(), connector.as_deref()),
                     (Some("kv_producer"), Some("NixlConnector"))
@@ -372,11 +333,7 @@ fn nixl_kv_params_link_decode_to_prefill() {
     let params: Vec<(&str, &KvParams)> = decode
         .iter()
         .filter_map(|l| match &l.event {
-            VllmEvent::Received {
-                id,
-                kv_params: Some(p),
-                ..
-            } => Some((id.as_str(), p)),
+            VllmEvent::Received { id, kv_params: Some(p), .. } => Some((id.as_str(), p)),
             _ => None,
         })
         .collect();
@@ -407,20 +364,11 @@ fn nixl_kv_params_link_decode_to_prefill() {
     }
     // The prefill side: toy-proxy style params, every request max_tokens=1.
     for l in &prefill {
-        if let VllmEvent::Received {
-            max_tokens,
-            kv_params,
-            ..
-        } = &l.event
-        {
+        if let VllmEvent::Received { max_tokens, kv_params, .. } = &l.event {
             assert_eq!(*max_tokens, Some(1));
             let p = kv_params.as_ref().expect("params");
             assert_eq!(
-                (
-                    p.do_remote_decode,
-                    p.do_remote_prefill,
-                    p.remote_block_count
-                ),
+                (p.do_remote_decode, p.do_remote_prefill, p.remote_block_count),
                 (Some(true), Some(false), None)
             );
         }
@@ -439,11 +387,7 @@ fn nixl_expired_blocks_are_the_noparams_requests() {
         .collect();
     assert_eq!(expired.len(), 4);
     assert_eq!(expired[0], ("cmpl-lab-noparams-0-0-bb80f6f5", Some(0)));
-    assert!(
-        expired
-            .iter()
-            .all(|(id, n)| id.starts_with("cmpl-lab-noparams-") && *n == Some(0))
-    );
+    assert!(expired.iter().all(|(id, n)| id.starts_with("cmpl-lab-noparams-") && *n == Some(0)));
 }
 
 #[test]
@@ -481,24 +425,13 @@ fn roles_ports_and_no_false_deaths() {
 #[test]
 fn proxy_logs_every_line() {
     // grep -c ' - "POST /v1/completions HTTP/1.1" 200 OK': 52 and 40; 4 uvicorn startup lines each.
-    for (file, posts) in [
-        ("qwen3-shape-restart/proxy.log", 52),
-        ("nixl-llama-shape/proxy.log", 40),
-    ] {
+    for (file, posts) in [("qwen3-shape-restart/proxy.log", 52), ("nixl-llama-shape/proxy.log", 40)] {
         let text = capture(file);
         let (mut access, mut startup, mut ports) = (0, 0, Vec::new());
         for line in text.lines() {
             match parse_proxy_line(line) {
-                Some(ProxyEvent::Access(AccessLine {
-                    method,
-                    path,
-                    status,
-                    client,
-                })) => {
-                    assert_eq!(
-                        (method.as_str(), path.as_str(), status),
-                        ("POST", "/v1/completions", 200)
-                    );
+                Some(ProxyEvent::Access(AccessLine { method, path, status, client })) => {
+                    assert_eq!((method.as_str(), path.as_str(), status), ("POST", "/v1/completions", 200));
                     assert!(client.starts_with("127.0.0.1:"), "{client}");
                     access += 1;
                 }

@@ -22,9 +22,8 @@ fn read_xz(rel: &str) -> String {
 
 #[test]
 fn qwen3_capture_config_is_147456_bytes_per_token() {
-    let s =
-        ModelShape::from_config_json(&read("lab-captures/qwen3-shape-restart/model-config.json"))
-            .expect("parses");
+    let s = ModelShape::from_config_json(&read("lab-captures/qwen3-shape-restart/model-config.json"))
+        .expect("parses");
     assert_eq!(bytes_per_token(&s, KvCacheDtype::Auto), 147_456);
 }
 
@@ -32,9 +31,8 @@ fn qwen3_capture_config_is_147456_bytes_per_token() {
 /// for a block-aligned token count.
 #[test]
 fn qwen3_capture_every_layer_file_matches_prediction() {
-    let s =
-        ModelShape::from_config_json(&read("lab-captures/qwen3-shape-restart/model-config.json"))
-            .expect("parses");
+    let s = ModelShape::from_config_json(&read("lab-captures/qwen3-shape-restart/model-config.json"))
+        .expect("parses");
     let per_layer_token = 2 * 8 * 128 * 2;
     let listing = read_xz("lab-captures/qwen3-shape-restart/kvdir-listing.txt.xz");
     let mut files = 0u64;
@@ -52,20 +50,12 @@ fn qwen3_capture_every_layer_file_matches_prediction() {
         assert_eq!(body % per_layer_token, 0, "{line}");
         let tokens = body / per_layer_token;
         assert_eq!(tokens % 16, 0, "not block aligned: {line}");
-        assert_eq!(
-            example_connector_layer_file_bytes(&s, KvCacheDtype::Auto, tokens),
-            Some(size),
-            "{line}"
-        );
+        assert_eq!(example_connector_layer_file_bytes(&s, KvCacheDtype::Auto, tokens), Some(size), "{line}");
         saw_240 |= tokens == 240 && size == 983_128;
         files += 1;
     }
     assert!(files > 0, "no .safetensors files in the listing");
-    assert_eq!(
-        files % u64::from(s.layers),
-        0,
-        "one file per layer per prompt"
-    );
+    assert_eq!(files % u64::from(s.layers), 0, "one file per layer per prompt");
     assert!(saw_240, "the 240-token / 983,128-byte case from the docs");
 }
 

@@ -1,9 +1,9 @@
 //! `pdtop kv`: print the predicted KV size of a prompt for a model config.
 
 use super::{
-    KvCacheDtype, KvError, LINK_RATES_GBPS, ModelShape, ShapeOptions, block_rounded_tokens,
-    bytes_per_token, example_connector_layer_file_bytes, example_connector_lookup_tokens,
-    example_connector_saved_tokens, link_seconds, tp_split,
+    KvCacheDtype, KvError, LINK_RATES_GBPS, ModelShape, ShapeOptions, block_rounded_tokens, bytes_per_token,
+    example_connector_layer_file_bytes, example_connector_lookup_tokens, example_connector_saved_tokens,
+    link_seconds, tp_split,
 };
 use serde::Serialize;
 use std::io::Write;
@@ -97,13 +97,9 @@ impl Serialize for LinkTimes {
 
 /// Run `pdtop kv`: read the config, compute, write a table or JSON to `out`.
 pub fn run(args: &KvArgs, out: &mut dyn Write) -> Result<(), KvError> {
-    let text = std::fs::read_to_string(&args.model_config).map_err(|source| KvError::Io {
-        path: args.model_config.clone(),
-        source,
-    })?;
-    let opts = ShapeOptions {
-        include_mtp_layers: args.include_mtp_layers,
-    };
+    let text = std::fs::read_to_string(&args.model_config)
+        .map_err(|source| KvError::Io { path: args.model_config.clone(), source })?;
+    let opts = ShapeOptions { include_mtp_layers: args.include_mtp_layers };
     let shape = ModelShape::from_config_json_with(&text, opts)?;
     let report = build_report(&shape, args)?;
     if args.json {
@@ -121,12 +117,9 @@ fn build_report(shape: &ModelShape, args: &KvArgs) -> Result<Report, KvError> {
     let split = tp_split(shape, kv, args.tp);
     let rounded = block_rounded_tokens(args.tokens, args.block_size)
         .ok_or(KvError::Overflow("block-rounded token count"))?;
-    let bytes = rounded
-        .checked_mul(per_token)
-        .ok_or(KvError::Overflow("predicted bytes"))?;
-    let link_bytes = rounded
-        .checked_mul(split.link_bytes_per_token)
-        .ok_or(KvError::Overflow("predicted link bytes"))?;
+    let bytes = rounded.checked_mul(per_token).ok_or(KvError::Overflow("predicted bytes"))?;
+    let link_bytes =
+        rounded.checked_mul(split.link_bytes_per_token).ok_or(KvError::Overflow("predicted link bytes"))?;
 
     let saved = example_connector_saved_tokens(args.tokens, args.block_size)
         .ok_or(KvError::Overflow("ExampleConnector token count"))?;
@@ -140,10 +133,9 @@ fn build_report(shape: &ModelShape, args: &KvArgs) -> Result<Report, KvError> {
         layers: shape.layers,
         kv_heads: shape.kv_heads,
         head_dim: shape.head_dim,
-        mla: shape.mla.map(|m| MlaJson {
-            kv_lora_rank: m.kv_lora_rank,
-            qk_rope_head_dim: m.qk_rope_head_dim,
-        }),
+        mla: shape
+            .mla
+            .map(|m| MlaJson { kv_lora_rank: m.kv_lora_rank, qk_rope_head_dim: m.qk_rope_head_dim }),
         mtp_layers_counted: args.include_mtp_layers && shape.mtp_layers > 0,
         dtype: shape.dtype_name.clone(),
         kv_cache_dtype: kv.as_str(),
@@ -161,10 +153,7 @@ fn build_report(shape: &ModelShape, args: &KvArgs) -> Result<Report, KvError> {
         bytes_formula: "block_rounded_tokens x bytes_per_token",
         link_bytes,
         link_seconds: LinkTimes(
-            LINK_RATES_GBPS
-                .iter()
-                .filter_map(|&g| link_seconds(link_bytes, g).map(|s| (g, s)))
-                .collect(),
+            LINK_RATES_GBPS.iter().filter_map(|&g| link_seconds(link_bytes, g).map(|s| (g, s))).collect(),
         ),
         example_connector: ExampleConnectorJson {
             saved_tokens: saved,
@@ -191,17 +180,8 @@ fn write_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             r.layers, r.kv_heads, r.head_dim
         )?,
     }
-    writeln!(
-        out,
-        "kv cache dtype   {} ({} B/element)",
-        r.kv_cache_dtype, r.element_bytes
-    )?;
-    writeln!(
-        out,
-        "bytes per token  {} ({})",
-        r.bytes_per_token,
-        human_bytes(r.bytes_per_token)
-    )?;
+    writeln!(out, "kv cache dtype   {} ({} B/element)", r.kv_cache_dtype, r.element_bytes)?;
+    writeln!(out, "bytes per token  {} ({})", r.bytes_per_token, human_bytes(r.bytes_per_token))?;
     writeln!(
         out,
         "tensor parallel  tp {}: {} B/token per rank, {} B/token summed over ranks{}",
@@ -210,11 +190,7 @@ fn write_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         r.link_bytes_per_token,
         if r.replicated { " (replicated)" } else { "" }
     )?;
-    writeln!(
-        out,
-        "tokens           {} -> {} (block {})",
-        r.tokens, r.block_rounded_tokens, r.block_size
-    )?;
+    writeln!(out, "tokens           {} -> {} (block {})", r.tokens, r.block_rounded_tokens, r.block_size)?;
     writeln!(
         out,
         "bytes            {} ({}) = {} x {}",
@@ -224,19 +200,10 @@ fn write_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         r.bytes_per_token
     )?;
     if r.tp > 1 {
-        writeln!(
-            out,
-            "link bytes       {} ({}), all ranks",
-            r.link_bytes,
-            human_bytes(r.link_bytes)
-        )?;
+        writeln!(out, "link bytes       {} ({}), all ranks", r.link_bytes, human_bytes(r.link_bytes))?;
     }
-    let times: Vec<String> = r
-        .link_seconds
-        .0
-        .iter()
-        .map(|(g, s)| format!("{g} Gb/s {}", human_seconds(*s)))
-        .collect();
+    let times: Vec<String> =
+        r.link_seconds.0.iter().map(|(g, s)| format!("{g} Gb/s {}", human_seconds(*s))).collect();
     writeln!(out, "link time        {}", times.join(" | "))?;
     let ec = &r.example_connector;
     writeln!(
@@ -244,11 +211,7 @@ fn write_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         "ExampleConnector saves {} tokens, looks up {}{}; {} B per layer file",
         ec.saved_tokens,
         ec.lookup_tokens,
-        if ec.lookup_finds_saved {
-            ""
-        } else {
-            " (MISMATCH: decode will miss)"
-        },
+        if ec.lookup_finds_saved { "" } else { " (MISMATCH: decode will miss)" },
         ec.layer_file_bytes
     )
 }
@@ -262,19 +225,11 @@ fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.2} {}", UNITS[unit])
-    }
+    if unit == 0 { format!("{b} B") } else { format!("{v:.2} {}", UNITS[unit]) }
 }
 
 fn human_seconds(s: f64) -> String {
-    if s >= 1.0 {
-        format!("{s:.2} s")
-    } else {
-        format!("{:.1} ms", s * 1000.0)
-    }
+    if s >= 1.0 { format!("{s:.2} s") } else { format!("{:.1} ms", s * 1000.0) }
 }
 
 #[cfg(test)]
@@ -302,8 +257,8 @@ mod tests {
     #[test]
     fn json_output_for_qwen3_capture() {
         let cfg = shared("lab-captures/qwen3-shape-restart/model-config.json");
-        let text = run_to_string(&["kv", "--model-config", &cfg, "--tokens", "1025", "--json"])
-            .expect("runs");
+        let text =
+            run_to_string(&["kv", "--model-config", &cfg, "--tokens", "1025", "--json"]).expect("runs");
         let v: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(v["bytes_per_token"], 147_456);
         assert_eq!(v["tokens"], 1025);
@@ -315,9 +270,7 @@ mod tests {
         assert_eq!(v["mla"], serde_json::Value::Null);
         let one = v["link_seconds"]["1Gbps"].as_f64().expect("1Gbps");
         assert!((one - 1040.0 * 147_456.0 * 8.0 / 1e9).abs() < 1e-9);
-        for key in [
-            "1Gbps", "2.5Gbps", "10Gbps", "25Gbps", "100Gbps", "200Gbps", "400Gbps",
-        ] {
+        for key in ["1Gbps", "2.5Gbps", "10Gbps", "25Gbps", "100Gbps", "200Gbps", "400Gbps"] {
             assert!(v["link_seconds"][key].is_f64(), "{key}");
         }
         // The lab's edge_block silent miss, predicted.
@@ -345,10 +298,7 @@ mod tests {
             "2",
         ])
         .expect("runs");
-        assert!(
-            text.contains("bytes per token  65536 (64.00 KiB)"),
-            "{text}"
-        );
+        assert!(text.contains("bytes per token  65536 (64.00 KiB)"), "{text}");
         assert!(text.contains("tp 2: 32768 B/token per rank"), "{text}");
         assert!(text.contains("1000 -> 1008 (block 16)"), "{text}");
         assert!(text.contains("1 Gb/s "), "{text}");
@@ -356,42 +306,16 @@ mod tests {
 
     #[test]
     fn missing_file_and_bad_flags_are_errors() {
-        let err = run_to_string(&[
-            "kv",
-            "--model-config",
-            "/nonexistent/config.json",
-            "--tokens",
-            "1",
-        ])
-        .expect_err("missing file");
+        let err = run_to_string(&["kv", "--model-config", "/nonexistent/config.json", "--tokens", "1"])
+            .expect_err("missing file");
         assert!(matches!(err, KvError::Io { .. }));
+        assert!(Cli::try_parse_from(["kv", "--model-config", "x", "--tokens", "1", "--tp", "0"]).is_err());
         assert!(
-            Cli::try_parse_from(["kv", "--model-config", "x", "--tokens", "1", "--tp", "0"])
+            Cli::try_parse_from(["kv", "--model-config", "x", "--tokens", "1", "--block-size", "0"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["kv", "--model-config", "x", "--tokens", "1", "--kv-cache-dtype", "fp4"])
                 .is_err()
-        );
-        assert!(
-            Cli::try_parse_from([
-                "kv",
-                "--model-config",
-                "x",
-                "--tokens",
-                "1",
-                "--block-size",
-                "0"
-            ])
-            .is_err()
-        );
-        assert!(
-            Cli::try_parse_from([
-                "kv",
-                "--model-config",
-                "x",
-                "--tokens",
-                "1",
-                "--kv-cache-dtype",
-                "fp4"
-            ])
-            .is_err()
         );
         assert!(Cli::try_parse_from(["kv", "--model-config", "x", "--tokens", "-5"]).is_err());
     }
@@ -400,8 +324,7 @@ mod tests {
     fn huge_token_count_is_an_overflow_error() {
         let cfg = shared("lab-captures/nixl-llama-shape/model-config.json");
         let max = u64::MAX.to_string();
-        let err =
-            run_to_string(&["kv", "--model-config", &cfg, "--tokens", &max]).expect_err("overflow");
+        let err = run_to_string(&["kv", "--model-config", &cfg, "--tokens", &max]).expect_err("overflow");
         assert!(matches!(err, KvError::Overflow(_)), "{err:?}");
     }
 

@@ -131,19 +131,10 @@ mod tests {
 
     #[test]
     fn unknown_and_scaled_formats_are_errors() {
-        assert!(matches!(
-            "fp4".parse::<KvCacheDtype>(),
-            Err(KvError::UnknownKvCacheDtype(_))
-        ));
-        assert!(matches!(
-            "".parse::<KvCacheDtype>(),
-            Err(KvError::UnknownKvCacheDtype(_))
-        ));
+        assert!(matches!("fp4".parse::<KvCacheDtype>(), Err(KvError::UnknownKvCacheDtype(_))));
+        assert!(matches!("".parse::<KvCacheDtype>(), Err(KvError::UnknownKvCacheDtype(_))));
         for s in ["nvfp4", "turboquant_k8v4", "fp8_per_token_head"] {
-            assert!(matches!(
-                s.parse::<KvCacheDtype>(),
-                Err(KvError::UnsupportedKvCacheDtype(_))
-            ));
+            assert!(matches!(s.parse::<KvCacheDtype>(), Err(KvError::UnsupportedKvCacheDtype(_))));
         }
     }
 }

@@ -25,9 +25,8 @@ pub use dtype::KvCacheDtype;
 pub use shape::{Mla, ModelShape, ShapeOptions};
 pub use size::{
     LINK_RATES_GBPS, SAFETENSORS_KV_HEADER_BYTES, TpSplit, block_rounded_tokens, bytes_per_token,
-    example_connector_layer_file_bytes, example_connector_lookup_tokens,
-    example_connector_saved_tokens, link_seconds, predicted_link_bytes, predicted_transfer_bytes,
-    tp_split,
+    example_connector_layer_file_bytes, example_connector_lookup_tokens, example_connector_saved_tokens,
+    link_seconds, predicted_link_bytes, predicted_transfer_bytes, tp_split,
 };
 
 use std::fmt;
@@ -38,10 +37,7 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum KvError {
     /// `--model-config` could not be read.
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     /// The config is not JSON at all.
     Json(serde_json::Error),
     /// The config is JSON but not an object.
@@ -74,19 +70,17 @@ impl fmt::Display for KvError {
             KvError::BadField { field, reason } => {
                 write!(f, "model config field `{field}`: {reason}")
             }
-            KvError::UnknownModelDtype(d) => write!(
-                f,
-                "unknown model dtype {d:?} (expected bfloat16, float16 or float32)"
-            ),
+            KvError::UnknownModelDtype(d) => {
+                write!(f, "unknown model dtype {d:?} (expected bfloat16, float16 or float32)")
+            }
             KvError::UnknownKvCacheDtype(d) => write!(
                 f,
                 "unknown KV cache dtype {d:?} (expected auto, float16, bfloat16, int8, fp8, \
                  fp8_e4m3, fp8_e5m2, fp8_inc or fp8_ds_mla)"
             ),
-            KvError::UnsupportedKvCacheDtype(d) => write!(
-                f,
-                "KV cache dtype {d:?} stores per-block scales; its size is not modelled"
-            ),
+            KvError::UnsupportedKvCacheDtype(d) => {
+                write!(f, "KV cache dtype {d:?} stores per-block scales; its size is not modelled")
+            }
             KvError::Overflow(what) => write!(f, "{what} does not fit in 64 bits"),
             KvError::Write(e) => write!(f, "cannot write output: {e}"),
         }

@@ -61,15 +61,13 @@ impl ModelShape {
             _ => top,
         };
 
-        let hidden_layers = positive(sec, "num_hidden_layers")?
-            .ok_or(KvError::MissingField("num_hidden_layers"))?;
+        let hidden_layers =
+            positive(sec, "num_hidden_layers")?.ok_or(KvError::MissingField("num_hidden_layers"))?;
         let mtp_layers = uint(sec, "num_nextn_predict_layers")?.unwrap_or(0);
         let layers = if opts.include_mtp_layers {
             hidden_layers
                 .checked_add(mtp_layers)
-                .ok_or(KvError::Overflow(
-                    "num_hidden_layers + num_nextn_predict_layers",
-                ))?
+                .ok_or(KvError::Overflow("num_hidden_layers + num_nextn_predict_layers"))?
         } else {
             hidden_layers
         };
@@ -92,15 +90,12 @@ impl ModelShape {
             Some(kv_lora_rank) => {
                 // MLA: num_key_value_heads (128 in DeepSeek-V3) is deliberately
                 // not read; using it overstates the KV by ~57x.
-                let qk_rope_head_dim = uint(sec, "qk_rope_head_dim")?
-                    .ok_or(KvError::MissingField("qk_rope_head_dim"))?;
+                let qk_rope_head_dim =
+                    uint(sec, "qk_rope_head_dim")?.ok_or(KvError::MissingField("qk_rope_head_dim"))?;
                 let latent = kv_lora_rank
                     .checked_add(qk_rope_head_dim)
                     .ok_or(KvError::Overflow("kv_lora_rank + qk_rope_head_dim"))?;
-                let mla = Mla {
-                    kv_lora_rank,
-                    qk_rope_head_dim,
-                };
+                let mla = Mla { kv_lora_rank, qk_rope_head_dim };
                 (1, latent, Some(mla))
             }
             None => {
@@ -113,8 +108,8 @@ impl ModelShape {
                     Some(d) => d,
                     None => {
                         let heads = heads.ok_or(KvError::MissingField("num_attention_heads"))?;
-                        let hidden = positive(sec, "hidden_size")?
-                            .ok_or(KvError::MissingField("head_dim"))?;
+                        let hidden =
+                            positive(sec, "hidden_size")?.ok_or(KvError::MissingField("head_dim"))?;
                         // Integer division, as transformers does.
                         let d = hidden / heads;
                         if d == 0 {
@@ -175,20 +170,14 @@ fn uint(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u32>, Kv
         field,
         reason: format!("expected a non-negative integer, got {v}"),
     })?;
-    u32::try_from(n).map(Some).map_err(|_| KvError::BadField {
-        field,
-        reason: format!("{n} is too large"),
-    })
+    u32::try_from(n).map(Some).map_err(|_| KvError::BadField { field, reason: format!("{n} is too large") })
 }
 
 /// Like [`uint`] but zero is an error: a model with no layers, heads or
 /// head dimension is a broken config, not a zero-byte KV cache.
 fn positive(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u32>, KvError> {
     match uint(obj, field)? {
-        Some(0) => Err(KvError::BadField {
-            field,
-            reason: "must be greater than 0".to_owned(),
-        }),
+        Some(0) => Err(KvError::BadField { field, reason: "must be greater than 0".to_owned() }),
         other => Ok(other),
     }
 }
@@ -204,10 +193,7 @@ mod tests {
                 "hidden_size":896,"torch_dtype":"bfloat16"}"#,
         )
         .expect("valid");
-        assert_eq!(
-            (s.layers, s.kv_heads, s.head_dim, s.dtype_bytes),
-            (24, 2, 64, 2)
-        );
+        assert_eq!((s.layers, s.kv_heads, s.head_dim, s.dtype_bytes), (24, 2, 64, 2));
     }
 
     #[test]
@@ -248,13 +234,8 @@ mod tests {
                       "num_nextn_predict_layers":1,"torch_dtype":"bfloat16"}"#;
         let off = ModelShape::from_config_json(cfg).expect("valid");
         assert_eq!((off.layers, off.mtp_layers), (61, 1));
-        let on = ModelShape::from_config_json_with(
-            cfg,
-            ShapeOptions {
-                include_mtp_layers: true,
-            },
-        )
-        .expect("valid");
+        let on =
+            ModelShape::from_config_json_with(cfg, ShapeOptions { include_mtp_layers: true }).expect("valid");
         assert_eq!(on.layers, 62);
     }
 
@@ -264,26 +245,14 @@ mod tests {
             ("", "Json"),
             ("[1,2]", "NotAnObject"),
             (r#"{"num_attention_heads":8}"#, "MissingField"),
-            (
-                r#"{"num_hidden_layers":0,"num_attention_heads":8,"head_dim":4}"#,
-                "BadField",
-            ),
+            (r#"{"num_hidden_layers":0,"num_attention_heads":8,"head_dim":4}"#, "BadField"),
             (r#"{"num_hidden_layers":-3}"#, "BadField"),
             (r#"{"num_hidden_layers":2.5}"#, "BadField"),
             (r#"{"num_hidden_layers":"32"}"#, "BadField"),
             (r#"{"num_hidden_layers":99999999999}"#, "BadField"),
-            (
-                r#"{"num_hidden_layers":2,"num_attention_heads":8}"#,
-                "MissingField",
-            ),
-            (
-                r#"{"num_hidden_layers":2,"num_attention_heads":8,"hidden_size":4}"#,
-                "BadField",
-            ),
-            (
-                r#"{"num_hidden_layers":2,"kv_lora_rank":512}"#,
-                "MissingField",
-            ),
+            (r#"{"num_hidden_layers":2,"num_attention_heads":8}"#, "MissingField"),
+            (r#"{"num_hidden_layers":2,"num_attention_heads":8,"hidden_size":4}"#, "BadField"),
+            (r#"{"num_hidden_layers":2,"kv_lora_rank":512}"#, "MissingField"),
             (
                 r#"{"num_hidden_layers":2,"num_attention_heads":8,"head_dim":4,"torch_dtype":"int4"}"#,
                 "UnknownModelDtype",

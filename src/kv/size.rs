@@ -42,13 +42,8 @@ pub struct TpSplit {
 fn layer_token_bytes(shape: &ModelShape, elem: u64, heads: u64) -> Option<u64> {
     match shape.mla {
         // One latent + RoPE key per layer per token: no K/V pair, no heads.
-        Some(m) => u64::from(m.kv_lora_rank)
-            .checked_add(u64::from(m.qk_rope_head_dim))?
-            .checked_mul(elem),
-        None => 2u64
-            .checked_mul(heads)?
-            .checked_mul(u64::from(shape.head_dim))?
-            .checked_mul(elem),
+        Some(m) => u64::from(m.kv_lora_rank).checked_add(u64::from(m.qk_rope_head_dim))?.checked_mul(elem),
+        None => 2u64.checked_mul(heads)?.checked_mul(u64::from(shape.head_dim))?.checked_mul(elem),
     }
 }
 
@@ -134,8 +129,7 @@ pub fn predicted_link_bytes(
     block_size: u64,
     tp: u32,
 ) -> Option<u64> {
-    block_rounded_tokens(tokens, block_size)?
-        .checked_mul(tp_split(shape, kv, tp).link_bytes_per_token)
+    block_rounded_tokens(tokens, block_size)?.checked_mul(tp_split(shape, kv, tp).link_bytes_per_token)
 }
 
 /// vLLM's `align_to_block_size(n, bs) = (n - 1) // bs * bs`, clamped at 0
@@ -215,27 +209,15 @@ mod tests {
     #[test]
     fn published_shapes_bf16_bytes_per_token() {
         for (name, cfg, want) in PUBLISHED {
-            assert_eq!(
-                bytes_per_token(&shape(cfg), KvCacheDtype::Auto),
-                want,
-                "{name}"
-            );
-            assert_eq!(
-                bytes_per_token(&shape(cfg), KvCacheDtype::BFloat16),
-                want,
-                "{name}"
-            );
+            assert_eq!(bytes_per_token(&shape(cfg), KvCacheDtype::Auto), want, "{name}");
+            assert_eq!(bytes_per_token(&shape(cfg), KvCacheDtype::BFloat16), want, "{name}");
         }
     }
 
     #[test]
     fn fp8_halves_each_published_shape() {
         for (name, cfg, want) in PUBLISHED {
-            for kv in [
-                KvCacheDtype::Fp8,
-                KvCacheDtype::Fp8E4m3,
-                KvCacheDtype::Fp8E5m2,
-            ] {
+            for kv in [KvCacheDtype::Fp8, KvCacheDtype::Fp8E4m3, KvCacheDtype::Fp8E5m2] {
                 assert_eq!(bytes_per_token(&shape(cfg), kv), want / 2, "{name} {kv}");
             }
         }
@@ -244,13 +226,7 @@ mod tests {
     #[test]
     fn deepseek_v3_is_mla_and_ignores_kv_heads() {
         let s = shape(DEEPSEEK_V3);
-        assert_eq!(
-            s.mla,
-            Some(super::super::Mla {
-                kv_lora_rank: 512,
-                qk_rope_head_dim: 64
-            })
-        );
+        assert_eq!(s.mla, Some(super::super::Mla { kv_lora_rank: 512, qk_rope_head_dim: 64 }));
         assert_eq!((s.kv_heads, s.head_dim, s.layers), (1, 576, 61));
         // The GQA formula with the config's 128 heads would give ~3.8 MiB.
         assert!(bytes_per_token(&s, KvCacheDtype::Auto) < 100_000);
@@ -260,9 +236,7 @@ mod tests {
     fn deepseek_v3_with_mtp_layer_counts_62_layers() {
         let s = ModelShape::from_config_json_with(
             DEEPSEEK_V3,
-            super::super::ShapeOptions {
-                include_mtp_layers: true,
-            },
+            super::super::ShapeOptions { include_mtp_layers: true },
         )
         .expect("parses");
         assert_eq!(bytes_per_token(&s, KvCacheDtype::Auto), 71_424);
@@ -270,10 +244,7 @@ mod tests {
 
     #[test]
     fn fp8_ds_mla_uses_656_byte_record_for_mla() {
-        assert_eq!(
-            bytes_per_token(&shape(DEEPSEEK_V3), KvCacheDtype::Fp8DsMla),
-            656 * 61
-        );
+        assert_eq!(bytes_per_token(&shape(DEEPSEEK_V3), KvCacheDtype::Fp8DsMla), 656 * 61);
     }
 
     #[test]
@@ -301,10 +272,7 @@ mod tests {
         assert_eq!(t.link_bytes_per_token, 8 * 70_272);
         assert!(t.replicated);
         let s = shape(DEEPSEEK_V3);
-        assert_eq!(
-            predicted_link_bytes(&s, KvCacheDtype::Auto, 1000, 16, 8),
-            Some(8 * 1008 * 70_272)
-        );
+        assert_eq!(predicted_link_bytes(&s, KvCacheDtype::Auto, 1000, 16, 8), Some(8 * 1008 * 70_272));
     }
 
     #[test]
@@ -332,23 +300,11 @@ mod tests {
     fn predicted_transfer_bytes_matches_doc_table() {
         let s = shape(LLAMA_31_8B);
         // kv-and-misses.md §5.2: a 16-token block is 2 MiB, 1024 tokens 128 MiB.
-        assert_eq!(
-            predicted_transfer_bytes(&s, KvCacheDtype::Auto, 16, 16),
-            Some(2 << 20)
-        );
-        assert_eq!(
-            predicted_transfer_bytes(&s, KvCacheDtype::Auto, 1024, 16),
-            Some(128 << 20)
-        );
+        assert_eq!(predicted_transfer_bytes(&s, KvCacheDtype::Auto, 16, 16), Some(2 << 20));
+        assert_eq!(predicted_transfer_bytes(&s, KvCacheDtype::Auto, 1024, 16), Some(128 << 20));
         // A partial last block still moves whole.
-        assert_eq!(
-            predicted_transfer_bytes(&s, KvCacheDtype::Auto, 1025, 16),
-            Some(1040 * 131_072)
-        );
-        assert_eq!(
-            predicted_transfer_bytes(&s, KvCacheDtype::Auto, u64::MAX / 2, 16),
-            None
-        );
+        assert_eq!(predicted_transfer_bytes(&s, KvCacheDtype::Auto, 1025, 16), Some(1040 * 131_072));
+        assert_eq!(predicted_transfer_bytes(&s, KvCacheDtype::Auto, u64::MAX / 2, 16), None);
     }
 
     #[test]
@@ -364,16 +320,8 @@ mod tests {
             (2049, 2048, 2032),
         ];
         for (len, saved, looked_up) in cases {
-            assert_eq!(
-                example_connector_saved_tokens(len, 16),
-                Some(saved),
-                "{len}"
-            );
-            assert_eq!(
-                example_connector_lookup_tokens(len, 16),
-                Some(looked_up),
-                "{len}"
-            );
+            assert_eq!(example_connector_saved_tokens(len, 16), Some(saved), "{len}");
+            assert_eq!(example_connector_lookup_tokens(len, 16), Some(looked_up), "{len}");
         }
         assert_eq!(example_connector_saved_tokens(10, 0), None);
     }
@@ -381,10 +329,7 @@ mod tests {
     #[test]
     fn example_connector_layer_file_size() {
         let s = shape(QWEN3_8B);
-        assert_eq!(
-            example_connector_layer_file_bytes(&s, KvCacheDtype::Auto, 240),
-            Some(983_128)
-        );
+        assert_eq!(example_connector_layer_file_bytes(&s, KvCacheDtype::Auto, 240), Some(983_128));
         // MLA: tokens x (rank + rope) x b + header.
         assert_eq!(
             example_connector_layer_file_bytes(&shape(DEEPSEEK_V3), KvCacheDtype::Auto, 16),

@@ -49,11 +49,7 @@ impl std::error::Error for CaptureError {}
 
 macro_rules! embedded {
     ($file:literal) => {
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/assets/lab/qwen3-shape-restart/",
-            $file
-        ))
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/lab/qwen3-shape-restart/", $file))
     };
 }
 
@@ -87,9 +83,8 @@ impl Capture {
     /// A capture folder in the `shared/lab-captures/` layout.
     pub fn from_dir(dir: &Path) -> Result<Capture, CaptureError> {
         let read = |name: &str| std::fs::read(dir.join(name)).ok();
-        let need = |name: &str| {
-            read(name).ok_or_else(|| CaptureError(format!("{}: missing {name}", dir.display())))
-        };
+        let need =
+            |name: &str| read(name).ok_or_else(|| CaptureError(format!("{}: missing {name}", dir.display())));
         let files = Files {
             scrapes_xz: need("scrapes.jsonl.xz")?,
             prefill_log: need("vllm-prefill.log")?,
@@ -99,10 +94,7 @@ impl Capture {
             requests: read("requests.jsonl"),
             model_config: read("model-config.json"),
         };
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Capture::from_files(name, files)
     }
 
@@ -121,17 +113,12 @@ impl Capture {
             scrapes.push(ScrapeRow {
                 t: row.t,
                 role,
-                error: row
-                    .error
-                    .or_else(|| body.is_none().then(|| "no body".into())),
+                error: row.error.or_else(|| body.is_none().then(|| "no body".into())),
                 body,
             });
         }
         scrapes.sort_by(|a, b| a.t.total_cmp(&b.t));
-        let t0 = scrapes
-            .first()
-            .map(|s| s.t)
-            .ok_or_else(|| CaptureError("no scrapes".into()))?;
+        let t0 = scrapes.first().map(|s| s.t).ok_or_else(|| CaptureError("no scrapes".into()))?;
         let t_end = scrapes.last().map(|s| s.t).unwrap_or(t0);
         let model_name = scrapes
             .iter()
@@ -143,14 +130,8 @@ impl Capture {
             decode.extend(timed_lines(d2, t0));
         }
         let mut logs = vec![
-            LogScript {
-                file_name: "prefill.log",
-                lines: timed_lines(&files.prefill_log, t0),
-            },
-            LogScript {
-                file_name: "decode.log",
-                lines: decode,
-            },
+            LogScript { file_name: "prefill.log", lines: timed_lines(&files.prefill_log, t0) },
+            LogScript { file_name: "decode.log", lines: decode },
         ];
         if let Some(proxy) = &files.proxy_log {
             logs.push(LogScript {
@@ -215,9 +196,7 @@ fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
 
 /// Finds ` MM-DD HH:MM:SS ` after the level in a vLLM line.
 fn vllm_timestamp(line: &str, year: i64) -> Option<f64> {
-    let rest = line
-        .strip_prefix('(')
-        .map_or(line, |r| r.split_once(") ").map_or(r, |x| x.1));
+    let rest = line.strip_prefix('(').map_or(line, |r| r.split_once(") ").map_or(r, |x| x.1));
     let mut parts = rest.splitn(4, ' ');
     let _level = parts.next()?;
     let date = parts.next()?;
@@ -240,9 +219,7 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["mode"] == "proxy")
-        .filter_map(|v| {
-            Some(v["t_start"].as_f64()? + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0)
-        })
+        .filter_map(|v| Some(v["t_start"].as_f64()? + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0))
         .collect();
     times.sort_by(f64::total_cmp);
     let mut next = times.into_iter();
@@ -289,19 +266,11 @@ mod tests {
     #[test]
     fn civil_dates_round_trip() {
         assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(
-            civil_from_days(days_from_civil(2026, 11, 30)),
-            (2026, 11, 30)
-        );
+        assert_eq!(civil_from_days(days_from_civil(2026, 11, 30)), (2026, 11, 30));
         // 1796019931 is 2026-11-30 06:25:31 UTC.
-        let t = vllm_timestamp(
-            "(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received",
-            2026,
-        );
+        let t =
+            vllm_timestamp("(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received", 2026);
         assert_eq!(t, Some(1_796_019_931.0));
-        assert_eq!(
-            vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 2026),
-            None
-        );
+        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 2026), None);
     }
 }

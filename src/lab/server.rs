@@ -96,21 +96,12 @@ pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHan
         decode: decode.local_addr()?,
         prefill_log: path_of("prefill.log"),
         decode_log: path_of("decode.log"),
-        proxy_log: capture
-            .logs
-            .iter()
-            .any(|l| l.file_name == "proxy.log")
-            .then(|| path_of("proxy.log")),
+        proxy_log: capture.logs.iter().any(|l| l.file_name == "proxy.log").then(|| path_of("proxy.log")),
         clock: clock.clone(),
     };
     let capture = Arc::new(capture);
     for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
-        tokio::spawn(serve_instance(
-            role,
-            listener,
-            capture.clone(),
-            clock.clone(),
-        ));
+        tokio::spawn(serve_instance(role, listener, capture.clone(), clock.clone()));
     }
     for i in 0..capture.logs.len() {
         let path = path_of(capture.logs[i].file_name);
@@ -123,11 +114,8 @@ pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHan
 fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
     let rows = &capture.scrapes;
     let idx = rows.partition_point(|r| r.t <= t);
-    let row = rows[..idx]
-        .iter()
-        .rev()
-        .find(|r| r.role == role)
-        .or_else(|| rows.iter().find(|r| r.role == role));
+    let row =
+        rows[..idx].iter().rev().find(|r| r.role == role).or_else(|| rows.iter().find(|r| r.role == role));
     match row.and_then(|r| r.body.as_deref()) {
         Some(body) => Ok(body),
         None => Err(()),
@@ -184,16 +172,8 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
     let (_, t) = clock.now();
     let (status, ctype, body) = match path {
         "/metrics" => match row_at(&capture, role, t) {
-            Ok(body) => (
-                "200 OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                body.to_string(),
-            ),
-            Err(()) => (
-                "503 Service Unavailable",
-                "text/plain",
-                "down\n".to_string(),
-            ),
+            Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
+            Err(()) => ("503 Service Unavailable", "text/plain", "down\n".to_string()),
         },
         "/v1/models" => ("200 OK", "application/json", models_json(&capture)),
         "/health" => ("200 OK", "text/plain", String::new()),
@@ -251,11 +231,7 @@ fn append(path: &Path, lines: &[(f64, String)]) {
         text.push_str(line);
         text.push('\n');
     }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-    {
+    if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
         let _ = f.write_all(text.as_bytes());
     }
 }

@@ -173,10 +173,7 @@ pub fn parse_access(s: &str) -> Option<AccessLine> {
     let method = words.next().filter(|m| !m.is_empty())?;
     let path = words.next()?;
     let status = rest[close + 1..].trim_start();
-    let end = status
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(status.len());
+    let end = status.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(status.len());
     let status = status[..end].parse().ok()?;
     Some(AccessLine {
         client: client.trim().to_string(),
@@ -192,15 +189,10 @@ fn parse_uvicorn(level: Level, rest: &str) -> ProxyEvent {
     }
     if let Some(r) = rest.strip_prefix("Uvicorn running on ") {
         let url = r.split(' ').next().unwrap_or("");
-        return ProxyEvent::Startup {
-            port: url_port(url),
-        };
+        return ProxyEvent::Startup { port: url_port(url) };
     }
-    const STARTUP: [&str; 3] = [
-        "Started server process",
-        "Waiting for application startup",
-        "Application startup complete",
-    ];
+    const STARTUP: [&str; 3] =
+        ["Started server process", "Waiting for application startup", "Application startup complete"];
     const SHUTDOWN: [&str; 4] = [
         "Shutting down",
         "Waiting for application shutdown",
@@ -312,13 +304,7 @@ fn bench_request(r: &str, prefill: bool) -> Option<ProxyEvent> {
         match k {
             "request_id" => ev.request_id = v.to_string(),
             "status" => ev.status = v.parse().ok(),
-            "elapsed" => {
-                ev.elapsed_s = v
-                    .trim_end_matches('s')
-                    .parse()
-                    .ok()
-                    .filter(|x: &f64| x.is_finite())
-            }
+            "elapsed" => ev.elapsed_s = v.trim_end_matches('s').parse().ok().filter(|x: &f64| x.is_finite()),
             "url" => ev.instance = host_port(v).map(String::from),
             _ => {}
         }
@@ -366,19 +352,12 @@ fn parse_json(s: &str) -> Option<ProxyEvent> {
 }
 
 fn error(kind: ProxyErrorKind, status: Option<u16>, text: &str) -> ProxyEvent {
-    ProxyEvent::Error {
-        kind,
-        status,
-        text: clip(text.trim()),
-    }
+    ProxyEvent::Error { kind, status, text: clip(text.trim()) }
 }
 
 /// A leading 3-digit HTTP status, as in `500: ...` or `503 - ...`.
 fn leading_status(s: &str) -> Option<u16> {
-    let end = s
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(s.len());
+    let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
     s[..end].parse().ok().filter(|n| (100..600).contains(n))
 }
 
@@ -424,10 +403,7 @@ mod tests {
             p("INFO:     Uvicorn running on http://127.0.0.1:8000 (Press CTRL+C to quit)"),
             ProxyEvent::Startup { port: Some(8000) }
         );
-        assert_eq!(
-            p("INFO:     Started server process [3370]"),
-            ProxyEvent::Startup { port: None }
-        );
+        assert_eq!(p("INFO:     Started server process [3370]"), ProxyEvent::Startup { port: None });
         assert_eq!(parse_proxy_line("\r\n"), None);
     }
 
@@ -438,22 +414,13 @@ mod tests {
             _ => None,
         };
         use ProxyErrorKind as K;
-        assert_eq!(
-            kind("Error occurred in disagg proxy server"),
-            Some((K::DisaggProxy, None))
-        );
+        assert_eq!(kind("Error occurred in disagg proxy server"), Some((K::DisaggProxy, None)));
         assert_eq!(
             kind("ERROR:root:Request failed with status 500: {\"error\": \"x\"}"),
             Some((K::UpstreamStatus, Some(500)))
         );
-        assert_eq!(
-            kind("ERROR:root:ClientError occurred: Cannot connect"),
-            Some((K::Connection, None))
-        );
-        assert_eq!(
-            kind("ERROR:root:Unexpected error: boom"),
-            Some((K::Unexpected, None))
-        );
+        assert_eq!(kind("ERROR:root:ClientError occurred: Cannot connect"), Some((K::Connection, None)));
+        assert_eq!(kind("ERROR:root:Unexpected error: boom"), Some((K::Unexpected, None)));
         assert_eq!(
             kind("Error occurred in disagg prefill proxy server - completions endpoint"),
             Some((K::ToyProxy, None))
@@ -467,7 +434,8 @@ mod tests {
 
     #[test]
     fn benchmark_proxy_lines() {
-        let id = "___prefill_addr_localhost:14579___decode_addr_localhost:14580_0123456789abcdef0123456789abcdef";
+        let id =
+            "___prefill_addr_localhost:14579___decode_addr_localhost:14580_0123456789abcdef0123456789abcdef";
         let ProxyEvent::Request(e) = p(&format!(
             "INFO:__main__:[prefill] start request_id={id} url=http://localhost:8100/v1/completions"
         )) else {
@@ -477,18 +445,14 @@ mod tests {
             (e.stage, e.request_id.as_str(), e.instance.as_deref()),
             (Stage::PrefillStart, id, Some("localhost:8100"))
         );
-        let ProxyEvent::Request(e) = p(&format!(
-            "INFO:__main__:[prefill] done request_id={id} status=200 elapsed=0.15s"
-        )) else {
+        let ProxyEvent::Request(e) =
+            p(&format!("INFO:__main__:[prefill] done request_id={id} status=200 elapsed=0.15s"))
+        else {
             panic!("not a request event")
         };
-        assert_eq!(
-            (e.stage, e.status, e.elapsed_s),
-            (Stage::PrefillDone, Some(200), Some(0.15))
-        );
-        let ProxyEvent::Request(e) = p(&format!(
-            "INFO:__main__:[decode] finished streaming request_id={id}"
-        )) else {
+        assert_eq!((e.stage, e.status, e.elapsed_s), (Stage::PrefillDone, Some(200), Some(0.15)));
+        let ProxyEvent::Request(e) = p(&format!("INFO:__main__:[decode] finished streaming request_id={id}"))
+        else {
             panic!("not a request event")
         };
         assert_eq!(e.stage, Stage::DecodeDone);
@@ -502,20 +466,11 @@ mod tests {
             panic!("not a request event")
         };
         assert_eq!(e.stage, Stage::PrefillDone);
-        assert_eq!(
-            (e.ts, e.status, e.prompt_tokens),
-            (Some(1764484012.5), Some(200), Some(2048))
-        );
+        assert_eq!((e.ts, e.status, e.prompt_tokens), (Some(1764484012.5), Some(200), Some(2048)));
         assert_eq!(e.instance.as_deref(), Some("127.0.0.1:8100"));
         // Unknown event, missing field, bad JSON: read, not fatal.
-        assert_eq!(
-            p(r#"{"ts": 1, "request_id": "r", "event": "teleport"}"#),
-            ProxyEvent::Other
-        );
-        assert_eq!(
-            p(r#"{"request_id": "r", "event": "received"}"#),
-            ProxyEvent::Other
-        );
+        assert_eq!(p(r#"{"ts": 1, "request_id": "r", "event": "teleport"}"#), ProxyEvent::Other);
+        assert_eq!(p(r#"{"request_id": "r", "event": "received"}"#), ProxyEvent::Other);
         assert_eq!(p("{not json"), ProxyEvent::Other);
     }
 }

@@ -192,13 +192,8 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     if line.trim().is_empty() {
         return None;
     }
-    let mut out = VllmLine {
-        process: None,
-        pid: None,
-        level: None,
-        timestamp: None,
-        event: VllmEvent::Other,
-    };
+    let mut out =
+        VllmLine { process: None, pid: None, level: None, timestamp: None, event: VllmEvent::Other };
     let mut rest = line;
     if let Some((name, pid, after)) = split_process_prefix(rest) {
         out.process = Some(name.to_string());
@@ -320,12 +315,7 @@ fn parse_message(msg: &str) -> VllmEvent {
     }
     if let Some(r) = msg.strip_prefix("Aborted request(s) ") {
         let r = r.trim_end().trim_end_matches('.');
-        let ids = r
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
+        let ids = r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
         return VllmEvent::Aborted { ids };
     }
     // "Hit the cache! Allocate new blocks!" is the earliest V1 wording.
@@ -341,14 +331,9 @@ fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Releasing expired KV blocks for request ") {
         let id = r.split(' ').next().unwrap_or("");
         const BY: &str = "retrieved by ";
-        let retrieved_by = r
-            .find(BY)
-            .and_then(|i| leading_u64(&r[i + BY.len()..]))
-            .and_then(|n| u32::try_from(n).ok());
-        return VllmEvent::KvExpired {
-            id: id.to_string(),
-            retrieved_by,
-        };
+        let retrieved_by =
+            r.find(BY).and_then(|i| leading_u64(&r[i + BY.len()..])).and_then(|n| u32::try_from(n).ok());
+        return VllmEvent::KvExpired { id: id.to_string(), retrieved_by };
     }
     // "Engine 000: ..." or "2 Engines Aggregated: ...".
     if (msg.starts_with("Engine ") || msg.as_bytes().first().is_some_and(u8::is_ascii_digit))
@@ -371,8 +356,7 @@ fn parse_message(msg: &str) -> VllmEvent {
     ];
     if DEAD.iter().any(|p| msg.starts_with(p)) {
         // "Engine core proc X died unexpectedly"; the others are fatal as they stand.
-        if !(msg.starts_with("Engine core proc ") || msg.starts_with("Worker proc "))
-            || msg.contains("died")
+        if !(msg.starts_with("Engine core proc ") || msg.starts_with("Worker proc ")) || msg.contains("died")
         {
             return VllmEvent::EngineDead { text: clip(msg) };
         }
@@ -380,9 +364,7 @@ fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Starting vLLM ") {
         // "Starting vLLM server on http://h:p" (0.26); "Starting vLLM API server 0 on ..." (older).
         if let Some(i) = r.find(" on ") {
-            return VllmEvent::ServerStarted {
-                port: url_port(r[i + 4..].trim()),
-            };
+            return VllmEvent::ServerStarted { port: url_port(r[i + 4..].trim()) };
         }
     }
     if msg.starts_with("[shutdown]") {
@@ -400,15 +382,11 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::Other;
     }
     if let Some((name, text)) = exception_line(msg) {
-        let dead = name.ends_with("EngineDeadError")
-            || text.starts_with("Engine core initialization failed");
+        let dead = name.ends_with("EngineDeadError") || text.starts_with("Engine core initialization failed");
         if dead {
             return VllmEvent::EngineDead { text: clip(msg) };
         }
-        return VllmEvent::Exception {
-            name: name.to_string(),
-            text: clip(text),
-        };
+        return VllmEvent::Exception { name: name.to_string(), text: clip(text) };
     }
     VllmEvent::Other
 }
@@ -418,9 +396,7 @@ fn parse_message(msg: &str) -> VllmEvent {
 fn external_id(internal: &str) -> &str {
     match internal.rsplit_once('-') {
         Some((base, tail))
-            if !base.is_empty()
-                && tail.len() == 8
-                && tail.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            if !base.is_empty() && tail.len() == 8 && tail.bytes().all(|b| b.is_ascii_hexdigit()) =>
         {
             base
         }
@@ -432,14 +408,10 @@ fn external_id(internal: &str) -> &str {
 /// start of a message, as a traceback ends. Only names ending like an
 /// exception class count, so ordinary prose with a colon is left alone.
 fn exception_line(msg: &str) -> Option<(&str, &str)> {
-    let end = msg
-        .bytes()
-        .position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'.'))
-        .unwrap_or(msg.len());
+    let end =
+        msg.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'.')).unwrap_or(msg.len());
     let name = &msg[..end];
-    let is_exc = ["Error", "Exception", "Interrupt", "Exit"]
-        .iter()
-        .any(|s| name.ends_with(s));
+    let is_exc = ["Error", "Exception", "Interrupt", "Exit"].iter().any(|s| name.ends_with(s));
     if !is_exc || !msg.as_bytes()[0].is_ascii_alphabetic() {
         return None;
     }
@@ -465,10 +437,7 @@ fn clip(s: &str) -> String {
 
 /// Leading decimal digits of `s`, if any.
 fn leading_u64(s: &str) -> Option<u64> {
-    let end = s
-        .bytes()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(s.len());
+    let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
     s[..end].parse().ok()
 }
 
@@ -492,11 +461,7 @@ fn parse_received(r: &str) -> VllmEvent {
     // itself contain "max_tokens=" or "kv_transfer_params".
     if let Some(p) = rest.strip_prefix("prompt: ") {
         let mut c = Cursor::new(p);
-        rest = if c.skip_value() {
-            c.rest().trim_start_matches([',', ' '])
-        } else {
-            ""
-        };
+        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { "" };
     }
     if let Some(p) = rest.strip_prefix("params: SamplingParams(") {
         let mut c = Cursor::new(p);
@@ -520,11 +485,7 @@ fn parse_received(r: &str) -> VllmEvent {
             }
         }
     }
-    VllmEvent::Received {
-        id: id.to_string(),
-        max_tokens,
-        kv_params,
-    }
+    VllmEvent::Received { id: id.to_string(), max_tokens, kv_params }
 }
 
 /// `{'kv_transfer_params': {...}}` → `KvParams`; anything else → `None`.
@@ -584,11 +545,7 @@ fn parse_kv_config(r: &str) -> VllmEvent {
             break;
         }
     }
-    VllmEvent::KvConnectorConfig {
-        role,
-        connector,
-        engine_id,
-    }
+    VllmEvent::KvConnectorConfig { role, connector, engine_id }
 }
 
 /// `Engine 000: Avg prompt throughput: 0.5 tokens/s, ...` (see §2.2 for the
@@ -620,11 +577,7 @@ fn parse_engine_stats(msg: &str) -> Option<EngineStats> {
             let v = p.trim_end_matches(" tokens/s").trim_end_matches(" reqs");
             v.trim_end_matches('%').trim().parse().ok()
         };
-        let int = |p: &str| {
-            num(p)
-                .filter(|v| *v >= 0.0 && *v <= u32::MAX as f64)
-                .map(|v| v as u32)
-        };
+        let int = |p: &str| num(p).filter(|v| *v >= 0.0 && *v <= u32::MAX as f64).map(|v| v as u32);
         if let Some(v) = part.strip_prefix("Avg prompt throughput: ") {
             prompt = num(v);
         } else if let Some(v) = part.strip_prefix("Avg generation throughput: ") {
@@ -664,15 +617,10 @@ fn parse_kv_metrics(r: &str) -> KvTransferMetrics {
         };
         let (k, v) = (k.trim(), v.trim());
         let f = v.parse::<f64>().ok().filter(|x| x.is_finite());
-        let u = v
-            .parse::<u64>()
-            .ok()
-            .or_else(|| f.filter(|x| *x >= 0.0).map(|x| x as u64));
+        let u = v.parse::<u64>().ok().or_else(|| f.filter(|x| *x >= 0.0).map(|x| x as u64));
         match k {
             // 0.11 printed the single key `num_successful_transfers`.
-            "Num successful transfers" | "num_successful_transfers" => {
-                m.num_successful_transfers = u
-            }
+            "Num successful transfers" | "num_successful_transfers" => m.num_successful_transfers = u,
             "Avg xfer time (ms)" => m.avg_xfer_ms = f,
             "P90 xfer time (ms)" => m.p90_xfer_ms = f,
             "Avg MB per transfer" => m.avg_mb_per_transfer = f,
@@ -704,10 +652,9 @@ enum Py<'a> {
 impl Py<'_> {
     fn get(&self, key: &str) -> Option<&Self> {
         match self {
-            Py::Dict(items) => items
-                .iter()
-                .find(|(k, _)| matches!(k, Py::Str(s) if s == key))
-                .map(|(_, v)| v),
+            Py::Dict(items) => {
+                items.iter().find(|(k, _)| matches!(k, Py::Str(s) if s == key)).map(|(_, v)| v)
+            }
             _ => None,
         }
     }
@@ -762,10 +709,7 @@ impl<'a> Cursor<'a> {
     fn key_eq(&mut self) -> Option<&'a str> {
         self.ws();
         let start = self.i;
-        while self
-            .peek()
-            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-        {
+        while self.peek().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
             self.i += 1;
         }
         let key = &self.s[start..self.i];
@@ -864,9 +808,10 @@ impl<'a> Cursor<'a> {
             }
             _ => {
                 let start = self.i;
-                while self.peek().is_some_and(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'+')
-                }) {
+                while self
+                    .peek()
+                    .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'+'))
+                {
                     self.i += 1;
                 }
                 let tok = &self.s[start..self.i];
@@ -924,9 +869,7 @@ mod tests {
     use super::*;
 
     fn ev(line: &str) -> VllmEvent {
-        parse_vllm_line(line)
-            .map(|l| l.event)
-            .unwrap_or(VllmEvent::Other)
+        parse_vllm_line(line).map(|l| l.event).unwrap_or(VllmEvent::Other)
     }
 
     #[test]
@@ -947,20 +890,12 @@ mod tests {
     fn v033_lines_without_prefix() {
         let l = parse_vllm_line("INFO 11-30 06:00:10 [loggers.py:335] Engine 000: Avg prompt throughput: 0.5 tokens/s, Avg generation throughput: 1.6 tokens/s, Running: 0 reqs, Waiting: 0 reqs, KV fetch: 1 waiting to start, 0 in progress, 2 completed waiting, GPU KV cache usage: 0.0%, External prefix cache hit rate: 86.5%").expect("line");
         assert_eq!(l.process, None);
-        let VllmEvent::EngineStats(s) = l.event else {
-            panic!("{:?}", l.event)
-        };
-        assert_eq!(
-            (s.prompt_tps, s.gen_tps, s.external_hit_pct),
-            (0.5, 1.6, Some(86.5))
-        );
+        let VllmEvent::EngineStats(s) = l.event else { panic!("{:?}", l.event) };
+        assert_eq!((s.prompt_tps, s.gen_tps, s.external_hit_pct), (0.5, 1.6, Some(86.5)));
         assert_eq!(s.prefix_hit_pct, None);
-        let l = parse_vllm_line("INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK")
-            .expect("line");
+        let l = parse_vllm_line("INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK").expect("line");
         assert_eq!(l.timestamp, None);
-        assert!(
-            matches!(l.event, VllmEvent::Access(ref a) if a.path == "/metrics" && a.status == 200)
-        );
+        assert!(matches!(l.event, VllmEvent::Access(ref a) if a.path == "/metrics" && a.status == 200));
     }
 
     #[test]
@@ -968,11 +903,7 @@ mod tests {
         let line = r#"INFO 01-02 03:04:05 [logger.py:43] Received request cmpl-abc-0: prompt: 'say max_tokens=9, extra_args={\'kv_transfer_params\': {}} "hi"', params: SamplingParams(n=1, stop=['),'], max_tokens=7, extra_args=None), prompt_token_ids: [1, 2], lora_request: None."#;
         assert_eq!(
             ev(line),
-            VllmEvent::Received {
-                id: "cmpl-abc-0".into(),
-                max_tokens: Some(7),
-                kv_params: None
-            }
+            VllmEvent::Received { id: "cmpl-abc-0".into(), max_tokens: Some(7), kv_params: None }
         );
     }
 
@@ -981,10 +912,7 @@ mod tests {
         let l = parse_vllm_line("\x1b[36m(APIServer pid=1)\x1b[0m \x1b[32mINFO\x1b[0m 11-30 06:25:31 [a.py:1] Added request x-0-deadbeef.").expect("line");
         assert_eq!(
             l.event,
-            VllmEvent::Added {
-                internal_id: "x-0-deadbeef".into(),
-                external_id: "x-0".into()
-            }
+            VllmEvent::Added { internal_id: "x-0-deadbeef".into(), external_id: "x-0".into() }
         );
     }
 
@@ -1003,34 +931,19 @@ mod tests {
             ev("WARNING 11-30 06:24:52 [s.py:1] Found ulimit ... like `OSError: [Errno 24]`"),
             VllmEvent::Other
         );
-        assert_eq!(
-            ev("Traceback (most recent call last):"),
-            VllmEvent::Traceback
-        );
+        assert_eq!(ev("Traceback (most recent call last):"), VllmEvent::Traceback);
     }
 
     #[test]
     fn external_id_suffix() {
-        assert_eq!(
-            external_id("cmpl-lab-warmup_p-0-0-8db1b597"),
-            "cmpl-lab-warmup_p-0-0"
-        );
+        assert_eq!(external_id("cmpl-lab-warmup_p-0-0-8db1b597"), "cmpl-lab-warmup_p-0-0");
         assert_eq!(external_id("cmpl-abc-0"), "cmpl-abc-0");
         assert_eq!(external_id("-deadbeef"), "-deadbeef");
     }
 
     #[test]
     fn deep_nesting_does_not_overflow() {
-        let line = format!(
-            "Received request x: params: SamplingParams(extra_args={}",
-            "[".repeat(100_000)
-        );
-        assert!(matches!(
-            ev(&line),
-            VllmEvent::Received {
-                kv_params: None,
-                ..
-            }
-        ));
+        let line = format!("Received request x: params: SamplingParams(extra_args={}", "[".repeat(100_000));
+        assert!(matches!(ev(&line), VllmEvent::Received { kv_params: None, .. }));
     }
 }

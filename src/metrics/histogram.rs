@@ -17,21 +17,12 @@ impl Histogram {
     pub fn empty(finite_bounds: &[f64]) -> Histogram {
         let mut bounds = finite_bounds.to_vec();
         bounds.push(f64::INFINITY);
-        Histogram {
-            counts: vec![0.0; bounds.len()],
-            bounds,
-            sum: 0.0,
-            count: 0.0,
-        }
+        Histogram { counts: vec![0.0; bounds.len()], bounds, sum: 0.0, count: 0.0 }
     }
 
     /// Total observations (the `+Inf` bucket, or `_count`).
     pub fn total(&self) -> f64 {
-        self.counts
-            .last()
-            .copied()
-            .unwrap_or(self.count)
-            .max(self.count)
+        self.counts.last().copied().unwrap_or(self.count).max(self.count)
     }
 
     /// `self - prev`, or `None` when the two cannot be subtracted: other
@@ -76,11 +67,7 @@ impl Histogram {
             let per_bucket = other.per_bucket();
             let mut added = vec![0.0; self.bounds.len()];
             for (ub, n) in other.bounds.iter().zip(per_bucket) {
-                let idx = self
-                    .bounds
-                    .iter()
-                    .position(|b| b >= ub)
-                    .unwrap_or(self.bounds.len() - 1);
+                let idx = self.bounds.iter().position(|b| b >= ub).unwrap_or(self.bounds.len() - 1);
                 added[idx] += n;
             }
             let mut running = 0.0;
@@ -140,12 +127,7 @@ impl Histogram {
     /// Observations strictly above `threshold`, counted from the first bound
     /// that is `>= threshold` (so it never counts one that may be below).
     pub fn count_above(&self, threshold: f64) -> f64 {
-        let at = self
-            .bounds
-            .iter()
-            .position(|b| *b >= threshold)
-            .map(|i| self.counts[i])
-            .unwrap_or(0.0);
+        let at = self.bounds.iter().position(|b| *b >= threshold).map(|i| self.counts[i]).unwrap_or(0.0);
         (self.total() - at).max(0.0)
     }
 }

@@ -47,69 +47,21 @@ pub enum Hist {
 /// The counters' and histograms' family names, newest first where a name
 /// moved between versions.
 const COUNTER_SOURCES: &[(Counter, &str, Option<(&str, &str)>)] = &[
-    (
-        Counter::PromptLocalCompute,
-        "vllm:prompt_tokens_by_source_total",
-        Some(("source", "local_compute")),
-    ),
-    (
-        Counter::PromptLocalCacheHit,
-        "vllm:prompt_tokens_by_source_total",
-        Some(("source", "local_cache_hit")),
-    ),
-    (
-        Counter::PromptExternal,
-        "vllm:prompt_tokens_by_source_total",
-        Some(("source", "external_kv_transfer")),
-    ),
+    (Counter::PromptLocalCompute, "vllm:prompt_tokens_by_source_total", Some(("source", "local_compute"))),
+    (Counter::PromptLocalCacheHit, "vllm:prompt_tokens_by_source_total", Some(("source", "local_cache_hit"))),
+    (Counter::PromptExternal, "vllm:prompt_tokens_by_source_total", Some(("source", "external_kv_transfer"))),
     (Counter::PromptTokens, "vllm:prompt_tokens_total", None),
-    (
-        Counter::GenerationTokens,
-        "vllm:generation_tokens_total",
-        None,
-    ),
-    (
-        Counter::PrefixQueries,
-        "vllm:prefix_cache_queries_total",
-        None,
-    ),
-    (
-        Counter::PrefixQueries,
-        "vllm:gpu_prefix_cache_queries_total",
-        None,
-    ),
+    (Counter::GenerationTokens, "vllm:generation_tokens_total", None),
+    (Counter::PrefixQueries, "vllm:prefix_cache_queries_total", None),
+    (Counter::PrefixQueries, "vllm:gpu_prefix_cache_queries_total", None),
     (Counter::PrefixHits, "vllm:prefix_cache_hits_total", None),
-    (
-        Counter::PrefixHits,
-        "vllm:gpu_prefix_cache_hits_total",
-        None,
-    ),
-    (
-        Counter::ExternalQueries,
-        "vllm:external_prefix_cache_queries_total",
-        None,
-    ),
-    (
-        Counter::ExternalHits,
-        "vllm:external_prefix_cache_hits_total",
-        None,
-    ),
+    (Counter::PrefixHits, "vllm:gpu_prefix_cache_hits_total", None),
+    (Counter::ExternalQueries, "vllm:external_prefix_cache_queries_total", None),
+    (Counter::ExternalHits, "vllm:external_prefix_cache_hits_total", None),
     (Counter::Preemptions, "vllm:num_preemptions_total", None),
-    (
-        Counter::NixlFailedTransfers,
-        "vllm:nixl_num_failed_transfers_total",
-        None,
-    ),
-    (
-        Counter::NixlFailedNotifications,
-        "vllm:nixl_num_failed_notifications_total",
-        None,
-    ),
-    (
-        Counter::NixlExpired,
-        "vllm:nixl_num_kv_expired_reqs_total",
-        None,
-    ),
+    (Counter::NixlFailedTransfers, "vllm:nixl_num_failed_transfers_total", None),
+    (Counter::NixlFailedNotifications, "vllm:nixl_num_failed_notifications_total", None),
+    (Counter::NixlExpired, "vllm:nixl_num_kv_expired_reqs_total", None),
 ];
 
 const HIST_SOURCES: &[(Hist, &str)] = &[
@@ -118,10 +70,7 @@ const HIST_SOURCES: &[(Hist, &str)] = &[
     (Hist::Tpot, "vllm:time_per_output_token_seconds"),
     (Hist::Tpot, "vllm:inter_token_latency_seconds"),
     (Hist::E2e, "vllm:e2e_request_latency_seconds"),
-    (
-        Hist::KvComputedTokens,
-        "vllm:request_prefill_kv_computed_tokens",
-    ),
+    (Hist::KvComputedTokens, "vllm:request_prefill_kv_computed_tokens"),
     (Hist::PromptTokens, "vllm:request_prompt_tokens"),
     (Hist::NixlXferTime, "vllm:nixl_xfer_time_seconds"),
     (Hist::NixlBytes, "vllm:nixl_bytes_transferred"),
@@ -156,10 +105,7 @@ impl InstanceSample {
     }
 
     pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {
-        let mut out = InstanceSample {
-            bad_lines: e.bad_line_count,
-            ..Default::default()
-        };
+        let mut out = InstanceSample { bad_lines: e.bad_line_count, ..Default::default() };
         let mut by_name: BTreeMap<&str, Vec<&Sample<'_>>> = BTreeMap::new();
         for s in &e.samples {
             if s.name.starts_with("vllm:") {
@@ -169,10 +115,8 @@ impl InstanceSample {
         }
         let get = |name: &str| by_name.get(name).map(|v| v.as_slice()).unwrap_or(&[]);
 
-        out.process_start = get("process_start_time_seconds")
-            .first()
-            .map(|s| s.value)
-            .filter(|v| v.is_finite());
+        out.process_start =
+            get("process_start_time_seconds").first().map(|s| s.value).filter(|v| v.is_finite());
         out.model_name = e
             .samples
             .iter()
@@ -258,11 +202,7 @@ impl InstanceSample {
 
     /// Builds one histogram from `<family>_bucket/_sum/_count`, summing the
     /// buckets of every engine (the same `le` set across engines).
-    fn histogram(
-        &mut self,
-        by_name: &BTreeMap<&str, Vec<&Sample<'_>>>,
-        family: &str,
-    ) -> Option<Histogram> {
+    fn histogram(&mut self, by_name: &BTreeMap<&str, Vec<&Sample<'_>>>, family: &str) -> Option<Histogram> {
         let buckets = by_name.get(format!("{family}_bucket").as_str())?;
         let mut per_le: Vec<(f64, f64)> = Vec::with_capacity(32);
         for s in buckets {

@@ -44,10 +44,7 @@ pub struct Sample<'a> {
 impl<'a> Sample<'a> {
     /// The value of a label, if present.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_ref())
+        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_ref())
     }
 }
 
@@ -165,12 +162,7 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
     if fields.next().is_some() {
         return Err("unexpected text after the timestamp");
     }
-    Ok(Sample {
-        name,
-        labels,
-        value,
-        timestamp_ms,
-    })
+    Ok(Sample { name, labels, value, timestamp_ms })
 }
 
 /// Parses `k="v",k2="v2"}` starting after the `{`; returns the index after `}`.
@@ -273,10 +265,7 @@ vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\
         assert_eq!(e.samples[0].name, "vllm:kv_cache_usage_perc");
         assert_eq!(e.samples[0].label("model_name"), Some("lab-8b"));
         assert_eq!(e.samples[0].value, 0.25);
-        assert_eq!(
-            e.type_of("vllm:time_to_first_token_seconds_bucket"),
-            MetricType::Histogram
-        );
+        assert_eq!(e.type_of("vllm:time_to_first_token_seconds_bucket"), MetricType::Histogram);
         assert_eq!(e.samples[1].label("le"), Some("+Inf"));
         assert_eq!(e.bad_line_count, 0);
     }
@@ -302,8 +291,7 @@ vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\
 
     #[test]
     fn bad_lines_are_skipped_and_counted() {
-        let e =
-            parse("good 1\n{bad} 2\nalso_bad\nx{a=\"unterminated} 3\nfine{a=\"b\"} 4\n<html>\n");
+        let e = parse("good 1\n{bad} 2\nalso_bad\nx{a=\"unterminated} 3\nfine{a=\"b\"} 4\n<html>\n");
         let names: Vec<_> = e.samples.iter().map(|s| s.name).collect();
         assert_eq!(names, ["good", "fine"]);
         assert_eq!(e.bad_line_count, 4);

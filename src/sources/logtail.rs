@@ -49,11 +49,7 @@ pub struct TailOptions {
 
 impl Default for TailOptions {
     fn default() -> Self {
-        TailOptions {
-            start: StartAt::Beginning,
-            max_line_bytes: 1 << 20,
-            max_bytes_per_poll: 4 << 20,
-        }
+        TailOptions { start: StartAt::Beginning, max_line_bytes: 1 << 20, max_bytes_per_poll: 4 << 20 }
     }
 }
 
@@ -106,12 +102,7 @@ pub struct TailBatch {
 
 impl TailBatch {
     fn new(state: TailState) -> Self {
-        TailBatch {
-            lines: Vec::new(),
-            state,
-            counts: TailCounts::default(),
-            more: false,
-        }
+        TailBatch { lines: Vec::new(), state, counts: TailCounts::default(), more: false }
     }
 }
 
@@ -127,11 +118,7 @@ struct LineSplitter {
 
 impl LineSplitter {
     fn new(max: usize) -> Self {
-        LineSplitter {
-            max,
-            partial: Vec::new(),
-            skipping: false,
-        }
+        LineSplitter { max, partial: Vec::new(), skipping: false }
     }
 
     fn feed(&mut self, mut bytes: &[u8], out: &mut Vec<String>, counts: &mut TailCounts) {
@@ -316,11 +303,7 @@ impl Tailer {
             // It was gone (Missing) and is back: a replacement too.
             batch.counts.rotations += 1;
         }
-        let mut of = OpenFile {
-            file,
-            id: file_id(&m),
-            offset: 0,
-        };
+        let mut of = OpenFile { file, id: file_id(&m), offset: 0 };
         if !self.seen_before && self.opts.start == StartAt::End && m.len() > 0 {
             of.offset = of.file.seek(SeekFrom::End(0))?;
             // If the file does not end with a newline we are mid-line: skip to the next one.
@@ -340,12 +323,7 @@ impl Tailer {
 
     /// Reads the rest of a file that the path no longer names. If the budget
     /// runs out first it is kept open and read again next poll.
-    fn drain_old(
-        &mut self,
-        mut of: OpenFile,
-        budget: &mut usize,
-        batch: &mut TailBatch,
-    ) -> io::Result<()> {
+    fn drain_old(&mut self, mut of: OpenFile, budget: &mut usize, batch: &mut TailBatch) -> io::Result<()> {
         if self.read_from(&mut of, budget, batch)? {
             self.splitter.flush(&mut batch.lines, &mut batch.counts);
         } else {
@@ -379,8 +357,7 @@ impl Tailer {
             };
             *budget -= n;
             of.offset += n as u64;
-            self.splitter
-                .feed(&self.buf[..n], &mut batch.lines, &mut batch.counts);
+            self.splitter.feed(&self.buf[..n], &mut batch.lines, &mut batch.counts);
         }
     }
 }
@@ -389,12 +366,7 @@ impl Tailer {
 /// counter changes or a state change. Blocking file I/O runs on tokio's
 /// blocking pool so a slow disk never stalls the UI task. Returns when the
 /// receiver is dropped.
-pub async fn run_tailer(
-    path: PathBuf,
-    opts: TailOptions,
-    interval: Duration,
-    tx: Sender<TailBatch>,
-) {
+pub async fn run_tailer(path: PathBuf, opts: TailOptions, interval: Duration, tx: Sender<TailBatch>) {
     let mut tailer = Some(Tailer::new(path, opts));
     let mut last_state: Option<TailState> = None;
     loop {
@@ -433,11 +405,7 @@ pub async fn run_tailer(
 /// task). Sends a final batch in state `Ended` at EOF; a read error is sent
 /// as `TailState::Error` and ends the reader. Returns when done or when the
 /// receiver is dropped.
-pub async fn run_reader<R: Read + Send + 'static>(
-    reader: R,
-    opts: TailOptions,
-    tx: Sender<TailBatch>,
-) {
+pub async fn run_reader<R: Read + Send + 'static>(reader: R, opts: TailOptions, tx: Sender<TailBatch>) {
     let _ = tokio::task::spawn_blocking(move || read_blocking(reader, opts, tx)).await;
 }
 
@@ -460,20 +428,14 @@ fn read_blocking<R: Read>(mut reader: R, opts: TailOptions, tx: Sender<TailBatch
                 return;
             }
         }
-        if (!batch.lines.is_empty() || !batch.counts.is_zero()) && tx.blocking_send(batch).is_err()
-        {
+        if (!batch.lines.is_empty() || !batch.counts.is_zero()) && tx.blocking_send(batch).is_err() {
             return;
         }
     }
 }
 
 /// Follows `source`: `-` means stdin, anything else is a file path.
-pub async fn run_source(
-    source: &str,
-    opts: TailOptions,
-    interval: Duration,
-    tx: Sender<TailBatch>,
-) {
+pub async fn run_source(source: &str, opts: TailOptions, interval: Duration, tx: Sender<TailBatch>) {
     if source == "-" {
         run_reader(io::stdin(), opts, tx).await;
     } else {
@@ -495,8 +457,7 @@ mod tests {
         fn new(name: &str) -> Self {
             static N: AtomicU32 = AtomicU32::new(0);
             let n = N.fetch_add(1, Ordering::Relaxed);
-            let p = std::env::temp_dir()
-                .join(format!("pdtop-tail-{}-{n}-{name}.log", std::process::id()));
+            let p = std::env::temp_dir().join(format!("pdtop-tail-{}-{n}-{name}.log", std::process::id()));
             let _ = std::fs::remove_file(&p);
             TempPath(p)
         }
@@ -510,11 +471,7 @@ mod tests {
     }
 
     fn append(p: &Path, bytes: &[u8]) {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .expect("open for append");
+        let mut f = OpenOptions::new().create(true).append(true).open(p).expect("open for append");
         f.write_all(bytes).expect("write");
     }
 
@@ -550,12 +507,7 @@ mod tests {
         append(&p.0, b"one\ntwo\nthree\n");
         let mut t = Tailer::new(&p.0, TailOptions::default());
         assert_eq!(poll(&mut t).lines.len(), 3);
-        OpenOptions::new()
-            .write(true)
-            .open(&p.0)
-            .expect("open")
-            .set_len(0)
-            .expect("truncate");
+        OpenOptions::new().write(true).open(&p.0).expect("open").set_len(0).expect("truncate");
         append(&p.0, b"new\n");
         let b = poll(&mut t);
         assert_eq!(b.lines, ["new"]);
@@ -587,10 +539,7 @@ mod tests {
         assert_eq!(poll(&mut t).state, TailState::Missing);
         append(&p.0, b"x\n");
         let b = poll(&mut t);
-        assert_eq!(
-            (b.lines.as_slice(), b.counts.rotations),
-            (&["x".to_string()][..], 0)
-        );
+        assert_eq!((b.lines.as_slice(), b.counts.rotations), (&["x".to_string()][..], 0));
         std::fs::remove_file(&p.0).expect("remove");
         for _ in 0..3 {
             let b = poll(&mut t);
@@ -599,10 +548,7 @@ mod tests {
         }
         append(&p.0, b"y\n");
         let b = poll(&mut t);
-        assert_eq!(
-            (b.lines.as_slice(), b.counts.rotations),
-            (&["y".to_string()][..], 1)
-        );
+        assert_eq!((b.lines.as_slice(), b.counts.rotations), (&["y".to_string()][..], 1));
         assert_eq!(b.state, TailState::Following);
     }
 
@@ -659,10 +605,7 @@ mod tests {
     fn start_at_end_skips_existing_and_mid_line() {
         let p = TempPath::new("end");
         append(&p.0, b"old\nhalf");
-        let opts = TailOptions {
-            start: StartAt::End,
-            ..TailOptions::default()
-        };
+        let opts = TailOptions { start: StartAt::End, ..TailOptions::default() };
         let mut t = Tailer::new(&p.0, opts);
         assert!(poll(&mut t).lines.is_empty());
         append(&p.0, b"-line\nnew\n");
@@ -673,10 +616,7 @@ mod tests {
     fn byte_budget_spreads_catch_up() {
         let p = TempPath::new("budget");
         append(&p.0, "l\n".repeat(1000).as_bytes());
-        let opts = TailOptions {
-            max_bytes_per_poll: 100,
-            ..TailOptions::default()
-        };
+        let opts = TailOptions { max_bytes_per_poll: 100, ..TailOptions::default() };
         let mut t = Tailer::new(&p.0, opts);
         let (mut n, mut polls) = (0, 0);
         loop {
@@ -695,12 +635,8 @@ mod tests {
         let p = TempPath::new("async");
         append(&p.0, b"hello\n");
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let task = tokio::spawn(run_tailer(
-            p.0.clone(),
-            TailOptions::default(),
-            Duration::from_millis(5),
-            tx,
-        ));
+        let task =
+            tokio::spawn(run_tailer(p.0.clone(), TailOptions::default(), Duration::from_millis(5), tx));
         let b = rx.recv().await.expect("batch");
         assert_eq!(b.lines, ["hello"]);
         append(&p.0, b"world\n");
@@ -709,10 +645,7 @@ mod tests {
         drop(rx);
         append(&p.0, b"x\n");
         // The runner notices the dropped receiver on its next send and returns.
-        tokio::time::timeout(Duration::from_secs(5), task)
-            .await
-            .expect("runner stops")
-            .expect("no panic");
+        tokio::time::timeout(Duration::from_secs(5), task).await.expect("runner stops").expect("no panic");
     }
 
     #[tokio::test]

@@ -12,31 +12,15 @@ use crate::state::Role;
 #[derive(Debug, Clone)]
 pub enum Msg {
     /// A `/metrics` body was fetched.
-    Scrape {
-        instance: usize,
-        at: f64,
-        body: String,
-    },
+    Scrape { instance: usize, at: f64, body: String },
     /// A fetch failed (refused, timeout, HTTP status, body too large...).
-    ScrapeFailed {
-        instance: usize,
-        at: f64,
-        error: String,
-    },
+    ScrapeFailed { instance: usize, at: f64, error: String },
     /// `/v1/models` answered, after a (re)connect.
-    Models {
-        instance: usize,
-        at: f64,
-        info: ModelInfo,
-    },
+    Models { instance: usize, at: f64, info: ModelInfo },
     /// The clock moved (ages on screen depend on it).
     Tick { at: f64 },
     /// A collector task ended unexpectedly (a panic is caught and reported).
-    SourceFailed {
-        source: String,
-        at: f64,
-        error: String,
-    },
+    SourceFailed { source: String, at: f64, error: String },
 }
 
 /// What `/v1/models` says about an instance.
@@ -65,9 +49,7 @@ impl Endpoint {
             return Err("empty endpoint".into());
         }
         let base = if s.starts_with("http://") || s.starts_with("https://") {
-            s.trim_end_matches('/')
-                .trim_end_matches("/metrics")
-                .to_string()
+            s.trim_end_matches('/').trim_end_matches("/metrics").to_string()
         } else if s.contains("://") {
             return Err(format!("{s}: only http:// and https:// are supported"));
         } else {
@@ -76,15 +58,8 @@ impl Endpoint {
             }
             format!("http://{}", s.trim_end_matches('/'))
         };
-        let display = base
-            .trim_start_matches("http://")
-            .trim_start_matches("https://")
-            .to_string();
-        Ok(Endpoint {
-            role,
-            display,
-            base_url: base,
-        })
+        let display = base.trim_start_matches("http://").trim_start_matches("https://").to_string();
+        Ok(Endpoint { role, display, base_url: base })
     }
 }
 
@@ -115,20 +90,9 @@ pub fn spawn_scrapers(
 ) -> Result<(), String> {
     let client = scrape::http_client(opts.timeout)?;
     for (i, ep) in endpoints.iter().enumerate() {
-        let task = tokio::spawn(scrape::run(
-            i,
-            ep.clone(),
-            client.clone(),
-            opts.clone(),
-            clock.clone(),
-            tx.clone(),
-        ));
-        supervise(
-            format!("scraper {}", ep.display),
-            task,
-            clock.clone(),
-            tx.clone(),
-        );
+        let task =
+            tokio::spawn(scrape::run(i, ep.clone(), client.clone(), opts.clone(), clock.clone(), tx.clone()));
+        supervise(format!("scraper {}", ep.display), task, clock.clone(), tx.clone());
     }
     Ok(())
 }
@@ -151,11 +115,7 @@ pub fn supervise(
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "panicked".into());
             let _ = tx
-                .send(Msg::SourceFailed {
-                    source: name,
-                    at: clock.now(),
-                    error: format!("stopped: {error}"),
-                })
+                .send(Msg::SourceFailed { source: name, at: clock.now(), error: format!("stopped: {error}") })
                 .await;
         }
     });

@@ -29,10 +29,7 @@ pub struct NetDevSnapshot {
 #[derive(Debug)]
 pub enum NetDevError {
     /// The file could not be read (no such pid, no permission, not Linux).
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     /// The two header lines are missing: this is not `/proc/net/dev` text.
     Header,
     /// A data line (1-based line number in the text) did not parse.
@@ -68,12 +65,8 @@ impl std::error::Error for NetDevError {
 /// own, so an error names the line.
 pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
     let mut lines = text.lines();
-    let header_ok = lines
-        .next()
-        .is_some_and(|l| l.trim_start().starts_with("Inter-"))
-        && lines
-            .next()
-            .is_some_and(|l| l.trim_start().starts_with("face"));
+    let header_ok = lines.next().is_some_and(|l| l.trim_start().starts_with("Inter-"))
+        && lines.next().is_some_and(|l| l.trim_start().starts_with("face"));
     if !header_ok {
         return Err(NetDevError::Header);
     }
@@ -88,10 +81,7 @@ pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
         // refuses it), so the first ':' ends the name. Old kernels printed
         // "%6s:%8llu", gluing a large rx_bytes to the colon ("eth0:123456789");
         // procfs splits on whitespace only, so put a space there.
-        let Some((name, counters)) = line
-            .split_once(':')
-            .filter(|(name, _)| !name.trim().is_empty())
-        else {
+        let Some((name, counters)) = line.split_once(':').filter(|(name, _)| !name.trim().is_empty()) else {
             return Err(NetDevError::Line {
                 line: line_no,
                 reason: "expected `<interface>: <16 counters>`".to_owned(),
@@ -99,20 +89,10 @@ pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
         };
         // procfs' reader skips two header lines; give it two empty ones.
         let one = format!("\n\n{name}: {counters}\n");
-        let parsed = InterfaceDeviceStatus::from_buf_read(one.as_bytes()).map_err(|e| {
-            NetDevError::Line {
-                line: line_no,
-                reason: e.to_string(),
-            }
-        })?;
+        let parsed = InterfaceDeviceStatus::from_buf_read(one.as_bytes())
+            .map_err(|e| NetDevError::Line { line: line_no, reason: e.to_string() })?;
         for (name, dev) in parsed.0 {
-            ifaces.insert(
-                name,
-                IfaceBytes {
-                    rx_bytes: dev.recv_bytes,
-                    tx_bytes: dev.sent_bytes,
-                },
-            );
+            ifaces.insert(name, IfaceBytes { rx_bytes: dev.recv_bytes, tx_bytes: dev.sent_bytes });
         }
     }
     Ok(NetDevSnapshot { ifaces })
@@ -224,10 +204,8 @@ mod tests {
 
     /// The `text` of every sample in the NIXL capture, in time order.
     fn capture_samples() -> Vec<String> {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/lab-captures/nixl-llama-shape/netdev.jsonl.xz"
-        );
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/lab-captures/nixl-llama-shape/netdev.jsonl.xz");
         let compressed = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let mut raw = Vec::new();
         lzma_rs::xz_decompress(&mut compressed.as_slice(), &mut raw).expect("valid xz");
@@ -244,29 +222,12 @@ mod tests {
     fn parses_every_capture_sample() {
         let samples = capture_samples();
         assert!(samples.len() > 100);
-        let snaps: Vec<_> = samples
-            .iter()
-            .map(|t| parse_net_dev(t).expect("real /proc/net/dev parses"))
-            .collect();
+        let snaps: Vec<_> =
+            samples.iter().map(|t| parse_net_dev(t).expect("real /proc/net/dev parses")).collect();
         let first = &snaps[0];
-        assert_eq!(
-            first.ifaces.keys().collect::<Vec<_>>(),
-            ["eth0", "ifb0", "ifb1", "lo"]
-        );
-        assert_eq!(
-            first.get("lo"),
-            Some(IfaceBytes {
-                rx_bytes: 276_361,
-                tx_bytes: 276_361
-            })
-        );
-        assert_eq!(
-            first.get("eth0"),
-            Some(IfaceBytes {
-                rx_bytes: 625,
-                tx_bytes: 1473
-            })
-        );
+        assert_eq!(first.ifaces.keys().collect::<Vec<_>>(), ["eth0", "ifb0", "ifb1", "lo"]);
+        assert_eq!(first.get("lo"), Some(IfaceBytes { rx_bytes: 276_361, tx_bytes: 276_361 }));
+        assert_eq!(first.get("eth0"), Some(IfaceBytes { rx_bytes: 625, tx_bytes: 1473 }));
         let last = snaps.last().expect("samples");
         assert_eq!(last.get("lo").map(|b| b.rx_bytes), Some(9_791_442_389));
         // Loopback: every byte sent is received; counters only go up here.
@@ -274,10 +235,7 @@ mod tests {
             let lo = pair[1].get("lo").expect("lo");
             assert_eq!(lo.rx_bytes, lo.tx_bytes);
             match pair[1].changes_since(&pair[0]).get("lo") {
-                Some(IfaceChange::Counted {
-                    rx: ByteDelta::Delta(_),
-                    tx: ByteDelta::Delta(_),
-                }) => {}
+                Some(IfaceChange::Counted { rx: ByteDelta::Delta(_), tx: ByteDelta::Delta(_) }) => {}
                 other => panic!("lo should only grow, got {other:?}"),
             }
         }
@@ -294,21 +252,14 @@ mod tests {
         assert_eq!(
             changes.get("lo"),
             Some(&IfaceChange::Counted {
-                rx: ByteDelta::Reset {
-                    since_reset: 276_361
-                },
-                tx: ByteDelta::Reset {
-                    since_reset: 276_361
-                },
+                rx: ByteDelta::Reset { since_reset: 276_361 },
+                tx: ByteDelta::Reset { since_reset: 276_361 },
             })
         );
         // eth0 did not move at all.
         assert_eq!(
             changes.get("eth0"),
-            Some(&IfaceChange::Counted {
-                rx: ByteDelta::Delta(0),
-                tx: ByteDelta::Delta(0)
-            })
+            Some(&IfaceChange::Counted { rx: ByteDelta::Delta(0), tx: ByteDelta::Delta(0) })
         );
     }
 
@@ -327,19 +278,13 @@ mod tests {
         assert_eq!(changes.get("eth0"), Some(&IfaceChange::Gone));
         assert!(matches!(
             changes.get("lo"),
-            Some(IfaceChange::Counted {
-                rx: ByteDelta::Delta(109_731),
-                ..
-            })
+            Some(IfaceChange::Counted { rx: ByteDelta::Delta(109_731), .. })
         ));
         // And back: eth0 reappears with its own counters.
         let back = before.changes_since(&after);
         assert_eq!(
             back.get("eth0"),
-            Some(&IfaceChange::Appeared(IfaceBytes {
-                rx_bytes: 625,
-                tx_bytes: 1473
-            }))
+            Some(&IfaceChange::Appeared(IfaceBytes { rx_bytes: 625, tx_bytes: 1473 }))
         );
     }
 
@@ -358,14 +303,8 @@ mod tests {
     #[test]
     fn garbage_is_an_error() {
         assert!(matches!(parse_net_dev(""), Err(NetDevError::Header)));
-        assert!(matches!(
-            parse_net_dev("hello\nworld\n"),
-            Err(NetDevError::Header)
-        ));
-        assert!(matches!(
-            parse_net_dev("\u{0}\u{fffd}garbage"),
-            Err(NetDevError::Header)
-        ));
+        assert!(matches!(parse_net_dev("hello\nworld\n"), Err(NetDevError::Header)));
+        assert!(matches!(parse_net_dev("\u{0}\u{fffd}garbage"), Err(NetDevError::Header)));
         let cases = [
             format!("{HEADER}  eth0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"),
             format!("{HEADER}  eth0: 1 2 3\n"),
@@ -401,10 +340,7 @@ mod tests {
         // Far from u32::MAX: a reset, even below 2^32.
         assert_eq!(byte_delta(max / 2, 5), ByteDelta::Reset { since_reset: 5 });
         // Above 2^32 the counter is 64-bit: a decrease is a reset.
-        assert_eq!(
-            byte_delta(9_791_442_389, 5),
-            ByteDelta::Reset { since_reset: 5 }
-        );
+        assert_eq!(byte_delta(9_791_442_389, 5), ByteDelta::Reset { since_reset: 5 });
         assert_eq!(ByteDelta::Wrapped(3).bytes(), Some(3));
         assert_eq!(ByteDelta::Reset { since_reset: 3 }.bytes(), None);
     }

@@ -77,20 +77,12 @@ pub async fn run(
         let msg = match fetch(&client, &metrics_url, &opts).await {
             Ok(body) => {
                 failures = 0;
-                Msg::Scrape {
-                    instance,
-                    at: clock.now(),
-                    body,
-                }
+                Msg::Scrape { instance, at: clock.now(), body }
             }
             Err(error) => {
                 failures += 1;
                 need_models = true;
-                Msg::ScrapeFailed {
-                    instance,
-                    at: clock.now(),
-                    error,
-                }
+                Msg::ScrapeFailed { instance, at: clock.now(), error }
             }
         };
         let ok = matches!(msg, Msg::Scrape { .. });
@@ -102,11 +94,7 @@ pub async fn run(
                 && let Some(info) = parse_models(&body)
             {
                 need_models = false;
-                let msg = Msg::Models {
-                    instance,
-                    at: clock.now(),
-                    info,
-                };
+                let msg = Msg::Models { instance, at: clock.now(), info };
                 if tx.send(msg).await.is_err() {
                     return;
                 }
@@ -120,11 +108,7 @@ pub async fn run(
 
 /// One GET, with the body size capped and a status that is not 2xx turned
 /// into an error that says what came back.
-pub async fn fetch(
-    client: &reqwest::Client,
-    url: &str,
-    opts: &ScrapeOptions,
-) -> Result<String, String> {
+pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) -> Result<String, String> {
     let mut req = client.get(url);
     if let Some(token) = &opts.bearer_token {
         req = req.bearer_auth(token);
@@ -134,10 +118,7 @@ pub async fn fetch(
     if !status.is_success() {
         return Err(format!("HTTP {status}"));
     }
-    if resp
-        .content_length()
-        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
-    {
+    if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
     }
     let mut body = Vec::new();

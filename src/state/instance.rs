@@ -153,14 +153,9 @@ fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interv
         (Some(a), Some(b)) => (a - b).abs() > 0.5,
         _ => false,
     };
-    let counter_went_down = cur
-        .counters
-        .iter()
-        .any(|(c, v)| prev.counters.get(c).is_some_and(|p| v < p));
-    let hist_went_down = cur
-        .hists
-        .iter()
-        .any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
+    let counter_went_down = cur.counters.iter().any(|(c, v)| prev.counters.get(c).is_some_and(|p| v < p));
+    let hist_went_down =
+        cur.hists.iter().any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
     let restart = start_changed || counter_went_down || hist_went_down;
 
     let mut counters = BTreeMap::new();

@@ -96,11 +96,7 @@ impl MissDetector {
     pub fn on_prefill_interval(&mut self, iv: &Interval) {
         let done = iv.counter(Counter::RequestsOk).round() as u64;
         for _ in 0..done {
-            self.pool.push_back(PoolEntry {
-                earliest: iv.t - iv.dt,
-                latest: iv.t,
-                claim: None,
-            });
+            self.pool.push_back(PoolEntry { earliest: iv.t - iv.dt, latest: iv.t, claim: None });
         }
     }
 
@@ -114,8 +110,8 @@ impl MissDetector {
         self.expire(iv.t);
         let threshold = whole_prompt_threshold(block_size);
         self.split_ttft(iv, threshold);
-        let errors = (iv.counter(Counter::RequestsErrored) + iv.counter(Counter::RequestsAborted))
-            .round() as u64;
+        let errors =
+            (iv.counter(Counter::RequestsErrored) + iv.counter(Counter::RequestsAborted)).round() as u64;
         self.outcomes.error += errors;
         self.outcomes.seen += errors;
 
@@ -146,11 +142,7 @@ impl MissDetector {
         let mut missed = 0;
         for _ in 0..whole {
             let possible = |e: &PoolEntry| e.claim.is_none() && e.earliest <= latest_arrival;
-            if let Some(i) = self
-                .pool
-                .iter()
-                .position(|e| possible(e) && e.latest <= arrival_bound)
-            {
+            if let Some(i) = self.pool.iter().position(|e| possible(e) && e.latest <= arrival_bound) {
                 self.pool.remove(i);
                 missed += 1;
             } else if let Some(e) = self.pool.iter_mut().find(|e| possible(e)) {
@@ -177,10 +169,7 @@ impl MissDetector {
             }
             _ => true,
         });
-        by_instance
-            .into_iter()
-            .filter_map(|(inst, n)| self.record_misses(now, inst, n, f64::NAN))
-            .collect()
+        by_instance.into_iter().filter_map(|(inst, n)| self.record_misses(now, inst, n, f64::NAN)).collect()
     }
 
     /// `tokens`: what the decode side computed for them, when known.
@@ -189,12 +178,7 @@ impl MissDetector {
             return None;
         }
         self.outcomes.silent_miss += n;
-        let ev = MissEvent {
-            t,
-            count: n,
-            decode_instance: instance,
-            local_compute_tokens: tokens,
-        };
+        let ev = MissEvent { t, count: n, decode_instance: instance, local_compute_tokens: tokens };
         self.events.push_back(ev.clone());
         while self.events.len() > 1000 {
             self.events.pop_front();
@@ -218,11 +202,7 @@ impl MissDetector {
 
     fn expire(&mut self, now: f64) {
         // A claimed entry is settled by `settle`, never expired away.
-        while self
-            .pool
-            .front()
-            .is_some_and(|e| e.claim.is_none() && now - e.latest > POOL_TTL_SECS)
-        {
+        while self.pool.front().is_some_and(|e| e.claim.is_none() && now - e.latest > POOL_TTL_SECS) {
             self.pool.pop_front();
         }
     }
@@ -287,10 +267,7 @@ mod tests {
     }
 
     fn interval(t: f64, ok: f64, hist: Option<Histogram>) -> Interval {
-        let mut iv = Interval {
-            t,
-            ..Default::default()
-        };
+        let mut iv = Interval { t, ..Default::default() };
         iv.counters.insert(Counter::RequestsOk, ok);
         if let Some(h) = hist {
             iv.hists.insert(Hist::KvComputedTokens, h);
@@ -318,21 +295,8 @@ mod tests {
         assert_eq!(ev.map(|e| e.count), Some(1));
         // Two prefills, two decodes loading (16 tokens computed each).
         d.on_prefill_interval(&interval(4.0, 2.0, None));
-        d.on_decode_interval(
-            1,
-            &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))),
-            Some(16),
-        );
-        assert_eq!(
-            d.outcomes,
-            Outcomes {
-                seen: 5,
-                loaded: 2,
-                silent_miss: 1,
-                no_prefill: 2,
-                error: 0
-            }
-        );
+        d.on_decode_interval(1, &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))), Some(16));
+        assert_eq!(d.outcomes, Outcomes { seen: 5, loaded: 2, silent_miss: 1, no_prefill: 2, error: 0 });
     }
 
     #[test]
@@ -361,11 +325,7 @@ mod tests {
         d.on_prefill_interval(&interval(0.0, 1.0, None));
         d.on_decode_interval(
             1,
-            &interval(
-                POOL_TTL_SECS + 1.0,
-                1.0,
-                Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])),
-            ),
+            &interval(POOL_TTL_SECS + 1.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))),
             Some(16),
         );
         assert_eq!(d.outcomes.silent_miss, 0);

@@ -97,11 +97,7 @@ impl AppState {
                 let sample = InstanceSample::from_text(&body);
                 self.on_sample(instance, at, sample);
             }
-            Msg::ScrapeFailed {
-                instance,
-                at,
-                error,
-            } => {
+            Msg::ScrapeFailed { instance, at, error } => {
                 self.tick(at);
                 if let Some(inst) = self.instances.get_mut(instance) {
                     let was_up = inst.health.up || inst.health.scrapes_ok == 0;
@@ -136,23 +132,15 @@ impl AppState {
     }
 
     fn push_miss_event(&mut self, ev: &misses::MissEvent) {
-        let display = self
-            .instances
-            .get(ev.decode_instance)
-            .map(|i| i.endpoint.display.clone())
-            .unwrap_or_default();
+        let display =
+            self.instances.get(ev.decode_instance).map(|i| i.endpoint.display.clone()).unwrap_or_default();
         let tokens = if ev.local_compute_tokens.is_finite() {
-            format!(
-                " ({:.0} prompt tokens computed on decode)",
-                ev.local_compute_tokens
-            )
+            format!(" ({:.0} prompt tokens computed on decode)", ev.local_compute_tokens)
         } else {
             String::new()
         };
-        let text = format!(
-            "SILENT MISS on {display}: {} request(s) recomputed their whole prompt after a prefill{tokens}",
-            ev.count
-        );
+        let text =
+            format!("{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}", ev.count);
         self.push_event(ev.t, EventKind::SilentMiss, text);
     }
 
@@ -192,9 +180,7 @@ impl AppState {
     }
 
     pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {
-        self.instances
-            .iter()
-            .filter(move |i| i.endpoint.role == role)
+        self.instances.iter().filter(move |i| i.endpoint.role == role)
     }
 
     /// A role's histogram over the sliding window, merged across instances.
@@ -208,11 +194,7 @@ impl AppState {
         self.merge_role(role, |i| i.total_hists.get(&hist).cloned())
     }
 
-    fn merge_role(
-        &self,
-        role: Role,
-        f: impl Fn(&InstanceState) -> Option<Histogram>,
-    ) -> Option<Histogram> {
+    fn merge_role(&self, role: Role, f: impl Fn(&InstanceState) -> Option<Histogram>) -> Option<Histogram> {
         let mut out: Option<Histogram> = None;
         for h in self.instances_of(role).filter_map(f) {
             out.get_or_insert_with(Histogram::default).merge(&h);

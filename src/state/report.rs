@@ -73,13 +73,7 @@ impl Quantiles {
             // Every observation was 0 (a prefill's TPOT): interpolating
             // inside the first bucket would invent a latency.
             let count = h.total().round() as u64;
-            return Some(Quantiles {
-                count,
-                p50: 0.0,
-                p90: 0.0,
-                p99: 0.0,
-                mean: 0.0,
-            });
+            return Some(Quantiles { count, p50: 0.0, p90: 0.0, p99: 0.0, mean: 0.0 });
         }
         Some(Quantiles {
             count: h.total().round() as u64,
@@ -135,12 +129,7 @@ impl Report {
                 bad_lines: i.health.bad_lines_total,
             })
             .collect();
-        let q = |role, hist| {
-            state
-                .total_hist(role, hist)
-                .as_ref()
-                .and_then(Quantiles::ms)
-        };
+        let q = |role, hist| state.total_hist(role, hist).as_ref().and_then(Quantiles::ms);
         let mut tokens = PromptTokens::default();
         for i in state.instances_of(Role::Decode) {
             let c = |k| i.total_counters.get(&k).copied().unwrap_or(0.0);
@@ -163,14 +152,8 @@ impl Report {
         let nonempty = |h: &Histogram| (h.total() > 0.0).then(|| Quantiles::ms(h)).flatten();
         Report {
             instances,
-            ttft_ms: ByRole {
-                prefill: q(Role::Prefill, Hist::Ttft),
-                decode: q(Role::Decode, Hist::Ttft),
-            },
-            tpot_ms: ByRole {
-                prefill: q(Role::Prefill, Hist::Tpot),
-                decode: q(Role::Decode, Hist::Tpot),
-            },
+            ttft_ms: ByRole { prefill: q(Role::Prefill, Hist::Ttft), decode: q(Role::Decode, Hist::Ttft) },
+            tpot_ms: ByRole { prefill: q(Role::Prefill, Hist::Tpot), decode: q(Role::Decode, Hist::Tpot) },
             kv_usage: ByRole {
                 prefill: last_kv_usage(state, Role::Prefill),
                 decode: last_kv_usage(state, Role::Decode),
@@ -188,11 +171,7 @@ impl Report {
                 .rev()
                 .take(100)
                 .rev()
-                .map(|e| EventReport {
-                    t: e.t,
-                    kind: e.kind.name(),
-                    text: e.text.clone(),
-                })
+                .map(|e| EventReport { t: e.t, kind: e.kind.name(), text: e.text.clone() })
                 .collect(),
             verdict,
         }
@@ -202,9 +181,6 @@ impl Report {
 /// The last KV usage seen for a role (mean over its instances), even if an
 /// instance is down now: the report says what was last known.
 fn last_kv_usage(state: &AppState, role: Role) -> Option<f64> {
-    let vals: Vec<f64> = state
-        .instances_of(role)
-        .filter_map(|i| i.latest.as_ref()?.kv_usage)
-        .collect();
+    let vals: Vec<f64> = state.instances_of(role).filter_map(|i| i.latest.as_ref()?.kv_usage).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
 }

@@ -11,18 +11,25 @@ use crate::state::{AppState, EventKind};
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    list(frame, area, state, view.scroll, " events ", theme);
+}
+
+/// The newest few events, under the request panel of the overview.
+pub fn render_recent(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    list(frame, area, state, 0, " recent events ", theme);
+}
+
+fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &str, theme: &Theme) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(
-            format!(" events ({}) ", state.events.len()),
-            theme.fg("title"),
-        ));
+        .title(Span::styled(format!("{title}({}) ", state.events.len()), theme.fg("title")));
     let lines: Vec<Line> = state
         .events
         .iter()
         .rev()
-        .skip(view.scroll)
+        .skip(skip)
+        .take(area.height as usize)
         .map(|e| {
             let (tag, style) = match e.kind {
                 EventKind::SilentMiss => ("MISS   ", theme.alarm()),
@@ -39,10 +46,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         })
         .collect();
     let lines = if lines.is_empty() {
-        vec![Line::styled(
-            " nothing yet: no miss, restart or outage so far",
-            theme.dim(),
-        )]
+        vec![Line::styled(" nothing yet: no miss, restart or outage so far", theme.dim())]
     } else {
         lines
     };

@@ -75,11 +75,7 @@ pub fn bytes(v: f64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+    if unit == 0 { format!("{v:.0} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }
 
 /// Wall-clock time of a unix timestamp, UTC: `06:25:31`.
@@ -89,12 +85,7 @@ pub fn clock(t: f64) -> String {
     }
     let s = t.floor() as i64;
     let day_secs = s.rem_euclid(86400);
-    format!(
-        "{:02}:{:02}:{:02}",
-        day_secs / 3600,
-        (day_secs / 60) % 60,
-        day_secs % 60
-    )
+    format!("{:02}:{:02}:{:02}", day_secs / 3600, (day_secs / 60) % 60, day_secs % 60)
 }
 
 #[cfg(test)]

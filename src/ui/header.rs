@@ -18,34 +18,27 @@ pub fn role_style(role: Role, theme: &Theme) -> Style {
 
 /// One line per instance: who it is and whether it is healthy.
 pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let endpoint_w =
+        state.instances.iter().map(|i| i.endpoint.display.chars().count()).max().unwrap_or(0).clamp(12, 40);
     let lines: Vec<Line> = state
         .instances
         .iter()
         .take(area.height as usize)
-        .map(|i| instance_line(i, state.now, area.width, theme))
+        .map(|i| instance_line(i, state.now, area.width, endpoint_w, theme))
         .collect();
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-fn instance_line(i: &InstanceState, now: f64, width: u16, theme: &Theme) -> Line<'static> {
+fn instance_line(i: &InstanceState, now: f64, width: u16, endpoint_w: usize, theme: &Theme) -> Line<'static> {
     let role = i.endpoint.role;
     let mut spans = vec![
-        Span::styled(
-            format!(" {:<7} ", role.name().to_uppercase()),
-            role_style(role, theme),
-        ),
-        Span::styled(format!("{:<21} ", i.endpoint.display), theme.text()),
+        Span::styled(format!(" {:<7} ", role.name().to_uppercase()), role_style(role, theme)),
+        Span::styled(format!("{:<endpoint_w$} ", i.endpoint.display), theme.text()),
     ];
     if width >= 100 {
         let model = i.model_name().unwrap_or("?").to_string();
-        let block = i
-            .block_size()
-            .map(|b| format!("blk {b}"))
-            .unwrap_or_else(|| "blk ?".into());
-        spans.push(Span::styled(
-            format!("{model:<12.12} {block:<7} "),
-            theme.dim(),
-        ));
+        let block = i.block_size().map(|b| format!("blk {b}")).unwrap_or_else(|| "blk ?".into());
+        spans.push(Span::styled(format!("{model:<12.12} {block:<7} "), theme.dim()));
     }
     let h = &i.health;
     if h.up {
@@ -55,22 +48,13 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, theme: &Theme) -> Line
         if let Some(s) = &i.latest {
             let run = s.running.map(fmt::count).unwrap_or_else(|| "?".into());
             let wait = s.waiting.map(fmt::count).unwrap_or_else(|| "?".into());
-            spans.push(Span::styled(
-                format!("run {run:>3} wait {wait:>3}  "),
-                theme.text(),
-            ));
+            spans.push(Span::styled(format!("run {run:>3} wait {wait:>3}  "), theme.text()));
             spans.push(Span::styled("KV ", theme.dim()));
             let w = 10;
             let b = s.kv_usage.map(|u| bar(u, 1.0, w)).unwrap_or_default();
             let pad = w.saturating_sub(b.chars().count());
-            spans.push(Span::styled(
-                format!("▕{b}{}▏", " ".repeat(pad)),
-                role_style(role, theme),
-            ));
-            spans.push(Span::styled(
-                format!("{:>6} ", fmt::pct(s.kv_usage)),
-                theme.text(),
-            ));
+            spans.push(Span::styled(format!("▕{b}{}▏", " ".repeat(pad)), role_style(role, theme)));
+            spans.push(Span::styled(format!("{:>6} ", fmt::pct(s.kv_usage)), theme.text()));
         }
         if h.no_vllm_metrics {
             spans.push(Span::styled(
@@ -79,18 +63,12 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, theme: &Theme) -> Line
             ));
         }
         if h.bad_lines_last > 0 {
-            spans.push(Span::styled(
-                format!(" ⚠ {} bad lines ", h.bad_lines_last),
-                theme.fg("warn"),
-            ));
+            spans.push(Span::styled(format!(" ⚠ {} bad lines ", h.bad_lines_last), theme.fg("warn")));
         }
     } else if h.scrapes_failed == 0 {
         spans.push(Span::styled("○ connecting…", theme.dim()));
     } else {
-        let since = h
-            .last_ok
-            .map(|t| format!(" {}", fmt::age(now - t)))
-            .unwrap_or_default();
+        let since = h.last_ok.map(|t| format!(" {}", fmt::age(now - t))).unwrap_or_default();
         let err = h.last_error.clone().unwrap_or_default();
         spans.push(Span::styled(format!("✖ DOWN{since} "), theme.fg("error")));
         spans.push(Span::styled(
@@ -99,10 +77,7 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, theme: &Theme) -> Line
         ));
     }
     if h.restarts > 0 {
-        spans.push(Span::styled(
-            format!(" ↻ {} restart(s)", h.restarts),
-            theme.fg("warn"),
-        ));
+        spans.push(Span::styled(format!(" ↻ {} restart(s)", h.restarts), theme.fg("warn")));
     }
     Line::from(spans)
 }
@@ -112,19 +87,13 @@ pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
     let Some(ev) = state.misses.events.back() else {
         return;
     };
-    let display = state
-        .instances
-        .get(ev.decode_instance)
-        .map(|i| i.endpoint.display.as_str())
-        .unwrap_or("decode");
+    let display =
+        state.instances.get(ev.decode_instance).map(|i| i.endpoint.display.as_str()).unwrap_or("decode");
     let text = format!(
-        " ▲ SILENT MISS  decode {display} recomputed {} whole prompt(s) after their prefill · {} ago · {} since start · no error was reported anywhere ",
-        ev.count,
-        fmt::age(state.now - ev.t),
+        " ▲ SILENT MISS ×{}  {} ago: decode {display} recomputed {} whole prompt(s) after their prefill · no error was reported anywhere ",
         state.misses.outcomes.silent_miss,
+        fmt::age(state.now - ev.t),
+        ev.count,
     );
-    frame.render_widget(
-        Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()),
-        area,
-    );
+    frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
 }

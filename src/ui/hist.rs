@@ -27,13 +27,7 @@ pub struct Side<'a> {
     pub note: Option<&'a str>,
 }
 
-pub fn render_pair(
-    frame: &mut Frame,
-    area: Rect,
-    title: &str,
-    sides: [Side<'_>; 2],
-    theme: &Theme,
-) {
+pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>; 2], theme: &Theme) {
     let halves = Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(area);
     let bounds = shared_bounds(sides.iter().filter_map(|s| s.hist));
     let rebucketed: Vec<Option<Vec<f64>>> = sides
@@ -48,15 +42,10 @@ pub fn render_pair(
         .collect();
     let inner_rows = area.height.saturating_sub(3) as usize;
     let rows = rows_for(&bounds, &rebucketed, inner_rows);
-    let max = rows
-        .iter()
-        .flat_map(|r| r.counts.iter())
-        .fold(0.0f64, |m, c| m.max(*c));
+    let max = rows.iter().flat_map(|r| r.counts.iter()).fold(0.0f64, |m, c| m.max(*c));
     for (i, side) in sides.iter().enumerate() {
-        let block = Block::default()
-            .borders(Borders::ALL)
-            .border_style(theme.fg("border"))
-            .title(Line::from(vec![
+        let block =
+            Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(vec![
                 Span::styled(format!(" {title} · "), theme.fg("title")),
                 Span::styled(format!("{} ", side.label), side.color),
             ]));
@@ -69,14 +58,7 @@ pub fn render_pair(
             lines.push(Line::styled("no requests in this window", theme.dim()));
         } else {
             for row in &rows {
-                lines.push(bar_line(
-                    &row.label,
-                    row.counts[i],
-                    max,
-                    inner.width,
-                    side.color,
-                    theme,
-                ));
+                lines.push(bar_line(&row.label, row.counts[i], max, inner.width, side.color, theme));
             }
         }
         frame.render_widget(Paragraph::new(lines), inner);
@@ -97,6 +79,24 @@ fn quantile_line(side: &Side<'_>, theme: &Theme) -> Line<'static> {
         Span::styled(q(0.99), theme.text()),
         Span::styled(format!("  n={}", fmt::count(h.total())), theme.dim()),
     ])
+}
+
+/// Lines a pair needs to show every non-empty bucket (with borders and the
+/// quantile line).
+pub fn lines_wanted(hists: [Option<&Histogram>; 2]) -> u16 {
+    let bounds = shared_bounds(hists.iter().flatten().copied());
+    let per_side: Vec<Option<Vec<f64>>> = hists
+        .iter()
+        .map(|h| {
+            h.map(|h| {
+                let mut on_shared = Histogram::empty(&bounds[..bounds.len().saturating_sub(1)]);
+                on_shared.merge(h);
+                on_shared.per_bucket()
+            })
+        })
+        .collect();
+    let rows = rows_for(&bounds, &per_side, usize::MAX).len().max(1);
+    rows as u16 + 3
 }
 
 /// The union of both histograms' bounds (they are the same in practice).
@@ -125,16 +125,9 @@ struct Row {
 /// one on either side, merged in groups when they do not fit.
 fn rows_for(bounds: &[f64], per_side: &[Option<Vec<f64>>], max_rows: usize) -> Vec<Row> {
     let n = bounds.len();
-    let nonzero = |i: usize| {
-        per_side.iter().any(|s| {
-            s.as_ref()
-                .is_some_and(|v| v.get(i).is_some_and(|c| *c > 0.0))
-        })
-    };
-    let (Some(lo), Some(hi)) = (
-        (0..n).find(|i| nonzero(*i)),
-        (0..n).rev().find(|i| nonzero(*i)),
-    ) else {
+    let nonzero =
+        |i: usize| per_side.iter().any(|s| s.as_ref().is_some_and(|v| v.get(i).is_some_and(|c| *c > 0.0)));
+    let (Some(lo), Some(hi)) = ((0..n).find(|i| nonzero(*i)), (0..n).rev().find(|i| nonzero(*i))) else {
         return Vec::new();
     };
     // Show at least three rows for context, when there are buckets to show.
@@ -152,23 +145,13 @@ fn rows_for(bounds: &[f64], per_side: &[Option<Vec<f64>>], max_rows: usize) -> V
                 *c = v[start..=end].iter().sum();
             }
         }
-        rows.push(Row {
-            label: fmt::bound_secs(bounds[end]),
-            counts,
-        });
+        rows.push(Row { label: fmt::bound_secs(bounds[end]), counts });
         start = end + 1;
     }
     rows
 }
 
-fn bar_line(
-    label: &str,
-    count: f64,
-    max: f64,
-    width: u16,
-    color: Style,
-    theme: &Theme,
-) -> Line<'static> {
+fn bar_line(label: &str, count: f64, max: f64, width: u16, color: Style, theme: &Theme) -> Line<'static> {
     const LABEL_W: usize = 8;
     const COUNT_W: usize = 6;
     let bar_w = (width as usize).saturating_sub(LABEL_W + COUNT_W + 1);

@@ -134,29 +134,31 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
         };
         spans.push(Span::styled(format!(" {} ", v.title()), style));
     }
+    let left_w: usize = spans.iter().map(|s| s.width()).sum();
     let window = match view.window {
         HistWindow::Sliding => format!("last {:.0}s", state.window_secs),
         HistWindow::SinceStart => "since start".to_string(),
     };
-    let mut right = vec![Span::styled(
-        format!("{window} · {} UTC ", fmt::clock(state.now)),
-        theme.dim(),
-    )];
-    if let Some(d) = &view.demo {
-        right.insert(
-            0,
-            Span::styled(
-                format!(
-                    "demo {} ×{:.0} loop {} {:.0}% · ",
-                    d.capture,
-                    d.speed,
-                    d.loop_no + 1,
-                    d.progress * 100.0
-                ),
-                theme.fg("accent"),
-            ),
-        );
-    }
+    let clock = format!("{window} · {} UTC ", fmt::clock(state.now));
+    let demo_long = view.demo.as_ref().map(|d| {
+        format!("demo {} ×{:.0} loop {} {:.0}% · ", d.capture, d.speed, d.loop_no + 1, d.progress * 100.0)
+    });
+    let demo_short =
+        view.demo.as_ref().map(|d| format!("demo ×{:.0} {:.0}% · ", d.speed, d.progress * 100.0));
+    let badge = if view.frozen.is_some() { " FROZEN  " } else { "" };
+    // Widest form that fits beside the tabs: full, short demo, no clock.
+    let room = (area.width as usize).saturating_sub(left_w);
+    let candidates = [
+        (demo_long.clone().unwrap_or_default(), clock.clone()),
+        (demo_short.clone().unwrap_or_default(), clock.clone()),
+        (demo_short.unwrap_or_default(), String::new()),
+    ];
+    let (demo, clock) = candidates
+        .iter()
+        .find(|(d, c)| d.chars().count() + c.chars().count() + badge.len() <= room)
+        .cloned()
+        .unwrap_or_default();
+    let mut right = vec![Span::styled(demo, theme.fg("accent")), Span::styled(clock, theme.dim())];
     if view.frozen.is_some() {
         right.push(Span::styled(" FROZEN ", theme.badge()));
         right.push(Span::raw(" "));
@@ -196,12 +198,8 @@ fn help_overlay(frame: &mut Frame, area: Rect, theme: &Theme) {
         .collect();
     let h = (lines.len() as u16 + 2).min(area.height);
     let w = 56.min(area.width);
-    let [popup] = Layout::vertical([Constraint::Length(h)])
-        .flex(Flex::Center)
-        .areas(area);
-    let [popup] = Layout::horizontal([Constraint::Length(w)])
-        .flex(Flex::Center)
-        .areas(popup);
+    let [popup] = Layout::vertical([Constraint::Length(h)]).flex(Flex::Center).areas(area);
+    let [popup] = Layout::horizontal([Constraint::Length(w)]).flex(Flex::Center).areas(popup);
     frame.render_widget(Clear, popup);
     let block = Block::default()
         .borders(Borders::ALL)

@@ -12,7 +12,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::hist::{Side, render_pair};
+use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
@@ -20,46 +20,41 @@ use crate::state::{AppState, Role};
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
-    let nixl = state.instances_of(Role::Decode).any(|i| {
-        i.latest
-            .as_ref()
-            .is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime))
-    });
+    let nixl = state
+        .instances_of(Role::Decode)
+        .any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime)));
     let strip = if nixl { 3 } else { 0 };
-    let [ttft, tpot, bottom, strip_area] = Layout::vertical([
-        Constraint::Min(5),
-        Constraint::Min(5),
-        Constraint::Length(9),
-        Constraint::Length(strip),
-    ])
-    .areas(area);
     let hist = |role, h| match view.window {
         HistWindow::Sliding => state.window_hist(role, h),
         HistWindow::SinceStart => state.total_hist(role, h),
     };
-    let (p_ttft, d_ttft) = (
-        hist(Role::Prefill, Hist::Ttft),
-        hist(Role::Decode, Hist::Ttft),
-    );
-    render_pair(
-        frame,
-        ttft,
-        "TTFT",
-        [
-            side(Role::Prefill, p_ttft.as_ref(), None, theme),
-            side(Role::Decode, d_ttft.as_ref(), None, theme),
-        ],
-        theme,
-    );
-    let (p_tpot, d_tpot) = (
-        hist(Role::Prefill, Hist::Tpot),
-        hist(Role::Decode, Hist::Tpot),
-    );
+    let (p_ttft, d_ttft) = (hist(Role::Prefill, Hist::Ttft), hist(Role::Decode, Hist::Ttft));
+    let (p_tpot, d_tpot) = (hist(Role::Prefill, Hist::Tpot), hist(Role::Decode, Hist::Tpot));
     // A prefill request generates one token, so it observes 0 as its TPOT.
     let p_note = p_tpot
         .as_ref()
         .filter(|h| h.total() > 0.0 && h.sum == 0.0)
         .map(|_| "n/a: a prefill request emits one token");
+    let p_tpot_shown = p_tpot.as_ref().filter(|_| p_note.is_none());
+    // Each histogram row gets what its buckets need, at most a third of
+    // the body; the rest goes to the token chart and the request panel.
+    let cap = (area.height.saturating_sub(strip + 8) / 2).max(4);
+    let h_ttft = lines_wanted([p_ttft.as_ref(), d_ttft.as_ref()]).clamp(4, cap);
+    let h_tpot = lines_wanted([p_tpot_shown, d_tpot.as_ref()]).clamp(4, cap);
+    let [ttft, tpot, bottom, strip_area] = Layout::vertical([
+        Constraint::Length(h_ttft),
+        Constraint::Length(h_tpot),
+        Constraint::Min(8),
+        Constraint::Length(strip),
+    ])
+    .areas(area);
+    render_pair(
+        frame,
+        ttft,
+        "TTFT",
+        [side(Role::Prefill, p_ttft.as_ref(), None, theme), side(Role::Decode, d_ttft.as_ref(), None, theme)],
+        theme,
+    );
     render_pair(
         frame,
         tpot,
@@ -70,27 +65,21 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ],
         theme,
     );
-    let [chart, requests] =
-        Layout::horizontal([Constraint::Min(20), Constraint::Length(46)]).areas(bottom);
+    let right_w = if area.width >= 100 { 50 } else { 44 };
+    let [chart, right] = Layout::horizontal([Constraint::Min(20), Constraint::Length(right_w)]).areas(bottom);
     sources_chart::render(frame, chart, state, theme);
+    let [requests, recent] = Layout::vertical([Constraint::Length(8), Constraint::Min(0)]).areas(right);
     requests_panel(frame, requests, state, theme);
+    if recent.height >= 3 {
+        super::events::render_recent(frame, recent, state, theme);
+    }
     if nixl {
         transfer_strip(frame, strip_area, state, view, theme);
     }
 }
 
-fn side<'a>(
-    role: Role,
-    hist: Option<&'a Histogram>,
-    note: Option<&'a str>,
-    theme: &Theme,
-) -> Side<'a> {
-    Side {
-        label: role.name(),
-        hist,
-        color: role_style(role, theme),
-        note,
-    }
+fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, theme: &Theme) -> Side<'a> {
+    Side { label: role.name(), hist, color: role_style(role, theme), note }
 }
 
 fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
@@ -98,42 +87,22 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(
-            " requests since start (metrics) ",
-            theme.fg("title"),
-        ));
-    let n = |v: u64| format!("{v:>5}");
-    let miss_style = if o.silent_miss > 0 {
-        theme.alarm()
-    } else {
-        theme.fg("ok")
+        .title(Span::styled(" requests since start (metrics) ", theme.fg("title")));
+    let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
+    let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
+    // Two columns of "label value", the labels padded to one width.
+    let cell = |label: &str, v: u64, style| {
+        [Span::styled(format!(" {label:<12}"), theme.dim()), Span::styled(format!("{v:>5}  "), style)]
     };
+    let row =
+        |a: [Span<'static>; 2], b: [Span<'static>; 2]| Line::from(a.into_iter().chain(b).collect::<Vec<_>>());
     let mut lines = vec![
-        Line::from(vec![
-            Span::styled(" seen      ", theme.dim()),
-            Span::styled(n(o.seen), theme.text()),
-            Span::styled("   loaded KV   ", theme.dim()),
-            Span::styled(n(o.loaded), theme.fg("ok")),
-        ]),
-        Line::from(vec![
-            Span::styled(" silent miss", theme.dim()),
-            Span::styled(n(o.silent_miss), miss_style),
-            Span::styled("   no prefill  ", theme.dim()),
-            Span::styled(n(o.no_prefill), theme.text()),
-        ]),
-        Line::from(vec![
-            Span::styled(" errors    ", theme.dim()),
-            Span::styled(
-                n(o.error),
-                if o.error > 0 {
-                    theme.fg("error")
-                } else {
-                    theme.text()
-                },
-            ),
-            Span::styled("   in flight   ", theme.dim()),
-            Span::styled(n(state.misses.pending_prefills() as u64), theme.text()),
-        ]),
+        row(cell("seen", o.seen, theme.text()), cell("loaded KV", o.loaded, theme.fg("ok"))),
+        row(cell("silent miss", o.silent_miss, miss_style), cell("no prefill", o.no_prefill, theme.text())),
+        row(
+            cell("errors", o.error, err_style),
+            cell("awaiting", state.misses.pending_prefills() as u64, theme.text()),
+        ),
     ];
     if state.misses.supported == Some(false) {
         lines.push(Line::styled(
@@ -141,22 +110,16 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
             theme.fg("warn"),
         ));
     }
-    lines.push(Line::styled(
-        " worth it? decode TTFT p50",
-        theme.fg("title"),
-    ));
+    lines.push(Line::styled(" worth it? decode TTFT p50", theme.fg("title")));
     let (loaded, computed) = (&state.misses.ttft_loaded, &state.misses.ttft_computed);
     let q = |h: &Histogram| h.quantile(0.5);
     lines.push(Line::from(vec![
-        Span::styled(" loaded KV ", theme.dim()),
+        Span::styled(" loaded ", theme.dim()),
         Span::styled(fmt::secs(q(loaded)), theme.text()),
-        Span::styled(format!(" (n={}) ", fmt::count(loaded.total())), theme.dim()),
+        Span::styled(format!(" ({}) · ", fmt::count(loaded.total())), theme.dim()),
         Span::styled("computed ", theme.dim()),
         Span::styled(fmt::secs(q(computed)), theme.text()),
-        Span::styled(
-            format!(" (n={})", fmt::count(computed.total())),
-            theme.dim(),
-        ),
+        Span::styled(format!(" ({})", fmt::count(computed.total())), theme.dim()),
     ]));
     lines.push(worth_it_line(q(loaded), q(computed), theme));
     frame.render_widget(Paragraph::new(lines).block(block), area);
@@ -166,34 +129,21 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
 fn worth_it_line(loaded: Option<f64>, computed: Option<f64>, theme: &Theme) -> Line<'static> {
     match (loaded, computed) {
         (Some(l), Some(c)) if l > 0.0 && c > 0.0 && l > c * 1.1 => Line::styled(
-            format!(
-                " ✖ the split costs {:.1}x: loading KV is slower than computing",
-                l / c
-            ),
+            format!(" ✖ the split costs {:.1}x: loading KV is slower than computing", l / c),
             theme.fg("error"),
         ),
         (Some(l), Some(c)) if l > 0.0 && c > 0.0 && l < c => Line::styled(
-            format!(
-                " ✔ the split saves {:.0}% of decode TTFT",
-                (1.0 - l / c) * 100.0
-            ),
+            format!(" ✔ the split saves {:.0}% of decode TTFT", (1.0 - l / c) * 100.0),
             theme.fg("ok"),
         ),
-        (Some(_), Some(_)) => Line::styled(
-            " ≈ no difference between loading and computing",
-            theme.fg("warn"),
-        ),
+        (Some(_), Some(_)) => {
+            Line::styled(" ≈ no difference between loading and computing", theme.fg("warn"))
+        }
         _ => Line::styled(" needs requests of both kinds to compare", theme.dim()),
     }
 }
 
-fn transfer_strip(
-    frame: &mut Frame,
-    area: Rect,
-    state: &AppState,
-    view: &ViewState,
-    theme: &Theme,
-) {
+fn transfer_strip(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let hist = |role, h| match view.window {
         HistWindow::Sliding => state.window_hist(role, h),
         HistWindow::SinceStart => state.total_hist(role, h),
@@ -201,10 +151,7 @@ fn transfer_strip(
     let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
     let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();
     let total = |role, c| -> f64 {
-        state
-            .instances_of(role)
-            .map(|i| i.total_counters.get(&c).copied().unwrap_or(0.0))
-            .sum()
+        state.instances_of(role).map(|i| i.total_counters.get(&c).copied().unwrap_or(0.0)).sum()
     };
     let n = xfer.total();
     let per = (bytes.count > 0.0).then(|| bytes.sum / bytes.count);
@@ -213,11 +160,7 @@ fn transfer_strip(
     let notif = total(Role::Decode, Counter::NixlFailedNotifications);
     let expired = total(Role::Prefill, Counter::NixlExpired);
     let bad = |v: f64| {
-        if v > 0.0 {
-            theme.fg("error")
-        } else {
-            theme.text()
-        }
+        if v > 0.0 { theme.fg("error") } else { theme.text() }
     };
     let line = Line::from(vec![
         Span::styled(" transfers ", theme.dim()),
@@ -227,15 +170,10 @@ fn transfer_strip(
         Span::styled(" p90 ", theme.dim()),
         Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
         Span::styled("  per transfer ", theme.dim()),
-        Span::styled(
-            per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()),
-            theme.text(),
-        ),
+        Span::styled(per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()), theme.text()),
         Span::styled("  throughput ", theme.dim()),
         Span::styled(
-            throughput
-                .map(|t| format!("{}/s", fmt::bytes(t)))
-                .unwrap_or_else(|| "n/a".into()),
+            throughput.map(|t| format!("{}/s", fmt::bytes(t))).unwrap_or_else(|| "n/a".into()),
             theme.text(),
         ),
         Span::styled("  failed ", theme.dim()),
@@ -248,9 +186,6 @@ fn transfer_strip(
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(
-            " NIXL KV transfers (decode pulls) ",
-            theme.fg("title"),
-        ));
+        .title(Span::styled(" NIXL KV transfers (decode pulls) ", theme.fg("title")));
     frame.render_widget(Paragraph::new(line).block(block), area);
 }

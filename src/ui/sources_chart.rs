@@ -37,31 +37,20 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             }
         }
     }
-    let mut title = vec![Span::styled(
-        " decode prompt tokens by source ",
-        theme.fg("title"),
-    )];
+    let mut title = vec![Span::styled(" decode prompt tokens by source ", theme.fg("title"))];
     for (k, (_, name, role)) in SOURCES.iter().enumerate() {
-        title.push(Span::styled(
-            format!("■ {name} {} ", fmt::count(totals[k])),
-            theme.fg(role),
-        ));
+        title.push(Span::styled(format!("■ {name} {} ", fmt::count(totals[k])), theme.fg(role)));
     }
     title.push(Span::styled(format!("(last {window:.0}s) "), theme.dim()));
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Line::from(title));
+    let block =
+        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     draw_columns(frame.buffer_mut(), inner, &columns, theme);
 }
 
 fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Theme) {
-    let max = columns
-        .iter()
-        .map(|c| c.iter().sum::<f64>())
-        .fold(0.0f64, f64::max);
+    let max = columns.iter().map(|c| c.iter().sum::<f64>()).fold(0.0f64, f64::max);
     if !(max > 0.0) || area.height == 0 {
         let msg = "no decode prompt tokens in this window";
         buf.set_string(area.x + 1, area.y, msg, theme.dim());
@@ -73,11 +62,7 @@ fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Them
         for (k, (_, _, role)) in SOURCES.iter().enumerate() {
             // Any non-zero amount gets at least one cell: a single
             // recomputed prompt must be visible next to large transfers.
-            let cells = if col[k] > 0.0 {
-                ((col[k] / max * h).round() as u16).max(1)
-            } else {
-                0
-            };
+            let cells = if col[k] > 0.0 { ((col[k] / max * h).round() as u16).max(1) } else { 0 };
             for _ in 0..cells {
                 if drawn >= area.height {
                     break;

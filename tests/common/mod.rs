@@ -10,14 +10,8 @@ use pdtop::state::{AppState, Role};
 pub const CAPTURES: [&str; 2] = ["qwen3-shape-restart", "nixl-llama-shape"];
 
 pub fn capture_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/lab-captures")
-        .join(name);
-    assert!(
-        dir.is_dir(),
-        "missing {} (CI has ../shared beside the checkout)",
-        dir.display()
-    );
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(name);
+    assert!(dir.is_dir(), "missing {} (CI has ../shared beside the checkout)", dir.display());
     dir
 }
 
@@ -54,16 +48,8 @@ pub fn replay_scrapes(name: &str) -> AppState {
     for (t, inst, body, error) in scrapes(name) {
         let instance = usize::from(inst == "decode");
         st.apply(match body {
-            Some(body) => Msg::Scrape {
-                instance,
-                at: t,
-                body,
-            },
-            None => Msg::ScrapeFailed {
-                instance,
-                at: t,
-                error: error.unwrap_or_default(),
-            },
+            Some(body) => Msg::Scrape { instance, at: t, body },
+            None => Msg::ScrapeFailed { instance, at: t, error: error.unwrap_or_default() },
         });
     }
     st

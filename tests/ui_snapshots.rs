@@ -1,0 +1,123 @@
+//! Frames of the dashboard, drawn from the real recording into ratatui's
+//! TestBackend at several sizes, snapshotted with insta; colours asserted
+//! on the buffer's cells.
+
+mod common;
+
+use pdtop::app::App;
+use pdtop::keymap::Action;
+use pdtop::sources::Msg;
+use pdtop::state::AppState;
+use pdtop::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+
+/// Recording time of the qwen3 capture's first scrape.
+const T0: f64 = 1796019929.3649874;
+
+/// The state a scraper at 1 s would have built `secs` into the recording.
+fn state_at(secs: f64) -> AppState {
+    let mut st = AppState::new(common::pair_endpoints(), 60.0);
+    for (i, (t, inst, body, error)) in common::scrapes("qwen3-shape-restart").into_iter().enumerate() {
+        if t > T0 + secs {
+            break;
+        }
+        if (i / 2) % 2 == 1 {
+            continue;
+        }
+        let instance = usize::from(inst == "decode");
+        st.apply(match body {
+            Some(body) => Msg::Scrape { instance, at: t, body },
+            None => Msg::ScrapeFailed { instance, at: t, error: error.unwrap_or_default() },
+        });
+    }
+    st.apply(Msg::Tick { at: T0 + secs });
+    st
+}
+
+fn draw(app: &App, w: u16, h: u16) -> Buffer {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
+    term.backend().buffer().clone()
+}
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn dark() -> Theme {
+    Theme::builtin("dark").unwrap()
+}
+
+#[test]
+fn overview_during_the_silent_misses() {
+    // 45 s in: the edge_block misses are done, mismatch is under way.
+    let app = App::new(state_at(45.0), dark());
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        insta::assert_snapshot!(format!("overview_misses_{w}x{h}"), text(&draw(&app, w, h)));
+    }
+}
+
+#[test]
+fn overview_while_decode_is_down_and_after_its_restart() {
+    let app = App::new(state_at(100.0), dark());
+    insta::assert_snapshot!("overview_decode_down_120x40", text(&draw(&app, 120, 40)));
+    let mut app = App::new(state_at(146.0), dark());
+    app.on_action(Action::NextView);
+    insta::assert_snapshot!("events_after_restart_120x40", text(&draw(&app, 120, 40)));
+}
+
+#[test]
+fn help_overlay_and_frozen_badge() {
+    let mut app = App::new(state_at(30.0), dark());
+    app.on_action(Action::Freeze);
+    app.on_action(Action::Help);
+    let t = text(&draw(&app, 100, 30));
+    assert!(t.contains("FROZEN"), "{t}");
+    assert!(t.contains("freeze the view (collection goes on)"), "{t}");
+    insta::assert_snapshot!("help_frozen_100x30", t);
+    // Frozen: new data does not move the picture; unfreezing shows it.
+    let before = text(&draw(&app, 100, 30));
+    app.on_msg(Msg::ScrapeFailed { instance: 1, at: T0 + 31.0, error: "refused".into() });
+    assert_eq!(before, text(&draw(&app, 100, 30)));
+    app.on_action(Action::Back); // closes help, does not quit
+    assert!(!app.quit);
+    app.on_action(Action::Freeze);
+    assert!(text(&draw(&app, 100, 30)).contains("DOWN"));
+    app.on_action(Action::Back);
+    assert!(app.quit);
+}
+
+#[test]
+fn silent_miss_banner_is_loud_in_every_theme() {
+    for name in ["dark", "light", "mono"] {
+        let theme = Theme::builtin(name).unwrap();
+        let alarm = theme.alarm();
+        let app = App::new(state_at(45.0), theme);
+        let buf = draw(&app, 120, 40);
+        let row = (0..buf.area.height)
+            .find(|y| {
+                (0..buf.area.width).map(|x| buf[(x, *y)].symbol()).collect::<String>().contains("SILENT MISS")
+            })
+            .unwrap_or_else(|| panic!("{name}: no banner"));
+        let cell = &buf[(3, row)];
+        assert_eq!(cell.style().bg, alarm.bg, "{name}");
+        assert!(cell.style().add_modifier.contains(ratatui::style::Modifier::BOLD), "{name}");
+    }
+}
+
+#[test]
+fn tiny_and_huge_terminals_do_not_panic() {
+    let app = App::new(state_at(45.0), dark());
+    for (w, h) in [(1, 1), (10, 5), (40, 12), (300, 100)] {
+        draw(&app, w, h);
+    }
+}
