@@ -46,6 +46,16 @@ pub struct Inputs {
     /// Decode (kv_consumer) instances: HOST:PORT or URL, one or more.
     #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
     pub decode: Vec<String>,
+    /// The prefill instances' logs, in the order of --prefill (`-` = stdin).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub prefill_log: Vec<String>,
+    /// The decode instances' logs, in the order of --decode.
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub decode_log: Vec<String>,
+    /// The proxy's log (vLLM's disagg_proxy_demo, the NIXL toy proxy, or
+    /// pdtop's JSON-lines format; `-` = stdin).
+    #[arg(long, value_name = "FILE")]
+    pub proxy_log: Option<String>,
     /// Seconds between scrapes [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,

@@ -66,7 +66,7 @@ pub fn help_lines() -> Vec<(String, &'static str)> {
         let key = key_name(*code, *mods);
         match out.iter_mut().find(|(_, t)| t == text) {
             Some((k, _)) => {
-                k.push_str(" ");
+                k.push(' ');
                 k.push_str(&key);
             }
             None => out.push((key, text)),

@@ -22,4 +22,5 @@ pub mod run;
 pub mod sources;
 pub mod state;
 pub mod theme;
+pub mod traces;
 pub mod ui;

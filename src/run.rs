@@ -19,6 +19,7 @@ use crate::sources::{self, Endpoint, Msg};
 use crate::state::report::Report;
 use crate::state::{AppState, Role};
 use crate::theme::{self, Theme};
+use crate::traces::Source;
 
 /// The collectors' thread name; the panic hook leaves the screen alone for
 /// panics there (the supervisor turns them into an error state).
@@ -50,6 +51,29 @@ fn clock_for(inputs: &Inputs) -> Arc<dyn Clock> {
     }
 }
 
+/// The tailed logs, tied to the instance each belongs to.
+pub fn log_sources(inputs: &Inputs) -> Result<Vec<(Source, String)>, String> {
+    if inputs.prefill_log.len() > inputs.prefill.len().max(1)
+        || inputs.decode_log.len() > inputs.decode.len().max(1)
+    {
+        return Err("give at most one --prefill-log per --prefill and one --decode-log per --decode, in the same order".into());
+    }
+    let mut out: Vec<(Source, String)> = Vec::new();
+    out.extend(inputs.prefill_log.iter().enumerate().map(|(i, p)| (Source::Prefill(i), p.clone())));
+    out.extend(inputs.decode_log.iter().enumerate().map(|(i, p)| (Source::Decode(i), p.clone())));
+    out.extend(inputs.proxy_log.iter().map(|p| (Source::Proxy, p.clone())));
+    if out.iter().filter(|(_, p)| p == "-").count() > 1 {
+        return Err("only one log can be read from stdin (-)".into());
+    }
+    Ok(out)
+}
+
+/// How often logs are polled: often enough that a verdict lands within one
+/// refresh.
+fn log_poll(settings: &Settings) -> Duration {
+    (settings.interval / 4).clamp(Duration::from_millis(50), Duration::from_millis(250))
+}
+
 fn scrape_options(settings: &Settings) -> ScrapeOptions {
     ScrapeOptions {
         interval: settings.interval,
@@ -68,18 +92,20 @@ pub fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings, String> {
 pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let settings = settings(&inputs, &ui).map_err(|e| eyre!(e))?;
     let eps = endpoints(&inputs).map_err(|e| eyre!(e))?;
+    let logs = log_sources(&inputs).map_err(|e| eyre!(e))?;
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let (tx, rx) = mpsc::channel(1024);
     let clock = clock_for(&inputs);
     let opts = scrape_options(&settings);
-    let eps2 = eps.clone();
+    let (eps2, logs2, poll) = (eps.clone(), logs.clone(), log_poll(&settings));
     let clock2 = clock.clone();
     spawn_collector_thread(move || async move {
+        sources::spawn_log_tailers(&logs2, poll, clock2.clone(), tx.clone());
         if let Err(e) = sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()) {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
-    let state = AppState::new(eps, settings.window_secs);
+    let state = AppState::new(eps, settings.window_secs).with_logs(&logs);
     run_screen(App::new(state, theme), rx, clock, None)
 }
 
@@ -111,9 +137,13 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             }
         };
         let eps = lab_endpoints(&handle);
+        let logs = lab_logs(&handle);
         let _ = lab_tx.send(Ok(handle));
-        if !serve_only && let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone())
-        {
+        if serve_only {
+            return;
+        }
+        sources::spawn_log_tailers(&logs, Duration::from_millis(50), clock2.clone(), tx.clone());
+        if let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone()) {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
@@ -137,11 +167,20 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         }
     }
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
-    let state = AppState::new(lab_endpoints(&handle), settings.window_secs);
+    let state = AppState::new(lab_endpoints(&handle), settings.window_secs).with_logs(&lab_logs(&handle));
     let result =
         run_screen(App::new(state, theme), rx, clock, Some((name, args.speed, handle.clock.clone())));
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+fn lab_logs(h: &LabHandle) -> Vec<(Source, String)> {
+    let mut logs = vec![
+        (Source::Prefill(0), h.prefill_log.display().to_string()),
+        (Source::Decode(0), h.decode_log.display().to_string()),
+    ];
+    logs.extend(h.proxy_log.iter().map(|p| (Source::Proxy, p.display().to_string())));
+    logs
 }
 
 fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
@@ -155,6 +194,7 @@ fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
 pub fn check(args: &CheckArgs) -> Result<Report, String> {
     let settings = settings(&args.inputs, &UiArgs::default())?;
     let eps = endpoints(&args.inputs)?;
+    let logs = log_sources(&args.inputs)?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
@@ -162,8 +202,9 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
     rt.block_on(async {
         let clock = clock_for(&args.inputs);
         let (tx, mut rx) = mpsc::channel(1024);
+        sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
         sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
-        let mut state = AppState::new(eps, settings.window_secs);
+        let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs);
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.duration);
         loop {
             tokio::select! {
@@ -174,7 +215,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
                 _ = tokio::time::sleep_until(deadline) => break,
             }
         }
-        state.apply(Msg::Tick { at: clock.now() });
+        state.finish(clock.now());
         Ok(Report::from_state(&state))
     })
 }

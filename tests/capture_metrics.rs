@@ -38,7 +38,7 @@ fn exact_values_from_decode_metrics_end() {
     let find = |name: &str, label: Option<(&str, &str)>| {
         e.samples
             .iter()
-            .find(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+            .find(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k).as_deref() == Some(v)))
             .map(|s| s.value)
     };
     assert_eq!(find("vllm:external_prefix_cache_hits_total", None), Some(17920.0));

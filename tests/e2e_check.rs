@@ -10,10 +10,26 @@ use pdtop::lab::{self, Capture, LabOptions};
 /// Lab seconds per real second in these tests.
 const SPEED: f64 = 10.0;
 
-async fn check_against_lab(capture: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+/// Which of the lab's logs `check` is given.
+#[derive(Clone, Copy, PartialEq)]
+enum Logs {
+    None,
+    ProxyOnly,
+    All,
+}
+
+/// Labs run one at a time: a sped-up lab and the check watching it are
+/// timing-sensitive, and this machine has two cores.
+static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value) {
+    let _turn = ONE_LAB_AT_A_TIME.lock().await;
     let cap = Capture::from_dir(&common::capture_dir(capture)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
-    let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}", std::process::id()));
+    // One folder per lab: tests run in parallel in this process.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}-{n}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
     let mut args: Vec<String> = [
         "check",
@@ -34,7 +50,20 @@ async fn check_against_lab(capture: &str, extra: &[&str]) -> (i32, serde_json::V
     .iter()
     .map(|s| s.to_string())
     .collect();
-    args.extend(extra.iter().map(|s| s.to_string()));
+    let path = |p: &std::path::Path| p.display().to_string();
+    if logs == Logs::All {
+        args.extend([
+            "--prefill-log".into(),
+            path(&lab.prefill_log),
+            "--decode-log".into(),
+            path(&lab.decode_log),
+        ]);
+    }
+    if logs != Logs::None
+        && let Some(proxy) = &lab.proxy_log
+    {
+        args.extend(["--proxy-log".into(), path(proxy)]);
+    }
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
     })
@@ -54,7 +83,7 @@ fn decode_of(report: &serde_json::Value) -> &serde_json::Value {
 
 #[tokio::test]
 async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
-    let (code, r) = check_against_lab("qwen3-shape-restart", &[]).await;
+    let (code, r) = check_against_lab("qwen3-shape-restart", Logs::None).await;
     let decode = decode_of(&r);
     assert!(decode["restarts"].as_u64().unwrap() >= 1, "{decode}");
     assert!(decode["scrapes_failed"].as_u64().unwrap() > 0, "{decode}");
@@ -71,11 +100,65 @@ async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
 }
 
 #[tokio::test]
-async fn check_on_the_nixl_capture() {
-    let (_, r) = check_against_lab("nixl-llama-shape", &[]).await;
-    assert_eq!(r["requests"]["silent_miss"], 4, "{}", r["requests"]);
+async fn check_on_the_nixl_capture_from_metrics() {
+    let (_, r) = check_against_lab("nixl-llama-shape", Logs::None).await;
+    // Metrics alone are a conservative cross-check: never more than the
+    // truth (4), and they see misses.
+    let n = r["requests"]["silent_miss"].as_u64().unwrap();
+    assert!((1..=4).contains(&n), "{}", r["requests"]);
+    assert_eq!(r["requests_source"], "metrics");
     assert_eq!(r["verdict"], "silent_misses");
     assert!(decode_of(&r)["restarts"].as_u64().unwrap() >= 1);
+}
+
+fn ids(r: &serde_json::Value) -> Vec<String> {
+    r["silent_miss_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test]
+async fn traces_name_the_misses_on_the_example_connector_capture() {
+    let (code, r) = check_against_lab("qwen3-shape-restart", Logs::All).await;
+    let q = &r["requests"];
+    assert_eq!(r["requests_source"], "traces");
+    assert_eq!(q["silent_miss"], 8, "{q}");
+    let mut expected: Vec<String> = (0..4)
+        .map(|i| format!("lab-edge_block-{i}"))
+        .chain((0..4).map(|i| format!("lab-mismatch-{i}")))
+        .collect();
+    expected.sort();
+    let mut got = ids(&r);
+    got.sort();
+    assert_eq!(got, expected);
+    assert_eq!(q["no_prefill"], 8, "{q}");
+    let loaded = q["loaded"].as_i64().unwrap();
+    assert!((59..=61).contains(&loaded), "{q}");
+    assert!(got.iter().all(|id| !id.contains("steady") && !id.contains("after_restart")));
+    assert_eq!(code, 1);
+}
+
+#[tokio::test]
+async fn traces_name_the_misses_on_the_nixl_capture() {
+    let (_, r) = check_against_lab("nixl-llama-shape", Logs::All).await;
+    let q = &r["requests"];
+    assert_eq!(q["silent_miss"], 4, "{q}");
+    let mut got = ids(&r);
+    got.sort();
+    assert_eq!(got, (0..4).map(|i| format!("lab-noparams-{i}")).collect::<Vec<_>>());
+    // edge_block moved whole blocks over NIXL: loaded, not missed.
+    assert!(got.iter().all(|id| !id.contains("edge_block")));
+    assert_eq!(q["no_prefill"], 8, "{q}");
+    let loaded = q["loaded"].as_i64().unwrap();
+    assert!((51..=53).contains(&loaded), "{q}");
+}
+
+#[tokio::test]
+async fn proxy_log_alone_names_no_request() {
+    for capture in common::CAPTURES {
+        let (_, r) = check_against_lab(capture, Logs::ProxyOnly).await;
+        assert!(ids(&r).is_empty(), "{capture}: {}", r["silent_miss_ids"]);
+        // Without an instance log, the counts are the metrics' own.
+        assert_eq!(r["requests_source"], "metrics");
+    }
 }
 
 #[test]

@@ -99,7 +99,7 @@ impl Histogram {
     /// highest finite bound (as PromQL does).
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let total = self.total();
-        if !(total > 0.0) || self.bounds.is_empty() {
+        if total.is_nan() || total <= 0.0 || self.bounds.is_empty() {
             return None;
         }
         let rank = q.clamp(0.0, 1.0) * total;

@@ -46,7 +46,10 @@ pub enum Hist {
 
 /// The counters' and histograms' family names, newest first where a name
 /// moved between versions.
-const COUNTER_SOURCES: &[(Counter, &str, Option<(&str, &str)>)] = &[
+/// A counter, its family, and the label that selects its series.
+type CounterSource = (Counter, &'static str, Option<(&'static str, &'static str)>);
+
+const COUNTER_SOURCES: &[CounterSource] = &[
     (Counter::PromptLocalCompute, "vllm:prompt_tokens_by_source_total", Some(("source", "local_compute"))),
     (Counter::PromptLocalCacheHit, "vllm:prompt_tokens_by_source_total", Some(("source", "local_cache_hit"))),
     (Counter::PromptExternal, "vllm:prompt_tokens_by_source_total", Some(("source", "external_kv_transfer"))),
@@ -122,7 +125,7 @@ impl InstanceSample {
             .iter()
             .find(|s| s.name.starts_with("vllm:"))
             .and_then(|s| s.label("model_name"))
-            .map(str::to_owned);
+            .map(|v| v.into_owned());
         out.running = out.sum_gauge(get("vllm:num_requests_running"));
         out.waiting = out.sum_gauge(get("vllm:num_requests_waiting"));
         let usage = if by_name.contains_key("vllm:kv_cache_usage_perc") {
@@ -146,7 +149,7 @@ impl InstanceSample {
             }
             let total = series
                 .iter()
-                .filter(|s| label.is_none_or(|(k, v)| s.label(k) == Some(v)))
+                .filter(|s| label.is_none_or(|(k, v)| s.label(k).as_deref() == Some(v)))
                 .map(|s| s.value)
                 .filter(|v| v.is_finite())
                 .sum::<f64>();
@@ -158,7 +161,7 @@ impl InstanceSample {
             let mut aborted = 0.0;
             let mut errored = 0.0;
             for s in success.iter().filter(|s| s.value.is_finite()) {
-                match s.label("finished_reason") {
+                match s.label("finished_reason").as_deref() {
                     Some("abort") => aborted += s.value,
                     Some("error") => errored += s.value,
                     _ => ok += s.value,
@@ -206,7 +209,7 @@ impl InstanceSample {
         let buckets = by_name.get(format!("{family}_bucket").as_str())?;
         let mut per_le: Vec<(f64, f64)> = Vec::with_capacity(32);
         for s in buckets {
-            let Some(le) = s.label("le").and_then(parse_le) else {
+            let Some(le) = s.label("le").as_deref().and_then(parse_le) else {
                 continue;
             };
             let value = if s.value.is_finite() {

@@ -3,12 +3,13 @@
 //!
 //! Why our own: prometheus-parse matches names with `\w+`, which has no `:`,
 //! so it silently drops every `vllm:` metric. This parser borrows from the
-//! input (no allocation per sample unless a label value has escapes), keeps
-//! every sample, and skips a malformed line while counting it: one bad line
-//! never costs the whole scrape, and it is never silent.
+//! input and allocates nothing per sample: a sample keeps its label set as
+//! the validated text between the braces, and a label is looked up (and
+//! unescaped, if it has to be) only when asked for. It keeps every sample,
+//! and skips a malformed line while counting it: one bad line never costs
+//! the whole scrape, and it is never silent.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 /// The `# TYPE` of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,15 +37,28 @@ impl MetricType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample<'a> {
     pub name: &'a str,
-    pub labels: Vec<(&'a str, Cow<'a, str>)>,
+    /// The text between the braces, already checked to be well formed.
+    labels: &'a str,
     pub value: f64,
     pub timestamp_ms: Option<i64>,
 }
 
 impl<'a> Sample<'a> {
-    /// The value of a label, if present.
-    pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_ref())
+    /// The (unescaped) value of a label, if present.
+    pub fn label(&self, key: &str) -> Option<Cow<'a, str>> {
+        self.labels().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Every label, in the order of the text.
+    pub fn labels(&self) -> impl Iterator<Item = (&'a str, Cow<'a, str>)> + use<'a> {
+        let text = self.labels;
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let mut found = None;
+            // The text was validated when parsed, so this cannot fail.
+            scan_label(text, &mut i, &mut |k, v| found = Some((k, v))).ok()?;
+            found
+        })
     }
 }
 
@@ -62,7 +76,9 @@ const MAX_BAD_LINES_KEPT: usize = 16;
 #[derive(Debug, Default)]
 pub struct Exposition<'a> {
     pub samples: Vec<Sample<'a>>,
-    pub types: HashMap<&'a str, MetricType>,
+    /// `# TYPE` declarations in order (a scrape has a few hundred; lookups
+    /// are rare, so a map would cost more than it saves).
+    pub types: Vec<(&'a str, MetricType)>,
     pub bad_lines: Vec<BadLine>,
     pub bad_line_count: usize,
 }
@@ -78,14 +94,15 @@ impl<'a> Exposition<'a> {
     /// The declared type of the family a sample name belongs to, resolving
     /// the `_bucket`/`_sum`/`_count`/`_total`/`_created` suffixes.
     pub fn type_of(&self, sample_name: &str) -> MetricType {
-        if let Some(t) = self.types.get(sample_name) {
-            return *t;
+        let get = |name: &str| self.types.iter().find(|(n, _)| *n == name).map(|(_, t)| *t);
+        if let Some(t) = get(sample_name) {
+            return t;
         }
         for suffix in ["_bucket", "_sum", "_count", "_total", "_created"] {
             if let Some(base) = sample_name.strip_suffix(suffix)
-                && let Some(t) = self.types.get(base)
+                && let Some(t) = get(base)
             {
-                return *t;
+                return t;
             }
         }
         MetricType::Untyped
@@ -121,7 +138,7 @@ fn parse_comment<'a>(rest: &'a str, out: &mut Exposition<'a>) {
     if let Some(decl) = rest.strip_prefix("TYPE") {
         let mut parts = decl.split_whitespace();
         if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
-            out.types.insert(name, MetricType::from_str(kind));
+            out.types.push((name, MetricType::from_str(kind)));
         }
     }
     // HELP and other comments carry nothing the dashboard needs.
@@ -131,8 +148,21 @@ fn is_name_start(b: u8) -> bool {
     b.is_ascii_alphabetic() || b == b'_' || b == b':'
 }
 
+/// Name characters by byte: a table lookup, because scanning long
+/// `vllm:..._bucket` names is most of the parser's work.
+const NAME_CHARS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+        b += 1;
+    }
+    t
+};
+
 fn is_name_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+    NAME_CHARS[b as usize]
 }
 
 fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
@@ -145,9 +175,11 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
         i += 1;
     }
     let name = &line[..i];
-    let mut labels = Vec::new();
+    let mut labels = "";
     if i < bytes.len() && bytes[i] == b'{' {
-        i = parse_labels(line, i + 1, &mut labels)?;
+        let start = i + 1;
+        i = check_labels(line, start)?;
+        labels = &line[start..i - 1];
     }
     let rest = &line[i..];
     if !rest.starts_with([' ', '\t']) {
@@ -165,22 +197,19 @@ fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
     Ok(Sample { name, labels, value, timestamp_ms })
 }
 
-/// Parses `k="v",k2="v2"}` starting after the `{`; returns the index after `}`.
-fn parse_labels<'a>(
-    line: &'a str,
-    mut i: usize,
-    labels: &mut Vec<(&'a str, Cow<'a, str>)>,
-) -> Result<usize, &'static str> {
+/// Checks `k="v",k2="v2"}` starting after the `{` in one pass, without
+/// unescaping anything; returns the index after the `}`.
+fn check_labels(line: &str, start: usize) -> Result<usize, &'static str> {
     let bytes = line.as_bytes();
+    let mut i = start;
     loop {
         while i < bytes.len() && (bytes[i] == b' ' || bytes[i] == b',') {
             i += 1;
         }
-        if i >= bytes.len() {
-            return Err("unterminated label set");
-        }
-        if bytes[i] == b'}' {
-            return Ok(i + 1);
+        match bytes.get(i) {
+            None => return Err("unterminated label set"),
+            Some(b'}') => return Ok(i + 1),
+            Some(_) => {}
         }
         let key_start = i;
         while i < bytes.len() && is_name_char(bytes[i]) {
@@ -189,18 +218,70 @@ fn parse_labels<'a>(
         if i == key_start {
             return Err("bad label name");
         }
-        let key = &line[key_start..i];
         while i < bytes.len() && bytes[i] == b' ' {
             i += 1;
         }
         if i + 1 >= bytes.len() || bytes[i] != b'=' || bytes[i + 1] != b'"' {
             return Err("expected =\" after a label name");
         }
-        i += 2;
-        let (value, next) = parse_label_value(line, i)?;
-        labels.push((key, value));
-        i = next;
+        i = skip_label_value(bytes, i + 2)?;
     }
+}
+
+/// Skips a quoted value (after its opening quote), checking its escapes;
+/// returns the index after the closing quote.
+fn skip_label_value(bytes: &[u8], mut i: usize) -> Result<usize, &'static str> {
+    while i < bytes.len() {
+        let Some(off) = bytes[i..].iter().position(|b| *b == b'"' || *b == b'\\') else {
+            break;
+        };
+        i += off;
+        if bytes[i] == b'"' {
+            return Ok(i + 1);
+        }
+        match bytes.get(i + 1) {
+            Some(b'\\' | b'"' | b'n') => i += 2,
+            _ => return Err("bad escape in label value"),
+        }
+    }
+    Err("unterminated label value")
+}
+
+/// Reads one `key="value"` (with surrounding commas and spaces) from a label
+/// set's text at `*i`, advancing past it, and hands it to `f`.
+fn scan_label<'a>(
+    text: &'a str,
+    i: &mut usize,
+    f: &mut dyn FnMut(&'a str, Cow<'a, str>),
+) -> Result<(), &'static str> {
+    let bytes = text.as_bytes();
+    while *i < bytes.len() && (bytes[*i] == b' ' || bytes[*i] == b',') {
+        *i += 1;
+    }
+    if *i >= bytes.len() {
+        return Err("no more labels");
+    }
+    let key_start = *i;
+    while *i < bytes.len() && is_name_char(bytes[*i]) {
+        *i += 1;
+    }
+    if *i == key_start {
+        return Err("bad label name");
+    }
+    let key = &text[key_start..*i];
+    while *i < bytes.len() && bytes[*i] == b' ' {
+        *i += 1;
+    }
+    if *i + 1 >= bytes.len() || bytes[*i] != b'=' || bytes[*i + 1] != b'"' {
+        return Err("expected =\" after a label name");
+    }
+    let (value, next) = parse_label_value(text, *i + 2)?;
+    *i = next;
+    while *i < bytes.len() && (bytes[*i] == b' ' || bytes[*i] == b',') {
+        *i += 1;
+    }
+    f(key, value);
+    Ok(())
 }
 
 /// Reads a quoted label value (after the opening quote), unescaping
@@ -263,10 +344,10 @@ vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\
         let e = parse(text);
         assert_eq!(e.samples.len(), 2);
         assert_eq!(e.samples[0].name, "vllm:kv_cache_usage_perc");
-        assert_eq!(e.samples[0].label("model_name"), Some("lab-8b"));
+        assert_eq!(e.samples[0].label("model_name").as_deref(), Some("lab-8b"));
         assert_eq!(e.samples[0].value, 0.25);
         assert_eq!(e.type_of("vllm:time_to_first_token_seconds_bucket"), MetricType::Histogram);
-        assert_eq!(e.samples[1].label("le"), Some("+Inf"));
+        assert_eq!(e.samples[1].label("le").as_deref(), Some("+Inf"));
         assert_eq!(e.bad_line_count, 0);
     }
 
@@ -274,9 +355,11 @@ vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\
     fn unescapes_label_values() {
         let e = parse("m{a=\"x\\\\y\",b=\"say \\\"hi\\\"\",c=\"l1\\nl2\"} 1\n");
         let s = &e.samples[0];
-        assert_eq!(s.label("a"), Some("x\\y"));
-        assert_eq!(s.label("b"), Some("say \"hi\""));
-        assert_eq!(s.label("c"), Some("l1\nl2"));
+        assert_eq!(s.label("a").as_deref(), Some("x\\y"));
+        assert_eq!(s.label("b").as_deref(), Some("say \"hi\""));
+        assert_eq!(s.label("c").as_deref(), Some("l1\nl2"));
+        let keys: Vec<_> = s.labels().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
     }
 
     #[test]

@@ -6,6 +6,8 @@ pub mod netdev;
 pub mod scrape;
 
 use crate::state::Role;
+use crate::traces::Source;
+use logtail::{TailCounts, TailState};
 
 /// Everything a collector can tell the app. Timestamps are unix seconds from
 /// the injected clock, so the state itself never reads a clock.
@@ -21,6 +23,8 @@ pub enum Msg {
     Tick { at: f64 },
     /// A collector task ended unexpectedly (a panic is caught and reported).
     SourceFailed { source: String, at: f64, error: String },
+    /// New lines from a tailed log, and how the file is doing.
+    LogLines { source: Source, at: f64, lines: Vec<String>, state: TailState, counts: TailCounts },
 }
 
 /// What `/v1/models` says about an instance.
@@ -63,22 +67,6 @@ impl Endpoint {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_from_host_port_and_urls() {
-        let e = Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap();
-        assert_eq!(e.base_url, "http://127.0.0.1:8100");
-        assert_eq!(e.display, "127.0.0.1:8100");
-        let e = Endpoint::parse(Role::Decode, "https://gw.example/v/metrics").unwrap();
-        assert_eq!(e.base_url, "https://gw.example/v");
-        assert!(Endpoint::parse(Role::Decode, "localhost").is_err());
-        assert!(Endpoint::parse(Role::Decode, "ftp://x:1").is_err());
-    }
-}
-
 /// Starts one scraper per endpoint on the current runtime, each under a
 /// supervisor: a collector that panics becomes a [`Msg::SourceFailed`] (an
 /// error state on screen), never a torn terminal or a silent stop.
@@ -95,6 +83,37 @@ pub fn spawn_scrapers(
         supervise(format!("scraper {}", ep.display), task, clock.clone(), tx.clone());
     }
     Ok(())
+}
+
+/// Starts one tailer per log (`-` is stdin), each under a supervisor.
+pub fn spawn_log_tailers(
+    logs: &[(Source, String)],
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    for (source, path) in logs.iter().cloned() {
+        let (btx, mut brx) = tokio::sync::mpsc::channel(64);
+        let task = tokio::spawn(async move {
+            logtail::run_source(&path, logtail::TailOptions::default(), interval, btx).await;
+        });
+        supervise(format!("log {source}"), task, clock.clone(), tx.clone());
+        let (clock, tx) = (clock.clone(), tx.clone());
+        tokio::spawn(async move {
+            while let Some(b) = brx.recv().await {
+                let msg = Msg::LogLines {
+                    source,
+                    at: clock.now(),
+                    lines: b.lines,
+                    state: b.state,
+                    counts: b.counts,
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
 }
 
 /// Reports a task that ended by panicking.
@@ -119,4 +138,20 @@ pub fn supervise(
                 .await;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_from_host_port_and_urls() {
+        let e = Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap();
+        assert_eq!(e.base_url, "http://127.0.0.1:8100");
+        assert_eq!(e.display, "127.0.0.1:8100");
+        let e = Endpoint::parse(Role::Decode, "https://gw.example/v/metrics").unwrap();
+        assert_eq!(e.base_url, "https://gw.example/v");
+        assert!(Endpoint::parse(Role::Decode, "localhost").is_err());
+        assert!(Endpoint::parse(Role::Decode, "ftp://x:1").is_err());
+    }
 }

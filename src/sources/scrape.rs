@@ -89,15 +89,15 @@ pub async fn run(
         if tx.send(msg).await.is_err() {
             return;
         }
-        if ok && need_models {
-            if let Ok(body) = fetch(&client, &models_url, &opts).await
-                && let Some(info) = parse_models(&body)
-            {
-                need_models = false;
-                let msg = Msg::Models { instance, at: clock.now(), info };
-                if tx.send(msg).await.is_err() {
-                    return;
-                }
+        if ok
+            && need_models
+            && let Ok(body) = fetch(&client, &models_url, &opts).await
+            && let Some(info) = parse_models(&body)
+        {
+            need_models = false;
+            let msg = Msg::Models { instance, at: clock.now(), info };
+            if tx.send(msg).await.is_err() {
+                return;
             }
         }
         let spent = started.elapsed();

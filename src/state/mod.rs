@@ -3,6 +3,7 @@
 //! reads a clock: time arrives inside the messages.
 
 pub mod instance;
+pub mod logs;
 pub mod misses;
 pub mod report;
 
@@ -13,6 +14,7 @@ use crate::metrics::model::{Hist, InstanceSample};
 use crate::sources::{Endpoint, Msg};
 
 use instance::InstanceState;
+use logs::LogState;
 use misses::MissDetector;
 
 /// Which side of the split an instance is on.
@@ -75,6 +77,10 @@ pub struct AppState {
     pub events: VecDeque<Event>,
     /// Collector tasks that died (their panics end up here).
     pub source_errors: Vec<(String, String)>,
+    /// Present when logs are tailed: per-request traces.
+    pub logs: Option<Box<LogState>>,
+    /// The newest request named as a silent miss by the traces: (id, when).
+    pub last_named_miss: Option<(String, f64)>,
 }
 
 impl AppState {
@@ -87,7 +93,26 @@ impl AppState {
             misses: MissDetector::default(),
             events: VecDeque::new(),
             source_errors: Vec::new(),
+            logs: None,
+            last_named_miss: None,
         }
+    }
+
+    /// Adds tailed logs: (which instance or the proxy, path or `-`).
+    pub fn with_logs(mut self, logs: &[(crate::traces::Source, String)]) -> AppState {
+        if !logs.is_empty() {
+            self.logs = Some(Box::new(LogState::new(logs)));
+        }
+        self
+    }
+
+    /// The end of a `check`: everything decidable is decided.
+    pub fn finish(&mut self, at: f64) {
+        self.tick(at);
+        if let Some(logs) = &mut self.logs {
+            logs.correlator.finish(self.now);
+        }
+        self.collect_named_misses();
     }
 
     pub fn apply(&mut self, msg: Msg) {
@@ -115,6 +140,13 @@ impl AppState {
                 }
             }
             Msg::Tick { at } => self.tick(at),
+            Msg::LogLines { source, at, lines, state, counts } => {
+                self.tick(at);
+                if let Some(logs) = &mut self.logs {
+                    logs.on_lines(source, at, &lines, state, counts);
+                }
+                self.collect_named_misses();
+            }
             Msg::SourceFailed { source, at, error } => {
                 self.tick(at);
                 self.push_event(at, EventKind::SourceError, format!("{source}: {error}"));
@@ -128,6 +160,30 @@ impl AppState {
         self.started_at.get_or_insert(at);
         for ev in self.misses.settle(self.now) {
             self.push_miss_event(&ev);
+        }
+        if let Some(logs) = &mut self.logs {
+            logs.correlator.on_tick(self.now);
+        }
+        self.collect_named_misses();
+    }
+
+    /// Turns the correlator's newly decided misses into events, naming the
+    /// request and the evidence.
+    fn collect_named_misses(&mut self) {
+        let Some(logs) = &mut self.logs else {
+            return;
+        };
+        let ids = logs.correlator.drain_new_misses();
+        let found: Vec<(String, String)> = ids
+            .into_iter()
+            .map(|id| {
+                let evidence = logs.correlator.get(&id).map(|t| t.evidence.clone()).unwrap_or_default();
+                (id, evidence)
+            })
+            .collect();
+        for (id, evidence) in found {
+            self.push_event(self.now, EventKind::SilentMiss, format!("{id}: {evidence}"));
+            self.last_named_miss = Some((id, self.now));
         }
     }
 

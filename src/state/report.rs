@@ -9,6 +9,35 @@ use crate::metrics::model::{Counter, Hist};
 use super::misses::Outcomes;
 use super::{AppState, Role};
 
+/// Requests by outcome. From traces (per request, named) when a decode
+/// instance's log is tailed, else from metrics (per interval, unnamed).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct RequestCounts {
+    pub seen: u64,
+    pub loaded: u64,
+    pub silent_miss: u64,
+    pub no_prefill: u64,
+    pub error: u64,
+    /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
+    pub unknown: u64,
+    /// Traces only: still waiting for evidence.
+    pub pending: u64,
+}
+
+impl From<Outcomes> for RequestCounts {
+    fn from(o: Outcomes) -> Self {
+        RequestCounts {
+            seen: o.seen,
+            loaded: o.loaded,
+            silent_miss: o.silent_miss,
+            no_prefill: o.no_prefill,
+            error: o.error,
+            unknown: 0,
+            pending: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub instances: Vec<InstanceReport>,
@@ -16,10 +45,16 @@ pub struct Report {
     pub tpot_ms: ByRole<Option<Quantiles>>,
     pub kv_usage: ByRole<Option<f64>>,
     pub decode_prompt_tokens: PromptTokens,
-    pub requests: Outcomes,
+    pub requests: RequestCounts,
     pub silent_miss_ids: Vec<String>,
     /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
     pub requests_source: &'static str,
+    /// The metrics-only count, always: a cross-check of the traces.
+    pub requests_metrics: RequestCounts,
+    /// Set when traces and metrics disagree on silent misses, saying how.
+    pub disagreement: Option<String>,
+    /// Misses the traces know happened but cannot pin on one request.
+    pub unattributed_misses: u64,
     /// Decode TTFT of intervals where requests loaded KV vs computed it.
     pub decode_ttft_ms_loaded: Option<Quantiles>,
     pub decode_ttft_ms_computed: Option<Quantiles>,
@@ -137,10 +172,41 @@ impl Report {
             tokens.local_cache_hit += c(Counter::PromptLocalCacheHit);
             tokens.external_kv_transfer += c(Counter::PromptExternal);
         }
-        let requests = state.misses.outcomes;
+        let metrics = RequestCounts::from(state.misses.outcomes);
+        let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| {
+            let c = l.correlator.counts();
+            let counts = RequestCounts {
+                seen: c.seen as u64,
+                loaded: c.loaded as u64,
+                silent_miss: c.silent_miss as u64,
+                no_prefill: c.no_prefill as u64,
+                error: c.error as u64,
+                unknown: c.unknown as u64,
+                pending: c.pending as u64,
+            };
+            (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
+        });
+        let (requests, silent_miss_ids, unattributed, source) = match traced {
+            Some((c, ids, u)) => (c, ids, u, "traces"),
+            None => (metrics, Vec::new(), 0, "metrics"),
+        };
+        let disagreement = (source == "traces" && requests.silent_miss != metrics.silent_miss).then(|| {
+            format!(
+                "traces name {} silent miss(es), metrics count {}{}",
+                requests.silent_miss,
+                metrics.silent_miss,
+                if unattributed > 0 {
+                    format!(" ({unattributed} more known but not attributable)")
+                } else {
+                    String::new()
+                }
+            )
+        });
         let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up);
         let restarted = instances.iter().any(|i| i.restarts > 0);
-        let verdict = if requests.silent_miss > 0 {
+        // Either count is enough for the verdict: metrics see misses that
+        // logs without shared ids cannot name.
+        let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
         } else if unreachable || restarted || requests.error > 0 {
             Verdict::Degraded
@@ -160,8 +226,11 @@ impl Report {
             },
             decode_prompt_tokens: tokens,
             requests,
-            silent_miss_ids: Vec::new(),
-            requests_source: "metrics",
+            silent_miss_ids,
+            requests_source: source,
+            requests_metrics: metrics,
+            disagreement,
+            unattributed_misses: unattributed,
             decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
             decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
             duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),

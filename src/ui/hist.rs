@@ -167,14 +167,14 @@ fn bar_line(label: &str, count: f64, max: f64, width: u16, color: Style, theme: 
 
 /// A bar in eighths of a cell.
 pub fn bar(value: f64, max: f64, width: usize) -> String {
-    if !(max > 0.0) || !(value > 0.0) || width == 0 {
+    if max.is_nan() || max <= 0.0 || value.is_nan() || value <= 0.0 || width == 0 {
         return String::new();
     }
     const PARTS: [char; 8] = [' ', '▏', '▎', '▍', '▌', '▋', '▊', '▉'];
     let eighths = ((value / max).clamp(0.0, 1.0) * width as f64 * 8.0).round() as usize;
     let eighths = eighths.max(1);
     let mut s = "█".repeat(eighths / 8);
-    if eighths % 8 > 0 {
+    if !eighths.is_multiple_of(8) {
         s.push(PARTS[eighths % 8]);
     }
     s

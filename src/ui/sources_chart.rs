@@ -51,7 +51,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
 
 fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Theme) {
     let max = columns.iter().map(|c| c.iter().sum::<f64>()).fold(0.0f64, f64::max);
-    if !(max > 0.0) || area.height == 0 {
+    if max.is_nan() || max <= 0.0 || area.height == 0 {
         let msg = "no decode prompt tokens in this window";
         buf.set_string(area.x + 1, area.y, msg, theme.dim());
         return;

@@ -1,0 +1,79 @@
+//! What the tailed logs add to the state: the per-request correlator, and
+//! each log's own health (following, missing, rotated, bad lines).
+
+use crate::sources::logtail::{TailCounts, TailState};
+use crate::traces::{Correlator, CorrelatorOptions, Source};
+
+/// One tailed log.
+#[derive(Debug, Clone)]
+pub struct LogSource {
+    pub source: Source,
+    pub path: String,
+    pub state: Option<TailState>,
+    /// Run-long totals of truncations, rotations, skipped lines.
+    pub counts: TailCounts,
+    pub lines: u64,
+    pub last_line_at: Option<f64>,
+}
+
+#[derive(Clone)]
+pub struct LogState {
+    pub correlator: Correlator,
+    pub sources: Vec<LogSource>,
+}
+
+impl std::fmt::Debug for LogState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogState").field("sources", &self.sources).finish_non_exhaustive()
+    }
+}
+
+impl LogState {
+    pub fn new(logs: &[(Source, String)]) -> LogState {
+        LogState {
+            correlator: Correlator::new(CorrelatorOptions::default()),
+            sources: logs
+                .iter()
+                .map(|(source, path)| LogSource {
+                    source: *source,
+                    path: path.clone(),
+                    state: None,
+                    counts: TailCounts::default(),
+                    lines: 0,
+                    last_line_at: None,
+                })
+                .collect(),
+        }
+    }
+
+    /// Per-request verdicts need a decode instance's log: proxy lines alone
+    /// never decide a request.
+    pub fn has_decode_log(&self) -> bool {
+        self.sources.iter().any(|s| matches!(s.source, Source::Decode(_)))
+    }
+
+    pub fn on_lines(
+        &mut self,
+        source: Source,
+        at: f64,
+        lines: &[String],
+        state: TailState,
+        counts: TailCounts,
+    ) {
+        for line in lines {
+            self.correlator.on_line(source, line, at);
+        }
+        if let Some(s) = self.sources.iter_mut().find(|s| s.source == source) {
+            s.state = Some(state);
+            s.lines += lines.len() as u64;
+            if !lines.is_empty() {
+                s.last_line_at = Some(at);
+            }
+            let c = &mut s.counts;
+            c.truncations += counts.truncations;
+            c.rotations += counts.rotations;
+            c.long_lines_skipped += counts.long_lines_skipped;
+            c.invalid_utf8_lines += counts.invalid_utf8_lines;
+        }
+    }
+}

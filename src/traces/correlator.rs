@@ -1,0 +1,342 @@
+//! The correlator: owns the ring, the per-source queues and the verdicts.
+//! Pure: lines and time come in as arguments; nothing here reads a clock or
+//! a file. Event handling lives in `instance.rs` and `proxy.rs`, deadlines
+//! and verdict wording in `decide.rs`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::hits::HitQueue;
+use super::model::{
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, Source, SourceStats,
+    Trace,
+};
+use super::store::{Store, Track};
+use crate::logs::proxy::parse_proxy_line;
+use crate::logs::vllm::parse_vllm_line;
+
+/// Most misses kept for `drain_new_misses` between two calls.
+const MAX_NEW_MISSES: usize = 1024;
+
+#[derive(Clone)]
+pub struct Correlator {
+    pub(super) opts: CorrelatorOptions,
+    pub(super) store: Store,
+    pub(super) stats: BTreeMap<Source, SourceStats>,
+    /// ExampleConnector hit attribution, per decode index.
+    pub(super) hits: HashMap<usize, HitQueue>,
+    /// Requests in arrival order awaiting their uvicorn access line, per source.
+    pub(super) access_wait: HashMap<Source, VecDeque<u64>>,
+    /// Prefill traces with no decode yet, oldest first (order joins).
+    pub(super) unpaired_prefills: VecDeque<u64>,
+    /// Undecided traces, checked on every tick.
+    pub(super) open: VecDeque<u64>,
+    /// Decode requests loaded on the strength of `kv_transfer_params`,
+    /// waiting for a `KV Transfer metrics` window to count them.
+    pub(super) params_loaded: HashMap<usize, VecDeque<u64>>,
+    /// Read time until which a decode engine counts as queueing.
+    pub(super) busy_until: HashMap<usize, f64>,
+    pub(super) new_misses: VecDeque<String>,
+    pub(super) unattributed_misses: u64,
+    /// A prefill and a decode request have shared an id: the proxy forwards
+    /// `X-Request-Id`, so an id seen only on decode really had no prefill.
+    pub(super) ids_shared: bool,
+    /// Order of decode `Added` lines, across sources.
+    pub(super) added_seq: u64,
+    pub(super) synthetic: u64,
+    /// Last id-less error trace per source, so one failure printed as
+    /// several lines stays one trace: (serial, read time).
+    pub(super) last_error: HashMap<Source, (u64, f64)>,
+    pub(super) last_at: f64,
+    /// Decode indexes whose requests have arrived with `kv_transfer_params`.
+    pub(super) params_seen: std::collections::HashSet<usize>,
+}
+
+/// How a decode instance's connector shows a load in its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Style {
+    /// NIXL, Mooncake...: the decode request must carry `kv_transfer_params`
+    /// naming the prefill; without them it cannot pull.
+    Params,
+    /// ExampleConnector: `External Cache Hit!` + `Inject KV cache` lines, no id.
+    Hits,
+    /// Nothing known: no verdict from silence.
+    Unknown,
+}
+
+/// Connectors that pull by the params the prefill response returns.
+const PARAMS_CONNECTORS: [&str; 4] =
+    ["NixlConnector", "MooncakeConnector", "MoRIIOConnector", "P2pNcclConnector"];
+/// Connectors that print `External Cache Hit!` per loaded request.
+const HIT_CONNECTORS: [&str; 2] = ["ExampleConnector", "SharedStorageConnector"];
+
+impl Correlator {
+    pub fn new(opts: CorrelatorOptions) -> Self {
+        Correlator {
+            store: Store::new(opts.capacity),
+            opts,
+            stats: BTreeMap::new(),
+            hits: HashMap::new(),
+            access_wait: HashMap::new(),
+            unpaired_prefills: VecDeque::new(),
+            open: VecDeque::new(),
+            params_loaded: HashMap::new(),
+            busy_until: HashMap::new(),
+            new_misses: VecDeque::new(),
+            unattributed_misses: 0,
+            ids_shared: false,
+            added_seq: 0,
+            synthetic: 0,
+            last_error: HashMap::new(),
+            last_at: 0.0,
+            params_seen: std::collections::HashSet::new(),
+        }
+    }
+
+    /// One line of one source, read at `at` (unix seconds).
+    pub fn on_line(&mut self, src: Source, line: &str, at: f64) {
+        // A NaN or infinite read time would poison every window comparison.
+        let at = if at.is_finite() { at } else { self.last_at };
+        self.last_at = at;
+        let st = self.stats.entry(src).or_insert_with(|| SourceStats::new(src));
+        st.lines += 1;
+        st.last_at = Some(at);
+        let used = match src {
+            Source::Proxy => match parse_proxy_line(line) {
+                Some(ev) => self.on_proxy(ev, at),
+                None => false,
+            },
+            Source::Prefill(_) | Source::Decode(_) => match parse_vllm_line(line) {
+                Some(l) => self.on_instance(src, l, at),
+                None => false,
+            },
+        };
+        let st = self.stats.entry(src).or_insert_with(|| SourceStats::new(src));
+        if used {
+            st.parsed += 1;
+        } else {
+            st.ignored += 1;
+        }
+    }
+
+    /// Decides what can be decided by `now` (read-time clock).
+    pub fn on_tick(&mut self, now: f64) {
+        if now.is_finite() {
+            self.sweep(now, false);
+        }
+    }
+
+    /// End of a check: decides everything still open, as if every deadline had passed.
+    pub fn finish(&mut self, now: f64) {
+        let now = if now.is_finite() { now } else { self.last_at };
+        self.sweep(now, true);
+    }
+
+    /// Oldest → newest.
+    pub fn traces(&self) -> impl DoubleEndedIterator<Item = &Trace> {
+        self.store.traces()
+    }
+
+    /// The latest trace for a base id (or an instance's own id of it).
+    pub fn get(&self, id: &str) -> Option<&Trace> {
+        let s = self.store.latest(id).or_else(|| self.store.by_engine(id))?;
+        self.store.get(s).map(|e| &e.trace)
+    }
+
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts {
+            unattributed_misses: self.unattributed_misses,
+            evicted: self.store.evicted,
+            ..Counts::default()
+        };
+        for t in self.store.traces() {
+            c.seen += 1;
+            match t.outcome {
+                Outcome::Pending => c.pending += 1,
+                Outcome::Loaded => c.loaded += 1,
+                Outcome::SilentMiss => c.silent_miss += 1,
+                Outcome::NoPrefill => c.no_prefill += 1,
+                Outcome::Error => c.error += 1,
+                Outcome::Unknown => c.unknown += 1,
+            }
+        }
+        c
+    }
+
+    /// Base ids of the silent misses held, oldest first.
+    pub fn silent_miss_ids(&self) -> Vec<String> {
+        self.store.traces().filter(|t| t.outcome == Outcome::SilentMiss).map(|t| t.id.clone()).collect()
+    }
+
+    /// Misses decided since the last call, for a live alert.
+    pub fn drain_new_misses(&mut self) -> Vec<String> {
+        self.new_misses.drain(..).collect()
+    }
+
+    pub fn stats(&self) -> CorrelatorStats {
+        CorrelatorStats {
+            sources: self.stats.values().cloned().collect(),
+            orphan_hits: self.hits.values().map(|q| q.orphan_total).sum(),
+            open: self.open.len(),
+            queued: self.hits.values().map(HitQueue::len).sum::<usize>()
+                + self.access_wait.values().map(VecDeque::len).sum::<usize>()
+                + self.unpaired_prefills.len()
+                + self.params_loaded.values().map(VecDeque::len).sum::<usize>(),
+            index_entries: self.store.index_entries(),
+        }
+    }
+
+    // ---- shared helpers for the event modules ----
+
+    /// The decode's connector style: its configured name first (the
+    /// `KVTransferConfig` at startup), else what its requests have shown.
+    pub(super) fn style(&self, i: usize) -> Style {
+        let name = self.stats.get(&Source::Decode(i)).and_then(|s| s.connector.as_deref());
+        if let Some(n) = name {
+            if PARAMS_CONNECTORS.contains(&n) {
+                return Style::Params;
+            }
+            if HIT_CONNECTORS.contains(&n) {
+                return Style::Hits;
+            }
+        }
+        if self.params_seen.contains(&i) {
+            Style::Params
+        } else if self.hits.get(&i).is_some_and(|q| q.hits_seen > 0) {
+            Style::Hits
+        } else {
+            Style::Unknown
+        }
+    }
+
+    pub(super) fn new_trace(&mut self, id: String, at: f64) -> u64 {
+        let s = self.store.push(Trace::new(id, at), Track::default());
+        self.mark_open(s);
+        s
+    }
+
+    pub(super) fn synthetic_id(&mut self, prefix: &str) -> String {
+        self.synthetic += 1;
+        format!("{prefix}-{}", self.synthetic)
+    }
+
+    pub(super) fn mark_open(&mut self, serial: u64) {
+        if let Some(e) = self.store.get_mut(serial)
+            && !e.track.in_open
+        {
+            e.track.in_open = true;
+            push_capped(&mut self.open, serial, self.opts.capacity);
+        }
+    }
+
+    pub(super) fn stat(&mut self, src: Source) -> &mut SourceStats {
+        self.stats.entry(src).or_insert_with(|| SourceStats::new(src))
+    }
+
+    /// Sets a verdict. Enforces the two rules no caller may break: an order
+    /// join never carries more than `Unsure`, and never a `SilentMiss`.
+    pub(super) fn decide(
+        &mut self,
+        serial: u64,
+        outcome: Outcome,
+        confidence: Confidence,
+        evidence: String,
+        now: f64,
+    ) {
+        let Some(e) = self.store.get_mut(serial) else {
+            return;
+        };
+        let t = &mut e.trace;
+        let was_miss = t.outcome == Outcome::SilentMiss;
+        let (mut outcome, mut evidence) = (outcome, evidence);
+        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss {
+            outcome = Outcome::Unknown;
+            evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
+        }
+        t.confidence = if t.join == Join::ByOrder { Confidence::Unsure } else { confidence };
+        t.outcome = outcome;
+        t.evidence = evidence;
+        t.decided_at = Some(now);
+        e.track.reopenable = false;
+        if outcome == Outcome::SilentMiss && !was_miss {
+            push_capped(&mut self.new_misses, t.id.clone(), MAX_NEW_MISSES);
+        }
+    }
+
+    /// Adds (or finds) the phase of `hop` and lets `f` fill it.
+    pub(super) fn with_phase(
+        &mut self,
+        serial: u64,
+        hop: Hop,
+        src: Source,
+        process: Option<String>,
+        start: f64,
+        f: impl FnOnce(&mut Phase),
+    ) {
+        let Some(e) = self.store.get_mut(serial) else {
+            return;
+        };
+        if e.trace.phase(hop).is_none() {
+            e.trace.phases.push(Phase {
+                hop,
+                source: src,
+                process,
+                start,
+                end: None,
+                detail: String::new(),
+                error: None,
+            });
+            // Keep the documented hop order whatever order lines arrived in.
+            e.trace.phases.sort_by_key(|p| hop_rank(p.hop));
+        }
+        if let Some(p) = e.trace.phase_mut(hop) {
+            f(p);
+        }
+    }
+
+    /// A failure on `hop`: the trace becomes `Error` (an earlier verdict of
+    /// `Loaded` or a miss is kept only in the evidence).
+    pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: Source, text: String, t: f64, now: f64) {
+        self.with_phase(serial, hop, src, None, t, |p| {
+            p.error = Some(text.clone());
+            p.end.get_or_insert(t);
+        });
+        let prior = self.store.get(serial).map(|e| (e.trace.outcome, e.trace.evidence.clone()));
+        let what = match (hop, src) {
+            (h, Source::Proxy) if h != Hop::Proxy => {
+                format!("{hop} failed (reported by the proxy): {text}")
+            }
+            _ => format!("{hop} on {src}: {text}"),
+        };
+        let evidence = match prior {
+            Some((Outcome::Pending | Outcome::Error, _)) | None => what,
+            Some((o, ev)) => format!("{what} (was {o:?}: {ev})"),
+        };
+        self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
+    }
+}
+
+fn hop_rank(h: Hop) -> u8 {
+    match h {
+        Hop::Proxy => 0,
+        Hop::Producer => 1,
+        Hop::Connector => 2,
+        Hop::Consumer => 3,
+    }
+}
+
+pub(super) fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
+    q.push_back(v);
+    while q.len() > cap.max(1) {
+        q.pop_front();
+    }
+}
+
+/// `"APIServer pid=3126"` from a line's prefix.
+pub(super) fn process_label(name: Option<&str>, pid: Option<u32>) -> Option<String> {
+    match (name, pid) {
+        (Some(n), Some(p)) => Some(format!("{n} pid={p}")),
+        (Some(n), None) => Some(n.to_string()),
+        (None, Some(p)) => Some(format!("pid={p}")),
+        (None, None) => None,
+    }
+}

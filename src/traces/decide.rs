@@ -1,0 +1,286 @@
+//! Deadlines and verdict wording: what `on_tick`/`finish` conclude, and how
+//! a hit (or its absence) becomes a verdict.
+
+use super::correlator::{Correlator, Style};
+use super::hits::{Claim, Waiting};
+use super::ids::looks_random;
+use super::model::{Confidence, Hop, Join, Outcome, Source};
+
+/// Longest a request waits for its access line before its slot is dropped.
+const ACCESS_WAIT_S: f64 = 120.0;
+
+impl Correlator {
+    pub(super) fn sweep(&mut self, now: f64, force: bool) {
+        let mut decodes: Vec<usize> = self.hits.keys().copied().collect();
+        decodes.sort_unstable();
+        for i in decodes {
+            let busy = self.busy_until.get(&i).is_some_and(|u| *u > now);
+            let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            let gone = self.hits.get_mut(&i).map(|q| q.expire(now, settle, force)).unwrap_or_default();
+            for w in gone {
+                self.no_hit_verdict(i, w, now, busy, false);
+            }
+        }
+        self.prune_queues(now);
+        let open = std::mem::take(&mut self.open);
+        for s in open {
+            let pending = match self.store.get_mut(s) {
+                Some(e) if e.trace.outcome == Outcome::Pending => true,
+                Some(e) => {
+                    e.track.in_open = false;
+                    false
+                }
+                None => false,
+            };
+            if pending && !self.decide_open(s, now, force) {
+                self.open.push_back(s);
+            } else if let Some(e) = self.store.get_mut(s) {
+                e.track.in_open = false;
+            }
+        }
+    }
+
+    /// Drops queue heads that can no longer matter, so the queues stay
+    /// short in a long run (they are capped regardless).
+    fn prune_queues(&mut self, now: f64) {
+        while let Some(s) = self.unpaired_prefills.front().copied() {
+            let live = self
+                .store
+                .get(s)
+                .is_some_and(|e| e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending);
+            if live {
+                break;
+            }
+            self.unpaired_prefills.pop_front();
+        }
+        // An access line that never came (a request that died before its
+        // response) would shift every later one by one: old heads go.
+        for q in self.access_wait.values_mut() {
+            while let Some(s) = q.front().copied() {
+                let old = self.store.get(s).is_none_or(|e| now - e.trace.first_seen > ACCESS_WAIT_S);
+                if !old {
+                    break;
+                }
+                q.pop_front();
+            }
+        }
+    }
+
+    /// Deadline verdicts for traces not waiting on a hit. `true` when decided.
+    fn decide_open(&mut self, s: u64, now: f64, force: bool) -> bool {
+        let Some(e) = self.store.get(s) else {
+            return true;
+        };
+        let (tr, tk) = (&e.trace, &e.track);
+        if tk.in_hit_queue {
+            return false;
+        }
+        let (settle, busy_settle) = (self.opts.settle_s, self.opts.settle_busy_s);
+        match (tr.prefill, tr.decode, tk.decode_at) {
+            (Some(pi), Some(di), Some(dat)) => {
+                // Prefilled, param-less, and no `Added` line came to queue it.
+                if !force && now - dat < busy_settle {
+                    return false;
+                }
+                let ev = format!(
+                    "prefill on prefill#{pi} ran; decode#{di} logged no `Added request` line, so its KV load cannot be judged"
+                );
+                self.decide(s, Outcome::Unknown, Confidence::Likely, ev, now);
+            }
+            (None, Some(di), Some(dat)) => {
+                // A late-read prefill may still join within the settle time.
+                if !force && now - dat < settle {
+                    return false;
+                }
+                let id_known = !looks_random(&tr.id) || self.ids_shared;
+                let prefill_read = self.stats.keys().any(|k| matches!(k, Source::Prefill(_)));
+                let (o, c, ev) = if !prefill_read {
+                    (
+                        Outcome::Unknown,
+                        Confidence::Likely,
+                        format!("served by decode#{di}; no prefill log is being read"),
+                    )
+                } else if id_known {
+                    let c = if self.ids_shared { Confidence::Sure } else { Confidence::Likely };
+                    (
+                        Outcome::NoPrefill,
+                        c,
+                        format!("no prefill instance logged {}: decode#{di} computed it alone", tr.id),
+                    )
+                } else {
+                    (
+                        Outcome::Unknown,
+                        Confidence::Unsure,
+                        format!(
+                            "the instances share no request ids (no X-Request-Id forwarded) and no prefill arrived within {:.0} s before it",
+                            self.opts.order_window_s
+                        ),
+                    )
+                };
+                self.decide(s, o, c, ev, now);
+            }
+            (Some(pi), None, _) => {
+                let since = tk.prefill_at.unwrap_or(tr.first_seen);
+                if !force && now - since < self.opts.prefill_only_timeout_s {
+                    return false;
+                }
+                let mut ev = format!("prefill on prefill#{pi} ran; no decode request was seen for it");
+                if tk.kv_expired_unread {
+                    ev.push_str("; its KV expired unread");
+                }
+                self.decide(s, Outcome::Unknown, Confidence::Likely, ev, now);
+                self.set_reopenable(s);
+            }
+            _ => {
+                if !force && now - tr.first_seen < self.opts.proxy_only_timeout_s {
+                    return false;
+                }
+                let ev = "seen by the proxy only: no instance log names it".to_string();
+                self.decide(s, Outcome::Unknown, Confidence::Unsure, ev, now);
+                self.set_reopenable(s);
+            }
+        }
+        true
+    }
+
+    fn set_reopenable(&mut self, s: u64) {
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.reopenable = true;
+        }
+    }
+
+    /// A queued request's hit never came (`capped`: pushed out of a full queue).
+    pub(super) fn no_hit_verdict(&mut self, i: usize, w: Waiting, now: f64, busy: bool, capped: bool) {
+        let Some(e) = self.store.get_mut(w.serial) else {
+            return;
+        };
+        e.track.in_hit_queue = false;
+        if e.trace.outcome != Outcome::Pending {
+            return;
+        }
+        let (join, id, prefill) = (e.trace.join, e.trace.id.clone(), e.trace.prefill.unwrap_or(0));
+        let t_dec = e.track.decode_event_t.unwrap_or(now);
+        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+        if capped {
+            let ev = format!("decode#{i} had too many requests waiting for a hit to follow this one");
+            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            return;
+        }
+        if !w.rivals.is_empty() {
+            let rivals: Vec<String> =
+                w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
+            let ev = format!(
+                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which",
+                rivals.len(),
+                rivals.join(", ")
+            );
+            if join == Join::ById {
+                self.unattributed_misses += 1;
+            }
+            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            for r in &w.rivals {
+                if let Some(re) = self.store.get_mut(*r)
+                    && re.trace.outcome == Outcome::Loaded
+                {
+                    re.trace.confidence = re.trace.confidence.max(Confidence::Likely);
+                    re.trace
+                        .evidence
+                        .push_str(&format!("; its hit may have been {id}'s (one of them missed)"));
+                }
+            }
+            return;
+        }
+        let style = self.style(i);
+        if style == Style::Unknown {
+            let ev = format!(
+                "decode#{i}'s connector ({}) logs nothing per request that pdtop reads: no verdict",
+                self.connector_name(i)
+            );
+            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            return;
+        }
+        let finished = self.finished_note(w.serial, t_dec);
+        let ev = if style == Style::Params {
+            format!(
+                "decode got no kv_transfer_params although prefill#{prefill} ran it: {} cannot pull without them",
+                self.connector_name(i)
+            )
+        } else {
+            format!(
+                "prefill on prefill#{prefill} finished{finished}, decode computed the prompt itself: no External Cache Hit within {settle:.1} s of its Added line{}",
+                if busy { " (decode was queueing requests)" } else { "" }
+            )
+        };
+        let conf = if busy { Confidence::Likely } else { Confidence::Sure };
+        self.decide(w.serial, Outcome::SilentMiss, conf, ev, now);
+    }
+
+    /// A hit attributed to a request: `Loaded`, as sure as the queue allows.
+    pub(super) fn apply_claim(&mut self, i: usize, c: Claim, t: f64, at: f64) {
+        self.with_phase(c.serial, Hop::Connector, Source::Decode(i), None, t, |p| {
+            p.detail = "External Cache Hit".into();
+        });
+        if let Some(e) = self.store.get_mut(c.serial) {
+            e.track.hit = true;
+            e.track.in_hit_queue = false;
+            e.track.contested = u32::try_from(c.contested_by).unwrap_or(u32::MAX);
+        }
+        // Every rival this request had has now been matched by a hit: one
+        // less open alternative for each of them.
+        for r in &c.rivals {
+            if let Some(re) = self.store.get_mut(*r) {
+                re.track.contested = re.track.contested.saturating_sub(1);
+                if re.track.contested == 0
+                    && re.trace.outcome == Outcome::Loaded
+                    && re.trace.join == Join::ById
+                    && !re.trace.evidence.contains("may have been")
+                {
+                    re.trace.confidence = Confidence::Sure;
+                }
+            }
+        }
+        if self.store.outcome(c.serial) != Some(Outcome::Pending) {
+            return;
+        }
+        let conf = if c.contested_by > 0 || c.from_orphan { Confidence::Likely } else { Confidence::Sure };
+        let ev = self.hit_evidence(c.serial, t);
+        self.decide(c.serial, Outcome::Loaded, conf, ev, at);
+    }
+
+    /// "Inject 2032 tokens after prefill on prefill#0 finished 1.0 s earlier".
+    pub(super) fn hit_evidence(&self, s: u64, t: f64) -> String {
+        let Some(e) = self.store.get(s) else {
+            return String::new();
+        };
+        let what = match e.trace.inject_tokens {
+            Some(n) => format!("Inject {n} tokens"),
+            None => "External Cache Hit".to_string(),
+        };
+        let prefill = match e.trace.prefill {
+            Some(pi) => format!(" after prefill on prefill#{pi} finished{}", self.finished_note(s, t)),
+            None => String::new(),
+        };
+        let how = match (e.trace.join, e.track.contested > 0) {
+            (Join::ByOrder, _) => " (prefill paired by arrival order only)",
+            (_, true) => " (attributed by arrival order among concurrent requests)",
+            _ => "",
+        };
+        format!("{what}{prefill}{how}")
+    }
+
+    /// " 1.0 s earlier" when the prefill's answer time is known.
+    pub(super) fn finished_note(&self, s: u64, t: f64) -> String {
+        match self.store.get(s).and_then(|e| e.track.prefill_done) {
+            Some(done) if t >= done => format!(" {:.1} s earlier", t - done),
+            _ => String::new(),
+        }
+    }
+
+    pub(super) fn expired_note(&self, s: u64) -> &'static str {
+        if self.store.get(s).is_some_and(|e| e.track.kv_expired_unread) {
+            "; its KV expired unread"
+        } else {
+            ""
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Attributing ExampleConnector's id-less `External Cache Hit!` lines.
+//!
+//! The decode engine prints `External Cache Hit!` when its scheduler finds
+//! stored KV for a request it is scheduling, then `Inject KV cache of N
+//! tokens` when the worker loads it; a miss prints nothing. Neither line
+//! names the request. What makes them attributable:
+//!
+//! - vLLM's waiting queue is first-come first-served, so hits come out in
+//!   the order the requests were added (checked on both captures: taking
+//!   hits and injects strictly in `Added` order gives every request of the
+//!   3-way concurrent `steady` phase its own token count, 52 of 52);
+//! - scheduling follows `Added` within milliseconds unless the engine is
+//!   queueing, so a request with no hit after a short settle time missed.
+//!
+//! The one thing order cannot tell: with two requests waiting and one hit,
+//! FIFO gives the hit to the older, but if the older had been scheduled
+//! already and missed, the hit was the younger's. So every hit taken while
+//! younger requests wait records the taker as their *rival*; a request that
+//! then goes without a hit while it has rivals is ambiguous (one of them
+//! missed, unknown which) and is never called a miss by name.
+
+use std::collections::VecDeque;
+
+/// A decode request whose hit (or its absence) is still due.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiting {
+    pub serial: u64,
+    /// Read time of its `Added` line.
+    pub added_at: f64,
+    /// Global `Added` order, so late joiners slot in where they belong.
+    pub seq: u64,
+    /// Older requests that took a hit while this one was waiting.
+    pub rivals: Vec<u64>,
+}
+
+/// A hit given to a request.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Claim {
+    pub serial: u64,
+    /// Younger requests waiting when it was taken (each may turn out to be its owner).
+    pub contested_by: usize,
+    /// Older requests that took hits while this one waited.
+    pub rivals: Vec<u64>,
+    /// Claimed from a hit printed before this request's `Added` line.
+    pub from_orphan: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HitQueue {
+    waiting: VecDeque<Waiting>,
+    /// Read times of hits that found nobody waiting.
+    orphans: VecDeque<f64>,
+    /// Requests that got a hit and await their `Inject KV cache` line.
+    awaiting_inject: VecDeque<u64>,
+    pub orphan_total: u64,
+    pub hits_seen: u64,
+}
+
+impl HitQueue {
+    /// A candidate request was added. Returns a claim when a fresh orphan
+    /// hit was waiting for it (the engine's line beat the API server's),
+    /// and any request pushed out by the cap.
+    pub fn add(&mut self, w: Waiting, orphan_s: f64, cap: usize) -> (Option<Claim>, Option<Waiting>) {
+        while self.orphans.front().is_some_and(|t| w.added_at - t > orphan_s) {
+            self.orphans.pop_front();
+        }
+        if self.waiting.is_empty() && self.orphans.pop_front().is_some() {
+            push_capped(&mut self.awaiting_inject, w.serial, cap);
+            let claim = Claim { serial: w.serial, contested_by: 0, rivals: Vec::new(), from_orphan: true };
+            return (Some(claim), None);
+        }
+        let pos = self.waiting.iter().position(|x| x.seq > w.seq).unwrap_or(self.waiting.len());
+        self.waiting.insert(pos, w);
+        let dropped = if self.waiting.len() > cap { self.waiting.pop_front() } else { None };
+        (None, dropped)
+    }
+
+    /// An `External Cache Hit!` line: the oldest waiting request takes it.
+    pub fn hit(&mut self, at: f64, cap: usize) -> Option<Claim> {
+        self.hits_seen += 1;
+        let Some(w) = self.waiting.pop_front() else {
+            self.orphan_total += 1;
+            push_capped(&mut self.orphans, at, cap);
+            return None;
+        };
+        for younger in self.waiting.iter_mut() {
+            younger.rivals.push(w.serial);
+        }
+        push_capped(&mut self.awaiting_inject, w.serial, cap);
+        Some(Claim {
+            serial: w.serial,
+            contested_by: self.waiting.len(),
+            rivals: w.rivals,
+            from_orphan: false,
+        })
+    }
+
+    /// An `Inject KV cache of N tokens` line: the oldest hit without one.
+    pub fn inject(&mut self) -> Option<u64> {
+        self.awaiting_inject.pop_front()
+    }
+
+    /// Requests whose hit is overdue (`force`: all of them).
+    pub fn expire(&mut self, now: f64, settle_s: f64, force: bool) -> Vec<Waiting> {
+        let mut out = Vec::new();
+        // Oldest first, so a verdict never overtakes an older request's.
+        while let Some(w) = self.waiting.front() {
+            if force || now - w.added_at >= settle_s {
+                if let Some(w) = self.waiting.pop_front() {
+                    out.push(w);
+                }
+            } else {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The engine restarted: nothing in flight will print anything now.
+    pub fn reset(&mut self) -> Vec<Waiting> {
+        self.orphans.clear();
+        self.awaiting_inject.clear();
+        self.waiting.drain(..).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.waiting.len() + self.orphans.len() + self.awaiting_inject.len()
+    }
+}
+
+fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
+    q.push_back(v);
+    while q.len() > cap.max(1) {
+        q.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(serial: u64, at: f64) -> Waiting {
+        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new() }
+    }
+
+    #[test]
+    fn fifo_with_rivals() {
+        let mut q = HitQueue::default();
+        assert_eq!(q.add(w(1, 0.0), 1.0, 10).0, None);
+        assert_eq!(q.add(w(2, 0.0), 1.0, 10).0, None);
+        let c = q.hit(0.1, 10).expect("claim");
+        assert_eq!((c.serial, c.contested_by), (1, 1));
+        assert_eq!(q.inject(), Some(1));
+        // Request 2 gets nothing: it expires with request 1 as its rival.
+        let gone = q.expire(2.0, 1.5, false);
+        assert_eq!(gone.len(), 1);
+        assert_eq!((gone[0].serial, gone[0].rivals.clone()), (2, vec![1]));
+    }
+
+    #[test]
+    fn orphan_then_added() {
+        let mut q = HitQueue::default();
+        assert_eq!(q.hit(5.0, 10), None);
+        let (c, _) = q.add(w(3, 5.0), 1.0, 10);
+        assert!(c.is_some_and(|c| c.from_orphan && c.serial == 3));
+        // A stale orphan is not claimed.
+        assert_eq!(q.hit(5.0, 10), None);
+        assert_eq!(q.add(w(4, 9.0), 1.0, 10).0, None);
+    }
+}

@@ -1,0 +1,66 @@
+//! Request ids as vLLM rewrites them, reduced to the id the client knows.
+//!
+//! `X-Request-Id: lab-steady-3` becomes `cmpl-lab-steady-3-0` in vLLM's
+//! `Received request` line (completions: `-<prompt index>` appended;
+//! chat: `chatcmpl-lab-steady-3`) and `cmpl-lab-steady-3-0-<8 hex>` in
+//! `Added request` (the engine's internal id). Without a forwarded id each
+//! instance invents `cmpl-<32 hex>-0`, different on prefill and decode.
+
+/// The client-side id of an external (`Received`) id.
+pub fn base_id(external: &str) -> &str {
+    if let Some(rest) = external.strip_prefix("chatcmpl-") {
+        return non_empty_or(rest, external);
+    }
+    if let Some(rest) = external.strip_prefix("cmpl-") {
+        // Exactly one `-<prompt index>`: the base itself may end in `-<n>`.
+        let base = match rest.rsplit_once('-') {
+            Some((b, n)) if !b.is_empty() && !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => b,
+            _ => rest,
+        };
+        return non_empty_or(base, external);
+    }
+    external
+}
+
+fn non_empty_or<'a>(s: &'a str, fallback: &'a str) -> &'a str {
+    if s.is_empty() { fallback } else { s }
+}
+
+/// The external id of an internal one (drops the engine's `-<8 hex>`), for
+/// ids that arrive without their `Added` line (NIXL `remote_request_id`,
+/// `Releasing expired KV blocks for request ...`).
+pub fn external_of_internal(internal: &str) -> &str {
+    match internal.rsplit_once('-') {
+        Some((b, t)) if !b.is_empty() && t.len() == 8 && t.bytes().all(|c| c.is_ascii_hexdigit()) => b,
+        _ => internal,
+    }
+}
+
+/// Whether a base id looks invented by vLLM (a uuid, with or without
+/// dashes) rather than forwarded by a proxy. Such ids never match across
+/// instances, so their absence on the prefill side proves nothing.
+pub fn looks_random(base: &str) -> bool {
+    let hex: usize = base.bytes().filter(|b| *b != b'-').count();
+    hex >= 16 && base.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bases() {
+        assert_eq!(base_id("cmpl-lab-steady-3-0"), "lab-steady-3");
+        assert_eq!(base_id("cmpl-lab-x-0-0"), "lab-x-0");
+        assert_eq!(base_id("chatcmpl-abc"), "abc");
+        assert_eq!(base_id("cmpl-"), "cmpl-");
+        assert_eq!(base_id("cmpl--0"), "-0");
+        assert_eq!(base_id("plain"), "plain");
+        assert_eq!(external_of_internal("cmpl-a-0-0123abcd"), "cmpl-a-0");
+        assert_eq!(external_of_internal("cmpl-a-0"), "cmpl-a-0");
+        assert!(looks_random("0123456789abcdef0123456789abcdef"));
+        assert!(looks_random("01234567-89ab-cdef-0123-456789abcdef"));
+        assert!(!looks_random("lab-steady-3"));
+        assert!(!looks_random("deadbeef"));
+    }
+}

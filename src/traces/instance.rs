@@ -1,0 +1,438 @@
+//! Events from a vLLM instance's own log (prefill or decode).
+
+use super::clock::anchor;
+use super::correlator::{Correlator, Style, process_label, push_capped};
+use super::hits::Waiting;
+use super::ids::{base_id, external_of_internal, looks_random};
+use super::model::{Confidence, Hop, Join, Outcome, Source};
+use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
+
+/// One `Received`/`Added` line, as the handlers need it.
+pub(super) struct Arrival<'a> {
+    pub id: &'a str,
+    pub max_tokens: Option<u32>,
+    pub params: Option<&'a KvParams>,
+    /// Event time (anchored vLLM stamp, else read time).
+    pub t: f64,
+    pub at: f64,
+    pub process: Option<String>,
+}
+
+impl Correlator {
+    /// Returns whether the line meant anything to the correlator.
+    pub(super) fn on_instance(&mut self, src: Source, line: VllmLine, at: f64) -> bool {
+        let t = line.timestamp.and_then(|s| anchor(s, at, self.opts.year)).unwrap_or(at);
+        let process = process_label(line.process.as_deref(), line.pid);
+        if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
+            self.stat(src).pid = line.pid;
+        }
+        match (&line.event, src) {
+            (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
+                let a = Arrival { id, max_tokens: *max_tokens, params: kv_params.as_ref(), t, at, process };
+                match src {
+                    Source::Prefill(i) => {
+                        self.prefill_arrival(i, &a);
+                    }
+                    Source::Decode(i) => {
+                        self.decode_arrival(i, &a);
+                    }
+                    Source::Proxy => {}
+                }
+            }
+            (VllmEvent::Added { internal_id, external_id }, Source::Prefill(i)) => {
+                self.prefill_added(i, internal_id, external_id, t, at, process);
+            }
+            (VllmEvent::Added { internal_id, external_id }, Source::Decode(i)) => {
+                self.decode_added(i, internal_id, external_id, t, at, process);
+            }
+            (VllmEvent::ExternalCacheHit, Source::Decode(i)) => self.on_hit(i, t, at),
+            (VllmEvent::InjectKv { tokens }, Source::Decode(i)) => self.on_inject(i, *tokens, t),
+            (VllmEvent::KvExpired { id, retrieved_by }, Source::Prefill(i)) => {
+                self.on_expired(i, id, *retrieved_by, t, at);
+            }
+            (VllmEvent::Aborted { ids }, _) => {
+                for id in ids {
+                    if let Some(s) = self.store.latest(base_id(id)) {
+                        let touches = self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src));
+                        if touches {
+                            self.fail(s, hop_of(src), src, "request aborted".into(), t, at);
+                        }
+                    }
+                }
+            }
+            (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
+            (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
+            (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
+            (VllmEvent::KvConnectorConfig { role, connector, .. }, _) => {
+                let st = self.stat(src);
+                if connector.is_some() {
+                    st.connector.clone_from(connector);
+                }
+                if role.is_some() {
+                    st.kv_role.clone_from(role);
+                }
+            }
+            (VllmEvent::EngineStats(s), _) => {
+                let st = self.stat(src);
+                st.waiting = Some(s.waiting);
+                if s.external_hit_pct.is_some() {
+                    st.external_hit_pct = s.external_hit_pct;
+                }
+                if let Source::Decode(i) = src {
+                    // The line comes every 10 s: a queue it reports may last that long.
+                    let until = if s.waiting > 0 { at + 15.0 } else { at };
+                    self.busy_until.insert(i, until);
+                }
+            }
+            (VllmEvent::KvTransferMetrics(m), Source::Decode(i)) => {
+                self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), at);
+            }
+            (VllmEvent::Access(a), _) => {
+                if a.method != "POST" || !a.path.starts_with("/v1/") {
+                    return false;
+                }
+                self.on_instance_access(src, a.status, t, at);
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn prefill_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
+        let src = Source::Prefill(i);
+        let base = base_id(a.id).to_string();
+        let reuse = self.store.latest(&base).filter(|s| {
+            self.store.get(*s).is_some_and(|e| {
+                e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
+            })
+        });
+        let s = match reuse {
+            Some(s) => {
+                self.reopen(s);
+                s
+            }
+            None => self.new_trace(base.clone(), a.at),
+        };
+        let wants_pull = a.params.and_then(|p| p.do_remote_decode) == Some(true);
+        let detail = match (a.max_tokens, wants_pull) {
+            (Some(m), true) => format!("max_tokens={m}, do_remote_decode (consumer must pull)"),
+            (Some(m), false) => format!("max_tokens={m}"),
+            (None, _) => "prefill".to_string(),
+        };
+        self.with_phase(s, Hop::Producer, src, a.process.clone(), a.t, |p| p.detail = detail);
+        let mut has_decode = false;
+        if let Some(e) = self.store.get_mut(s) {
+            e.trace.prefill = Some(i);
+            e.trace.engine_ids.push((src, a.id.to_string()));
+            e.track.prefill_at = Some(a.at);
+            e.track.prefill_wants_pull = wants_pull;
+            has_decode = e.trace.decode.is_some();
+        }
+        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        if a.max_tokens.is_some_and(|m| m > 1) {
+            let ev = format!(
+                "served by {src} alone (max_tokens={}): not a disaggregated request",
+                a.max_tokens.unwrap_or(0)
+            );
+            self.decide(s, Outcome::Unknown, Confidence::Sure, ev, a.at);
+            return s;
+        }
+        if has_decode {
+            // The decode side was read first (tail order): join it now.
+            self.ids_shared = true;
+            self.late_prefill_join(s);
+        } else {
+            push_capped(&mut self.unpaired_prefills, s, self.opts.max_pending);
+        }
+        s
+    }
+
+    fn prefill_added(
+        &mut self,
+        i: usize,
+        internal: &str,
+        external: &str,
+        t: f64,
+        at: f64,
+        process: Option<String>,
+    ) {
+        let src = Source::Prefill(i);
+        let base = base_id(external);
+        let found = self.store.latest(base).filter(|s| {
+            self.store
+                .get(*s)
+                .is_some_and(|e| e.trace.prefill == Some(i) && e.track.prefill_internal.is_none())
+        });
+        let s = match found {
+            Some(s) => s,
+            // `Received` was not logged (request logging off): the `Added` line opens it.
+            None => {
+                let a = Arrival { id: external, max_tokens: None, params: None, t, at, process };
+                self.prefill_arrival(i, &a)
+            }
+        };
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.prefill_internal = Some(internal.to_string());
+            e.trace.engine_ids.push((src, internal.to_string()));
+        }
+        self.store.index_engine(internal, s);
+    }
+
+    fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
+        let src = Source::Decode(i);
+        let base = base_id(a.id).to_string();
+        let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
+        let takes = |c: &Correlator, s: u64| {
+            c.store.get(s).is_some_and(|e| {
+                e.trace.decode.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
+            })
+        };
+        let mut join = Join::ById;
+        let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
+        if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
+            self.ids_shared = true;
+        }
+        if target.is_none()
+            && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
+        {
+            // The params name the prefill's internal id: an exact join even
+            // when each instance invented its own ids.
+            target = self
+                .store
+                .by_engine(rid)
+                .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
+                .filter(|s| takes(self, *s));
+        }
+        if target.is_none() && params.is_none() && looks_random(&base) && !self.ids_shared {
+            target = self.order_partner(a.t);
+            if target.is_some() {
+                join = Join::ByOrder;
+            }
+        }
+        let s = match target {
+            Some(s) => {
+                self.reopen(s);
+                if self.store.get(s).is_some_and(|e| e.trace.id != base) {
+                    self.store.alias(&base, s);
+                }
+                s
+            }
+            None => self.new_trace(base.clone(), a.at),
+        };
+        let detail = match params {
+            Some(p) => format!(
+                "kv_transfer_params: remote {} tokens in {} blocks from {}",
+                p.remote_num_tokens.map_or("?".into(), |n| n.to_string()),
+                p.remote_block_count.map_or("?".into(), |n| n.to_string()),
+                p.remote_request_id.as_deref().unwrap_or("?"),
+            ),
+            None => "no kv_transfer_params".to_string(),
+        };
+        self.with_phase(s, Hop::Consumer, src, a.process.clone(), a.t, |p| p.detail = detail);
+        let mut prefill = None;
+        if let Some(e) = self.store.get_mut(s) {
+            e.trace.decode = Some(i);
+            e.trace.engine_ids.push((src, a.id.to_string()));
+            if join == Join::ByOrder {
+                e.trace.join = Join::ByOrder;
+                e.trace.confidence = Confidence::Unsure;
+            }
+            e.track.decode_at = Some(a.at);
+            e.track.decode_event_t = Some(a.t);
+            e.track.decode_has_params = params.is_some();
+            e.trace.remote_num_tokens = params.and_then(|p| p.remote_num_tokens);
+            prefill = e.trace.prefill;
+        }
+        if params.is_some() {
+            self.params_seen.insert(i);
+        }
+        self.mark_open(s);
+        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        match (params, prefill) {
+            (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
+            (None, Some(pi)) if self.style(i) == Style::Params => {
+                let ev = format!(
+                    "decode got no kv_transfer_params although prefill#{pi} ran it: {} cannot pull without them{}",
+                    self.connector_name(i),
+                    self.expired_note(s)
+                );
+                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, a.at);
+            }
+            _ => {}
+        }
+        s
+    }
+
+    /// The oldest prefill still waiting for its decode, within the order window.
+    fn order_partner(&mut self, t: f64) -> Option<u64> {
+        let win = self.opts.order_window_s;
+        while let Some(s) = self.unpaired_prefills.front().copied() {
+            let usable = self.store.get(s).and_then(|e| {
+                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
+                let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
+                fresh.then_some(start)
+            });
+            match usable {
+                Some(start) if start >= t - win && start <= t + 1.0 => {
+                    self.unpaired_prefills.pop_front();
+                    return Some(s);
+                }
+                // Too old (or taken): it will never pair now.
+                Some(start) if start < t - win => {
+                    self.unpaired_prefills.pop_front();
+                }
+                Some(_) => return None,
+                None => {
+                    self.unpaired_prefills.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
+        let rid = p.remote_request_id.clone().unwrap_or_else(|| "?".into());
+        let tokens = p.remote_num_tokens.map_or("?".into(), |n| n.to_string());
+        self.with_phase(s, Hop::Connector, Source::Decode(i), None, t, |ph| {
+            ph.detail = format!("pull {tokens} tokens from {rid}");
+        });
+        let (conf, ev) = match prefill {
+            Some(pi) => (
+                Confidence::Sure,
+                format!(
+                    "kv_transfer_params from prefill#{pi}: {tokens} tokens in {} blocks ({rid}){}",
+                    p.remote_block_count.map_or("?".into(), |n| n.to_string()),
+                    self.finished_note(s, t)
+                ),
+            ),
+            None => (
+                Confidence::Likely,
+                format!(
+                    "kv_transfer_params name prefill request {rid} ({tokens} tokens), which no prefill log showed"
+                ),
+            ),
+        };
+        self.decide(s, Outcome::Loaded, conf, ev, at);
+        let q = self.params_loaded.entry(i).or_default();
+        push_capped(q, s, self.opts.max_pending);
+    }
+
+    fn decode_added(
+        &mut self,
+        i: usize,
+        internal: &str,
+        external: &str,
+        t: f64,
+        at: f64,
+        process: Option<String>,
+    ) {
+        let src = Source::Decode(i);
+        let base = base_id(external);
+        let found = self.store.latest(base).filter(|s| {
+            self.store.get(*s).is_some_and(|e| e.trace.decode == Some(i) && e.track.decode_added_at.is_none())
+        });
+        let s = match found {
+            Some(s) => s,
+            None => {
+                let a = Arrival { id: external, max_tokens: None, params: None, t, at, process };
+                self.decode_arrival(i, &a)
+            }
+        };
+        self.added_seq += 1;
+        let seq = self.added_seq;
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.decode_added_at = Some(at);
+            e.trace.engine_ids.push((src, internal.to_string()));
+        }
+        self.enqueue_for_hit(i, s, at, seq);
+    }
+
+    /// Puts a prefilled, param-less decode request in line for a hit.
+    fn enqueue_for_hit(&mut self, i: usize, s: u64, added_at: f64, seq: u64) {
+        let eligible = self.store.get(s).is_some_and(|e| {
+            e.trace.outcome == Outcome::Pending
+                && e.trace.prefill.is_some()
+                && !e.track.decode_has_params
+                && !e.track.in_hit_queue
+        });
+        if !eligible {
+            return;
+        }
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.in_hit_queue = true;
+        }
+        let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
+        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new() };
+        let (claim, dropped) = self.hits.entry(i).or_default().add(w, orphan_s, cap);
+        if let Some(c) = claim {
+            self.apply_claim(i, c, added_at, added_at);
+        }
+        if let Some(d) = dropped {
+            self.no_hit_verdict(i, d, added_at, false, true);
+        }
+    }
+
+    /// A prefill arrived after its decode (read order): queue the decode now.
+    fn late_prefill_join(&mut self, s: u64) {
+        let info = self.store.get(s).and_then(|e| Some((e.trace.decode?, e.track.decode_added_at?)));
+        if let Some((i, added)) = info {
+            // Its place in `Added` order is unknown; it goes last.
+            self.added_seq += 1;
+            let seq = self.added_seq;
+            self.enqueue_for_hit(i, s, added, seq);
+        }
+    }
+
+    fn on_hit(&mut self, i: usize, t: f64, at: f64) {
+        let cap = self.opts.max_pending;
+        if let Some(c) = self.hits.entry(i).or_default().hit(at, cap) {
+            self.apply_claim(i, c, t, at);
+        }
+    }
+
+    fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
+        let Some(s) = self.hits.get_mut(&i).and_then(|q| q.inject()) else {
+            return;
+        };
+        self.with_phase(s, Hop::Connector, Source::Decode(i), None, t, |p| {
+            p.end = Some(t);
+            p.detail = format!("External Cache Hit, Inject {tokens} tokens");
+        });
+        if let Some(e) = self.store.get_mut(s) {
+            e.trace.inject_tokens = Some(tokens);
+        }
+        if self.store.outcome(s) == Some(Outcome::Loaded) {
+            let ev = self.hit_evidence(s, t);
+            if let Some(e) = self.store.get_mut(s) {
+                e.trace.evidence = ev;
+            }
+        }
+    }
+
+    pub(super) fn connector_name(&self, i: usize) -> String {
+        self.stats
+            .get(&Source::Decode(i))
+            .and_then(|s| s.connector.clone())
+            .unwrap_or_else(|| "its connector".to_string())
+    }
+
+    fn reopen(&mut self, s: u64) {
+        if let Some(e) = self.store.get_mut(s)
+            && e.track.reopenable
+        {
+            e.track.reopenable = false;
+            e.trace.outcome = Outcome::Pending;
+            e.trace.decided_at = None;
+            e.trace.evidence.clear();
+        }
+        self.mark_open(s);
+    }
+}
+
+pub(super) fn hop_of(src: Source) -> Hop {
+    match src {
+        Source::Prefill(_) => Hop::Producer,
+        Source::Decode(_) => Hop::Consumer,
+        Source::Proxy => Hop::Proxy,
+    }
+}

@@ -1,0 +1,291 @@
+//! The public vocabulary of the correlation engine: what a trace is, what
+//! was concluded about it, and how sure that conclusion is.
+
+use std::fmt;
+
+/// Which tailed log a line came from. The index is the order of the
+/// `--prefill` / `--decode` endpoints on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    Prefill(usize),
+    Decode(usize),
+    Proxy,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Prefill(i) => write!(f, "prefill#{i}"),
+            Source::Decode(i) => write!(f, "decode#{i}"),
+            Source::Proxy => f.write_str("proxy"),
+        }
+    }
+}
+
+/// One step of a disaggregated request, in the order a healthy one takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hop {
+    Proxy,
+    /// The prefill instance (`kv_producer`).
+    Producer,
+    /// The KV connector moving (or loading) the prefill's KV.
+    Connector,
+    /// The decode instance (`kv_consumer`).
+    Consumer,
+}
+
+impl fmt::Display for Hop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Hop::Proxy => "proxy",
+            Hop::Producer => "prefill",
+            Hop::Connector => "connector",
+            Hop::Consumer => "decode",
+        })
+    }
+}
+
+/// What one hop did for a request, as far as its log says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Phase {
+    pub hop: Hop,
+    pub source: Source,
+    /// `"APIServer pid=3126"` when the line carried a process prefix.
+    pub process: Option<String>,
+    /// Unix seconds: the vLLM timestamp anchored to a year, or the read time
+    /// for lines without a clock (uvicorn access lines, the demo proxy).
+    pub start: f64,
+    pub end: Option<f64>,
+    pub detail: String,
+    pub error: Option<String>,
+}
+
+/// The verdict on one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Not decidable yet: waiting for a hit line, the decode side, a deadline.
+    Pending,
+    /// The decode instance loaded KV it did not compute.
+    Loaded,
+    /// The prefill ran, the decode instance recomputed the prompt, and nothing
+    /// reported an error. The one verdict pdtop exists for.
+    SilentMiss,
+    /// The decode instance served a request no prefill instance saw.
+    NoPrefill,
+    /// A hop failed visibly (non-2xx, abort, engine death, proxy error).
+    Error,
+    /// The logs do not allow a verdict (no shared ids, connector that logs
+    /// nothing per request, proxy lines only, ambiguous concurrent hits).
+    Unknown,
+}
+
+/// How the prefill side and the decode side of a trace were put together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Join {
+    /// Both sides logged the same request id (or the decode's
+    /// `kv_transfer_params` named the prefill's internal id).
+    ById,
+    /// No shared id: paired by arrival order within a time window. A guess.
+    ByOrder,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Confidence {
+    /// Per-request evidence, no alternative reading.
+    Sure,
+    /// Evidence that fits, with a plausible alternative (concurrency, a busy queue).
+    Likely,
+    /// Built on a guess (an order join); never enough for a miss on its own.
+    Unsure,
+}
+
+/// One request followed across proxy, prefill, connector and decode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// The base id as the client/proxy knows it (`lab-steady-3`), or the
+    /// id an instance invented (`a3f…`) when none was forwarded, or a
+    /// synthetic one (`proxy-12`, `decode#0-error-3`).
+    pub id: String,
+    /// vLLM's own ids per instance (`cmpl-…-0`, `cmpl-…-0-<8hex>`).
+    pub engine_ids: Vec<(Source, String)>,
+    pub phases: Vec<Phase>,
+    pub prefill: Option<usize>,
+    pub decode: Option<usize>,
+    /// `Inject KV cache of N tokens` attributed to this request (ExampleConnector).
+    pub inject_tokens: Option<u32>,
+    /// `remote_num_tokens` from the decode's `kv_transfer_params` (NIXL).
+    pub remote_num_tokens: Option<u32>,
+    pub outcome: Outcome,
+    /// The verdict's reason, in words.
+    pub evidence: String,
+    pub join: Join,
+    pub confidence: Confidence,
+    /// Read time of the first line of this trace.
+    pub first_seen: f64,
+    /// The `now` (or read time) at which the verdict was reached.
+    pub decided_at: Option<f64>,
+}
+
+impl Trace {
+    pub(crate) fn new(id: String, at: f64) -> Self {
+        Trace {
+            id,
+            engine_ids: Vec::new(),
+            phases: Vec::new(),
+            prefill: None,
+            decode: None,
+            inject_tokens: None,
+            remote_num_tokens: None,
+            outcome: Outcome::Pending,
+            evidence: String::new(),
+            join: Join::ById,
+            confidence: Confidence::Sure,
+            first_seen: at,
+            decided_at: None,
+        }
+    }
+
+    /// The first phase of a hop, if the trace has one.
+    pub fn phase(&self, hop: Hop) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.hop == hop)
+    }
+
+    pub(crate) fn phase_mut(&mut self, hop: Hop) -> Option<&mut Phase> {
+        self.phases.iter_mut().find(|p| p.hop == hop)
+    }
+}
+
+/// Verdict totals over the traces currently held, plus run-long counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub seen: usize,
+    pub loaded: usize,
+    pub silent_miss: usize,
+    pub no_prefill: usize,
+    pub error: usize,
+    pub pending: usize,
+    pub unknown: usize,
+    /// Misses known to have happened that no single request can be blamed
+    /// for: fewer hits than concurrent prefilled requests, or a prefill's KV
+    /// expiring unread with no decode request tied to it. Run-long.
+    pub unattributed_misses: u64,
+    /// Traces dropped off the ring. Run-long.
+    pub evicted: u64,
+}
+
+/// A fatal engine event, kept so the UI can say "decode died".
+#[derive(Debug, Clone, PartialEq)]
+pub struct Death {
+    pub at: f64,
+    pub text: String,
+}
+
+/// Per-source line accounting and lifecycle, for the UI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceStats {
+    pub source: Source,
+    pub lines: u64,
+    /// Lines that produced an event the correlator understands.
+    pub parsed: u64,
+    /// Blank lines and lines of no interest (`Other`, foreign output).
+    pub ignored: u64,
+    pub last_at: Option<f64>,
+    pub pid: Option<u32>,
+    /// `Starting vLLM server` / uvicorn startup lines seen.
+    pub starts: u32,
+    pub shutdowns: u32,
+    pub deaths: u32,
+    pub last_death: Option<Death>,
+    /// `kv_connector` from the instance's `KVTransferConfig`.
+    pub connector: Option<String>,
+    pub kv_role: Option<String>,
+    /// Last `External prefix cache hit rate` of the periodic engine line.
+    pub external_hit_pct: Option<f64>,
+    /// `Waiting: N reqs` of the last periodic engine line.
+    pub waiting: Option<u32>,
+    /// Non-2xx or error lines that could not be tied to a request.
+    pub unattributed_errors: u64,
+}
+
+impl SourceStats {
+    pub(crate) fn new(source: Source) -> Self {
+        SourceStats {
+            source,
+            lines: 0,
+            parsed: 0,
+            ignored: 0,
+            last_at: None,
+            pid: None,
+            starts: 0,
+            shutdowns: 0,
+            deaths: 0,
+            last_death: None,
+            connector: None,
+            kv_role: None,
+            external_hit_pct: None,
+            waiting: None,
+            unattributed_errors: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrelatorStats {
+    /// One entry per source that has sent at least one line, in `Source` order.
+    pub sources: Vec<SourceStats>,
+    /// `External Cache Hit!` lines no waiting request could take.
+    pub orphan_hits: u64,
+    /// Traces on the undecided list (bounded by the ring).
+    pub open: usize,
+    /// Entries in the per-source waiting queues (each capped at `max_pending`).
+    pub queued: usize,
+    /// Entries in the id indexes (bounded: dropped with their trace).
+    pub index_entries: usize,
+}
+
+/// Tunables. Times are seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrelatorOptions {
+    /// Traces kept; the oldest drop off first.
+    pub capacity: usize,
+    /// How long after a decode `Added` line a missing `External Cache Hit!`
+    /// counts as a miss. The hit is printed when the engine schedules the
+    /// request (milliseconds later when the engine is not queueing); 1.5 s
+    /// covers the 1 s resolution of vLLM timestamps.
+    pub settle_s: f64,
+    /// The same wait when the decode engine last reported waiting requests:
+    /// a queued request is scheduled (and prints its hit) late.
+    pub settle_busy_s: f64,
+    /// Window for pairing a prefill with a decode arrival when no id is shared.
+    pub order_window_s: f64,
+    /// How long a hit printed before any request is waiting may still be
+    /// claimed by the next `Added` line (two processes share one stdout).
+    pub orphan_hit_s: f64,
+    /// A prefill with no decode request after this long is decided Unknown.
+    pub prefill_only_timeout_s: f64,
+    /// A proxy-only trace is decided Unknown after this long.
+    pub proxy_only_timeout_s: f64,
+    /// Window for pinning an id-less proxy access line on a trace.
+    pub proxy_window_s: f64,
+    /// Cap on any per-source waiting queue.
+    pub max_pending: usize,
+    /// Fixed year for vLLM timestamps; `None`: the UTC year of the read time.
+    pub year: Option<i32>,
+}
+
+impl Default for CorrelatorOptions {
+    fn default() -> Self {
+        CorrelatorOptions {
+            capacity: 10_000,
+            settle_s: 1.5,
+            settle_busy_s: 10.0,
+            order_window_s: 10.0,
+            orphan_hit_s: 1.0,
+            prefill_only_timeout_s: 60.0,
+            proxy_only_timeout_s: 30.0,
+            proxy_window_s: 3.0,
+            max_pending: 4096,
+            year: None,
+        }
+    }
+}

@@ -1,0 +1,570 @@
+//! The trace correlator against the recorded vLLM 0.26 captures in
+//! `shared/lab-captures/`, fed as a live tail would see them: the prefill,
+//! decode (then decode-after-restart) and proxy logs interleaved in time
+//! order, each line read at its own timestamp (or the previous line's),
+//! `on_tick` every simulated second, `finish` at the end. The truth is each
+//! capture's `requests.jsonl` and the phase tables of its README.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use pdtop::logs::vllm::{VllmEvent, parse_vllm_line};
+use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, Source, anchor, base_id};
+use proptest::prelude::*;
+
+fn capture(rel: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
+    std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("read {}: {e} (shared/ must sit beside the checkout)", p.display()))
+}
+
+struct Req {
+    id: String,
+    phase: String,
+    mode: String,
+    cached: u64,
+    /// When the client got its first byte: the demo proxy's access line time.
+    first_byte: f64,
+}
+
+fn requests(dir: &str) -> Vec<Req> {
+    capture(&format!("{dir}/requests.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            Req {
+                id: s("id"),
+                phase: s("phase"),
+                mode: s("mode"),
+                cached: v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0),
+                first_byte: v["t_start"].as_f64().unwrap_or(0.0)
+                    + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0,
+            }
+        })
+        .collect()
+}
+
+/// The lab's start, to anchor vLLM's year-less stamps.
+fn start_hint(dir: &str) -> f64 {
+    capture(&format!("{dir}/events.jsonl"))
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|v| v["t"].as_f64())
+        .expect("events.jsonl has a first t")
+}
+
+type Lines = Vec<(f64, String)>;
+
+/// Lines of one instance (several files appended, as a restarted process
+/// writing to the same log), each at its own stamp or the previous line's.
+fn instance_lines(texts: &[String], hint: f64) -> Lines {
+    let mut out = Vec::new();
+    let mut last = hint;
+    for text in texts {
+        for l in text.lines() {
+            if let Some(t) = parse_vllm_line(l).and_then(|p| p.timestamp).and_then(|s| anchor(s, hint, None))
+            {
+                last = t;
+            }
+            out.push((last, l.to_string()));
+        }
+    }
+    out
+}
+
+/// The demo proxy prints no clock at all. Its n-th `POST` access line is
+/// the n-th proxied request's response start, so the harness borrows the
+/// client's clock for it (first byte); the startup lines go first.
+fn proxy_lines(dir: &str) -> Lines {
+    let reqs = requests(dir);
+    let mut times: Vec<f64> = reqs.iter().filter(|r| r.mode == "proxy").map(|r| r.first_byte).collect();
+    times.sort_by(f64::total_cmp);
+    let first = reqs.iter().map(|r| r.first_byte).fold(f64::MAX, f64::min) - 10.0;
+    let mut it = times.into_iter();
+    let mut last = first;
+    capture(&format!("{dir}/proxy.log"))
+        .lines()
+        .map(|l| {
+            if l.contains("\"POST ") {
+                last = it.next().unwrap_or(last);
+            }
+            (last, l.to_string())
+        })
+        .collect()
+}
+
+/// Merges the sources in time order (each file keeps its own order, as a
+/// tail reads it), ticks every whole second, finishes 10 s after the end.
+fn run(feeds: Vec<(Source, Lines)>, opts: CorrelatorOptions) -> Correlator {
+    let mut c = Correlator::new(opts);
+    let mut pos = vec![0usize; feeds.len()];
+    let mut tick: Option<f64> = None;
+    loop {
+        let next = (0..feeds.len())
+            .filter(|k| pos[*k] < feeds[*k].1.len())
+            .min_by(|a, b| feeds[*a].1[pos[*a]].0.total_cmp(&feeds[*b].1[pos[*b]].0));
+        let Some(k) = next else { break };
+        let (at, line) = &feeds[k].1[pos[k]];
+        let mut t = tick.unwrap_or(at.floor());
+        while t + 1.0 <= *at {
+            t += 1.0;
+            c.on_tick(t);
+        }
+        tick = Some(t);
+        c.on_line(feeds[k].0, line, *at);
+        pos[k] += 1;
+    }
+    let end = tick.unwrap_or(0.0);
+    for s in 1..=10 {
+        c.on_tick(end + f64::from(s));
+    }
+    c.finish(end + 10.0);
+    c
+}
+
+fn full_feeds(dir: &str) -> Vec<(Source, Lines)> {
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    vec![
+        (Source::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (Source::Decode(0), instance_lines(&[f("vllm-decode.log"), f("vllm-decode2.log")], hint)),
+        (Source::Proxy, proxy_lines(dir)),
+    ]
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Every request of the capture: its trace exists and `cached_tokens > 0`
+/// (what decode loaded, as the client saw it) ⇔ `Loaded`.
+fn check_against_truth(c: &Correlator, dir: &str) {
+    for r in requests(dir) {
+        let t = c.get(&r.id).unwrap_or_else(|| panic!("{dir}: no trace for {}", r.id));
+        assert_eq!(
+            r.cached > 0,
+            t.outcome == Outcome::Loaded,
+            "{dir} {} ({}): cached {} but {:?}: {}",
+            r.id,
+            r.phase,
+            r.cached,
+            t.outcome,
+            t.evidence
+        );
+        assert_eq!(t.join, Join::ById, "{}", r.id);
+    }
+}
+
+fn ids_of_phase(dir: &str, phase: &str) -> Vec<String> {
+    sorted(requests(dir).into_iter().filter(|r| r.phase == phase).map(|r| r.id).collect())
+}
+
+#[test]
+fn qwen3_example_connector() {
+    let dir = "qwen3-shape-restart";
+    let mut c = run(full_feeds(dir), CorrelatorOptions::default());
+    let n = c.counts();
+    assert_eq!(n.silent_miss, 8, "{n:?}");
+    let mut want = ids_of_phase(dir, "edge_block");
+    want.extend(ids_of_phase(dir, "mismatch"));
+    assert_eq!(sorted(c.silent_miss_ids()), sorted(want.clone()));
+    assert_eq!(sorted(c.drain_new_misses()), sorted(want));
+    assert!(c.drain_new_misses().is_empty());
+    assert_eq!(n.no_prefill, 8, "{n:?}");
+    assert!(n.loaded.abs_diff(60) <= 1, "{n:?}");
+    assert_eq!(n.pending, 0);
+    assert_eq!(n.error, 0);
+    assert_eq!(n.unattributed_misses, 0);
+    for phase in ["steady", "after_restart"] {
+        for id in ids_of_phase(dir, phase) {
+            let t = c.get(&id).expect("trace");
+            assert_eq!(t.outcome, Outcome::Loaded, "{id}: {}", t.evidence);
+            assert_eq!(t.confidence, Confidence::Sure, "{id}: {}", t.evidence);
+        }
+    }
+    check_against_truth(&c, dir);
+    // The hit attribution also gives each request its own token count:
+    // ExampleConnector injects (prompt - 1) aligned down to the block.
+    for r in requests(dir).iter().filter(|r| r.cached > 0) {
+        let t = c.get(&r.id).expect("trace");
+        assert_eq!(t.inject_tokens, Some(r.cached as u32), "{}", r.id);
+    }
+    let miss = c.get("lab-edge_block-0").expect("trace");
+    assert!(miss.evidence.contains("no External Cache Hit"), "{}", miss.evidence);
+    assert_eq!(miss.confidence, Confidence::Sure);
+    let ok = c.get("lab-disagg-1").expect("trace");
+    assert!(ok.evidence.starts_with("Inject 2032 tokens after prefill on prefill#0"), "{}", ok.evidence);
+    let st = c.stats();
+    let decode = st.sources.iter().find(|s| s.source == Source::Decode(0)).expect("decode stats");
+    assert_eq!(decode.starts, 2, "the restart is seen");
+    assert_eq!(decode.connector.as_deref(), Some("ExampleConnector"));
+    assert_eq!(st.orphan_hits, 0);
+}
+
+#[test]
+fn qwen3_misses_are_called_within_two_seconds() {
+    let dir = "qwen3-shape-restart";
+    let hint = start_hint(dir);
+    let c = run(full_feeds(dir), CorrelatorOptions::default());
+    let mut added: HashMap<String, f64> = HashMap::new();
+    for l in capture(&format!("{dir}/vllm-decode.log")).lines() {
+        if let Some(p) = parse_vllm_line(l)
+            && let VllmEvent::Added { external_id, .. } = &p.event
+            && let Some(t) = p.timestamp.and_then(|s| anchor(s, hint, None))
+        {
+            added.insert(base_id(external_id).to_string(), t);
+        }
+    }
+    let ids = c.silent_miss_ids();
+    assert_eq!(ids.len(), 8);
+    for id in ids {
+        let t = c.get(&id).expect("trace");
+        let decided = t.decided_at.expect("decided");
+        let lag = decided - added[&id];
+        assert!((0.0..=2.0).contains(&lag), "{id}: decided {lag} s after Added");
+    }
+}
+
+#[test]
+fn nixl_params() {
+    let dir = "nixl-llama-shape";
+    let c = run(full_feeds(dir), CorrelatorOptions::default());
+    let n = c.counts();
+    assert_eq!(n.silent_miss, 4, "{n:?}");
+    assert_eq!(sorted(c.silent_miss_ids()), ids_of_phase(dir, "noparams"));
+    for id in ids_of_phase(dir, "edge_block") {
+        let t = c.get(&id).expect("trace");
+        assert_eq!(t.outcome, Outcome::Loaded, "{id}");
+        assert!(t.remote_num_tokens.is_some_and(|n| n > 1024), "{id}");
+    }
+    assert_eq!(n.no_prefill, 8, "{n:?}");
+    assert!(n.loaded.abs_diff(52) <= 1, "{n:?}");
+    assert_eq!(n.pending, 0);
+    check_against_truth(&c, dir);
+    // The prefill's expiry line confirms each miss later on.
+    for id in ids_of_phase(dir, "noparams") {
+        let t = c.get(&id).expect("trace");
+        assert!(t.evidence.starts_with("decode got no kv_transfer_params"), "{}", t.evidence);
+        assert!(t.evidence.contains("released its KV unread"), "{id}: {}", t.evidence);
+    }
+    // The 10 s transfer windows count the loads.
+    let confirmed = c.traces().filter(|t| t.evidence.contains("KV Transfer metrics counted")).count();
+    assert!(confirmed >= 40, "{confirmed}");
+}
+
+#[test]
+fn proxy_log_alone_never_says_miss() {
+    for dir in ["qwen3-shape-restart", "nixl-llama-shape"] {
+        let c = run(vec![(Source::Proxy, proxy_lines(dir))], CorrelatorOptions::default());
+        let n = c.counts();
+        assert_eq!(n.silent_miss, 0, "{dir}: {n:?}");
+        assert_eq!(n.loaded + n.no_prefill + n.error + n.pending, 0, "{dir}: {n:?}");
+        assert_eq!(n.unknown, n.seen, "{dir}");
+        assert!(n.seen > 0);
+    }
+}
+
+/// vLLM's own random id for `base` on one instance (`instance` 0: prefill, 1: decode).
+fn random_id(instance: u64, base: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ instance;
+    for b in base.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}{:016x}", h.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15)
+}
+
+/// What the demo proxy leaves: no `X-Request-Id`, so each instance invents
+/// its own id. NIXL's `remote_request_id` still names the prefill's id.
+fn strip_ids(lines: Lines, instance: u64, bases: &[String]) -> Lines {
+    lines
+        .into_iter()
+        .map(|(at, mut l)| {
+            const RID: &str = "'remote_request_id': '";
+            for b in bases {
+                let from = format!("cmpl-{b}-0");
+                if instance == 1
+                    && let Some(i) = l.find(RID)
+                {
+                    let (head, tail) = l.split_at(i + RID.len());
+                    if tail.starts_with(&from) {
+                        l = format!(
+                            "{head}{}",
+                            tail.replacen(&from, &format!("cmpl-{}-0", random_id(0, b)), 1)
+                        );
+                    }
+                }
+                if l.contains(&from) {
+                    l = l.replace(&from, &format!("cmpl-{}-0", random_id(instance, b)));
+                }
+            }
+            (at, l)
+        })
+        .collect()
+}
+
+#[test]
+fn without_shared_ids_no_miss_comes_from_a_guess() {
+    for dir in ["qwen3-shape-restart", "nixl-llama-shape"] {
+        let mut bases: Vec<String> = requests(dir).into_iter().map(|r| r.id).collect();
+        // Longest first, so `lab-steady-1` never eats into `lab-steady-10`.
+        bases.sort_by_key(|b| std::cmp::Reverse(b.len()));
+        let feeds: Vec<(Source, Lines)> = full_feeds(dir)
+            .into_iter()
+            .map(|(src, lines)| match src {
+                Source::Prefill(_) => (src, strip_ids(lines, 0, &bases)),
+                Source::Decode(_) => (src, strip_ids(lines, 1, &bases)),
+                Source::Proxy => (src, lines),
+            })
+            .collect();
+        let joined = feeds[1].1.iter().any(|(_, l)| l.contains("cmpl-lab-"));
+        assert!(!joined, "{dir}: every lab id was rewritten");
+        let c = run(feeds, CorrelatorOptions::default());
+        let n = c.counts();
+        for t in c.traces() {
+            if t.join == Join::ByOrder {
+                assert_ne!(t.outcome, Outcome::SilentMiss, "{}", t.id);
+                assert_eq!(t.confidence, Confidence::Unsure, "{}", t.id);
+            }
+        }
+        assert_eq!(n.silent_miss, 0, "{dir}: {n:?}");
+        assert_eq!(n.no_prefill, 0, "{dir}: ids are not shared, so absence proves nothing");
+        assert!(c.traces().any(|t| t.join == Join::ByOrder), "{dir}");
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for t in c.traces() {
+            *by.entry(format!("{:?}/{:?}", t.outcome, t.join)).or_default() += 1;
+        }
+        eprintln!("{dir}: {by:?}");
+    }
+}
+
+#[test]
+fn ring_stays_at_its_cap() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let mut at = 1_800_000_000.0;
+    for n in 0..30_000u32 {
+        let id = format!("syn-{n}");
+        let lines = [
+            (
+                Source::Prefill(0),
+                format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
+            ),
+            (Source::Prefill(0), format!("Added request cmpl-{id}-0-0123abcd.")),
+            (
+                Source::Prefill(0),
+                "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK".to_string(),
+            ),
+            (
+                Source::Decode(0),
+                format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=64)"),
+            ),
+            (Source::Decode(0), format!("Added request cmpl-{id}-0-89abcdef.")),
+            (Source::Decode(0), "External Cache Hit!".to_string()),
+            (Source::Decode(0), "Inject KV cache of 96 tokens to the paged memory".to_string()),
+        ];
+        for (src, l) in lines {
+            c.on_line(src, &l, at);
+        }
+        // Every tenth request misses (no hit, no inject), then a lull: with
+        // requests overlapping, a miss cannot be told from its neighbours.
+        if n % 10 == 0 {
+            let id = format!("syn-miss-{n}");
+            c.on_line(
+                Source::Prefill(0),
+                &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
+                at,
+            );
+            c.on_line(
+                Source::Decode(0),
+                &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=64)"),
+                at,
+            );
+            c.on_line(Source::Decode(0), &format!("Added request cmpl-{id}-0-89abcdef."), at);
+            at += 2.0;
+            c.on_tick(at);
+        }
+        at += 0.25;
+        c.on_tick(at);
+    }
+    c.finish(at + 60.0);
+    let n = c.counts();
+    assert_eq!(c.traces().count(), 10_000);
+    assert_eq!(n.seen, 10_000);
+    assert_eq!(n.evicted, 33_000 - 10_000);
+    assert_eq!(n.pending, 0);
+    let st = c.stats();
+    assert!(st.open <= 10, "{st:?}");
+    assert!(st.queued <= 3 * 4096, "{st:?}");
+    assert!(st.index_entries <= 30_000, "{}", st.index_entries);
+    assert_eq!(c.drain_new_misses().len(), 1024, "the alert queue is capped too");
+    assert_eq!(n.silent_miss, 909, "one in 11 of the last 10,000: {n:?}");
+    assert_eq!(n.unattributed_misses, 0, "{n:?}");
+    assert!(c.traces().next_back().is_some_and(|t| t.id == "syn-29999"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn arbitrary_lines_never_panic(
+        input in proptest::collection::vec(
+            (0u8..5, prop_oneof![
+                any::<String>(),
+                "(Received request |Added request |External Cache Hit!|Inject KV cache of |Releasing expired KV blocks for request |Aborted request\\(s\\) |INFO:     1:2 - \"POST /v1/x HTTP/1.1\" |\\{\"ts\": )[ -~]{0,60}",
+                "\\(APIServer pid=[0-9]{1,3}\\) (INFO|ERROR) (1[0-3]|0[0-9])-[0-3][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} \\[a\\] (Received request cmpl-[a-z0-9-]{0,12}: params: SamplingParams\\(max_tokens=[0-9]{1,3}|Added request cmpl-[a-z0-9-]{0,20}|Engine core proc x died)[ -~]{0,30}",
+            ], prop_oneof![any::<f64>(), 0.0f64..2e9]),
+            0..40,
+        )
+    ) {
+        let mut c = Correlator::new(CorrelatorOptions { capacity: 8, max_pending: 4, ..CorrelatorOptions::default() });
+        for (k, line, at) in &input {
+            let src = match k {
+                0 => Source::Prefill(0),
+                1 => Source::Prefill(1),
+                2 => Source::Decode(0),
+                3 => Source::Decode(1),
+                _ => Source::Proxy,
+            };
+            c.on_line(src, line, *at);
+            c.on_tick(*at);
+        }
+        c.finish(f64::NAN);
+        let n = c.counts();
+        prop_assert!(n.seen <= 8);
+        let _ = (c.silent_miss_ids(), c.drain_new_misses(), c.stats());
+    }
+}
+
+/// Two prefilled requests added in the same instant, one hit: FIFO gives
+/// it to the older, but the younger may be its owner. Neither is called a
+/// miss; the miss is counted, unattributed.
+#[test]
+fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let at = 1_800_000_000.0;
+    c.on_line(
+        Source::Decode(0),
+        "KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')",
+        at,
+    );
+    for id in ["a", "b"] {
+        c.on_line(
+            Source::Prefill(0),
+            &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
+            at,
+        );
+    }
+    for id in ["a", "b"] {
+        c.on_line(
+            Source::Decode(0),
+            &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=9)"),
+            at,
+        );
+        c.on_line(Source::Decode(0), &format!("Added request cmpl-{id}-0-00000000."), at);
+    }
+    c.on_line(Source::Decode(0), "External Cache Hit!", at);
+    c.on_line(Source::Decode(0), "Inject KV cache of 32 tokens to the paged memory", at);
+    c.on_tick(at + 1.0);
+    assert_eq!(c.get("a").map(|t| (t.outcome, t.confidence)), Some((Outcome::Loaded, Confidence::Likely)));
+    assert_eq!(c.get("b").map(|t| t.outcome), Some(Outcome::Pending));
+    c.on_tick(at + 2.0);
+    let n = c.counts();
+    assert_eq!((n.silent_miss, n.loaded, n.unknown, n.unattributed_misses), (0, 1, 1, 1), "{n:?}");
+    let b = c.get("b").expect("trace");
+    assert!(b.evidence.contains("one of them did not load"), "{}", b.evidence);
+    assert!(c.drain_new_misses().is_empty());
+    // The same pair one at a time is sure: b alone, with no hit, missed.
+    c.on_line(
+        Source::Prefill(0),
+        "Received request cmpl-c-0: params: SamplingParams(max_tokens=1)",
+        at + 10.0,
+    );
+    c.on_line(
+        Source::Decode(0),
+        "Received request cmpl-c-0: params: SamplingParams(max_tokens=9)",
+        at + 10.0,
+    );
+    c.on_line(Source::Decode(0), "Added request cmpl-c-0-00000000.", at + 10.0);
+    c.on_tick(at + 11.0);
+    assert_eq!(c.get("c").map(|t| t.outcome), Some(Outcome::Pending));
+    c.on_tick(at + 11.5);
+    assert_eq!(c.get("c").map(|t| (t.outcome, t.confidence)), Some((Outcome::SilentMiss, Confidence::Sure)));
+    assert_eq!(c.drain_new_misses(), vec!["c".to_string()]);
+}
+
+/// Errors name the hop; an engine death is kept for the UI.
+#[test]
+fn errors_and_deaths() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let at = 1_800_000_000.0;
+    c.on_line(Source::Prefill(0), "Received request cmpl-e1-0: params: SamplingParams(max_tokens=1)", at);
+    c.on_line(
+        Source::Prefill(0),
+        "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 500 Internal Server Error",
+        at,
+    );
+    c.on_line(Source::Prefill(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=1)", at);
+    c.on_line(Source::Decode(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=9)", at);
+    c.on_line(Source::Decode(0), "ERROR 11-30 06:25:31 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.", at);
+    c.on_line(Source::Proxy, "Error occurred in disagg proxy server", at);
+    c.on_line(Source::Proxy, "ERROR:root:Request failed with status 500: boom", at);
+    c.on_line(
+        Source::Proxy,
+        r#"{"ts": 1800000001.0, "request_id": "e3", "event": "decode_start", "instance": "127.0.0.1:8200"}"#,
+        at,
+    );
+    c.on_line(Source::Proxy, r#"{"ts": 1800000001.5, "request_id": "e3", "event": "error", "status": 502, "error": "decode unreachable"}"#, at);
+    let e1 = c.get("e1").expect("e1");
+    assert_eq!(e1.outcome, Outcome::Error);
+    assert!(e1.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", e1.evidence);
+    let e2 = c.get("e2").expect("e2");
+    assert_eq!(e2.outcome, Outcome::Error);
+    assert!(e2.evidence.starts_with("decode on decode#0: engine died"), "{}", e2.evidence);
+    let e3 = c.get("e3").expect("e3");
+    assert_eq!(e3.outcome, Outcome::Error);
+    assert!(
+        e3.evidence.starts_with("decode failed (reported by the proxy): HTTP 502: decode unreachable"),
+        "{}",
+        e3.evidence
+    );
+    let st = c.stats();
+    let d = st.sources.iter().find(|s| s.source == Source::Decode(0)).expect("decode");
+    assert_eq!(d.deaths, 1);
+    assert!(d.last_death.as_ref().is_some_and(|x| x.text.contains("died unexpectedly")));
+    // The proxy's two lines about one failure make one synthetic trace.
+    let proxy_errors = c.traces().filter(|t| t.id.starts_with("proxy-error")).count();
+    assert_eq!(proxy_errors, 1);
+    c.finish(at + 100.0);
+    assert_eq!(c.counts().silent_miss, 0);
+}
+
+/// A looping lab reuses ids: a new `Received` after a verdict is a new trace.
+#[test]
+fn reused_ids_start_new_traces() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let mut at = 1_800_000_000.0;
+    c.on_line(Source::Decode(0), "KVTransferConfig(kv_connector='ExampleConnector')", at);
+    for round in 0..2 {
+        c.on_line(
+            Source::Prefill(0),
+            "Received request cmpl-loop-0: params: SamplingParams(max_tokens=1)",
+            at,
+        );
+        c.on_line(
+            Source::Decode(0),
+            "Received request cmpl-loop-0: params: SamplingParams(max_tokens=9)",
+            at,
+        );
+        c.on_line(Source::Decode(0), "Added request cmpl-loop-0-0000000a.", at);
+        if round == 0 {
+            c.on_line(Source::Decode(0), "External Cache Hit!", at);
+        }
+        at += 5.0;
+        c.on_tick(at);
+    }
+    let v: Vec<_> = c.traces().map(|t| (t.id.as_str(), t.outcome)).collect();
+    assert_eq!(v, vec![("loop", Outcome::Loaded), ("loop", Outcome::SilentMiss)]);
+    assert_eq!(c.get("loop").map(|t| t.outcome), Some(Outcome::SilentMiss));
+}
