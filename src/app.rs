@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ratatui::crossterm::event::{Event, KeyEvent};
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::{Frame, Terminal, backend::Backend};
 use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 use tokio::time::Instant;
@@ -44,6 +44,9 @@ impl App {
 
     /// Applies a key; returns whether the screen changed.
     pub fn on_key(&mut self, key: &KeyEvent) -> bool {
+        if self.view.searching && key.kind == KeyEventKind::Press {
+            return self.on_search_key(key);
+        }
         let Some(action) = action_for(key) else {
             return false;
         };
@@ -51,13 +54,49 @@ impl App {
         true
     }
 
+    /// Typing a search: text goes to the filter; Enter keeps it, Esc drops
+    /// it; Ctrl-C still quits.
+    fn on_search_key(&mut self, key: &KeyEvent) -> bool {
+        let v = &mut self.view;
+        match key.code {
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
+            KeyCode::Char(c) => {
+                v.search.push(c);
+                v.selected = 0;
+            }
+            KeyCode::Backspace => {
+                v.search.pop();
+            }
+            KeyCode::Enter => v.searching = false,
+            KeyCode::Esc => {
+                v.searching = false;
+                v.search.clear();
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Rows in the Requests view (for moving the selection).
+    fn request_rows(&self) -> usize {
+        let state = self.view.frozen.as_deref().unwrap_or(&self.state);
+        ui::requests::visible(state, &self.view).len()
+    }
+
     pub fn on_action(&mut self, action: Action) {
+        let rows = self.request_rows();
+        let in_requests = self.view.view == View::Requests;
         let v = &mut self.view;
         match action {
             Action::ForceQuit => self.quit = true,
             Action::Back => {
                 if v.help {
                     v.help = false;
+                } else if in_requests && (v.detail || v.followed.is_some()) {
+                    v.detail = false;
+                    v.followed = None;
+                } else if in_requests && !v.search.is_empty() {
+                    v.search.clear();
                 } else {
                     self.quit = true;
                 }
@@ -70,11 +109,31 @@ impl App {
                 v.view = all[(i + step) % all.len()];
                 v.scroll = 0;
             }
+            Action::Down if in_requests => v.selected = (v.selected + 1).min(rows.saturating_sub(1)),
+            Action::Up if in_requests => v.selected = v.selected.saturating_sub(1),
+            Action::Top if in_requests => v.selected = 0,
+            Action::Bottom if in_requests => v.selected = rows.saturating_sub(1),
             Action::Down => v.scroll = v.scroll.saturating_add(1),
             Action::Up => v.scroll = v.scroll.saturating_sub(1),
             Action::Top => v.scroll = 0,
             Action::Bottom => v.scroll = self.state.events.len().saturating_sub(1),
-            Action::Left | Action::Right => {}
+            Action::Search => {
+                v.view = View::Requests;
+                v.searching = true;
+            }
+            Action::Open => {
+                if in_requests {
+                    v.detail = !v.detail;
+                }
+            }
+            Action::Follow => {
+                if v.followed.is_some() {
+                    v.followed = None;
+                } else if in_requests {
+                    let state = v.frozen.as_deref().unwrap_or(&self.state);
+                    v.followed = ui::requests::visible(state, v).get(v.selected).map(|t| t.id.clone());
+                }
+            }
             Action::Freeze => {
                 v.frozen = match v.frozen {
                     Some(_) => None,

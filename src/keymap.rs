@@ -14,12 +14,13 @@ pub enum Action {
     PrevView,
     Up,
     Down,
-    Left,
-    Right,
     Top,
     Bottom,
     Freeze,
     ToggleWindow,
+    Search,
+    Open,
+    Follow,
 }
 
 /// (key, modifiers, action, what the help overlay says).
@@ -34,14 +35,17 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Down, KeyModifiers::NONE, Action::Down, "down / scroll"),
     (KeyCode::Char('k'), KeyModifiers::NONE, Action::Up, "up / scroll"),
     (KeyCode::Up, KeyModifiers::NONE, Action::Up, "up / scroll"),
-    (KeyCode::Char('h'), KeyModifiers::NONE, Action::Left, "previous instance"),
-    (KeyCode::Left, KeyModifiers::NONE, Action::Left, "previous instance"),
-    (KeyCode::Char('l'), KeyModifiers::NONE, Action::Right, "next instance"),
-    (KeyCode::Right, KeyModifiers::NONE, Action::Right, "next instance"),
+    (KeyCode::Char('h'), KeyModifiers::NONE, Action::PrevView, "previous view"),
+    (KeyCode::Left, KeyModifiers::NONE, Action::PrevView, "previous view"),
+    (KeyCode::Char('l'), KeyModifiers::NONE, Action::NextView, "next view"),
+    (KeyCode::Right, KeyModifiers::NONE, Action::NextView, "next view"),
     (KeyCode::Char('g'), KeyModifiers::NONE, Action::Top, "first"),
     (KeyCode::Char('G'), KeyModifiers::SHIFT, Action::Bottom, "last"),
     (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
     (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
+    (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
+    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "requests: open / close the trace"),
+    (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
 ];
 
 /// The action of a key press; releases and repeats of other kinds are

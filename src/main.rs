@@ -40,7 +40,7 @@ fn finish(r: color_eyre::Result<()>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pdtop: {e:?}");
+            eprintln!("pdtop: {e:#}");
             ExitCode::FAILURE
         }
     }

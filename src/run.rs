@@ -271,7 +271,12 @@ fn run_screen(
     clock: Arc<dyn Clock>,
     demo: Option<(String, f64, lab::server::LabClock)>,
 ) -> Result<()> {
-    let mut terminal = ratatui::init();
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(eyre!(
+            "the dashboard needs a terminal; for no screen use `pdtop check --duration SECS --json`"
+        ));
+    }
+    let mut terminal = ratatui::try_init().wrap_err("cannot set up the terminal")?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::thread::current().name() == Some(COLLECTOR_THREAD) {

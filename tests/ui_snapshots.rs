@@ -121,3 +121,30 @@ fn tiny_and_huge_terminals_do_not_panic() {
         draw(&app, w, h);
     }
 }
+
+#[test]
+fn requests_view_and_a_trace_from_the_real_logs() {
+    // 60 s in: the misses are named, the steady phase is running.
+    let mut app = App::new(common::replay_with_logs("qwen3-shape-restart", 60.0), dark());
+    app.on_action(Action::NextView);
+    let t = text(&draw(&app, 140, 44));
+    assert!(t.contains("lab-edge_block-0") && t.contains("SILENT MISS"), "{t}");
+    insta::assert_snapshot!("requests_140x44", t);
+    // Search for one miss and open its trace.
+    app.on_action(Action::Search);
+    for c in "mismatch-2".chars() {
+        app.on_key(&ratatui::crossterm::event::KeyEvent::new(
+            ratatui::crossterm::event::KeyCode::Char(c),
+            ratatui::crossterm::event::KeyModifiers::NONE,
+        ));
+    }
+    app.on_key(&ratatui::crossterm::event::KeyEvent::new(
+        ratatui::crossterm::event::KeyCode::Enter,
+        ratatui::crossterm::event::KeyModifiers::NONE,
+    ));
+    app.on_action(Action::Open);
+    let t = text(&draw(&app, 140, 44));
+    assert!(t.contains("trace lab-mismatch-2"), "{t}");
+    assert!(!t.contains("lab-steady-0 "), "the filter hides other ids: {t}");
+    insta::assert_snapshot!("trace_mismatch_140x44", t);
+}

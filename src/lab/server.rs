@@ -103,10 +103,8 @@ pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHan
     for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
         tokio::spawn(serve_instance(role, listener, capture.clone(), clock.clone()));
     }
-    for i in 0..capture.logs.len() {
-        let path = path_of(capture.logs[i].file_name);
-        tokio::spawn(write_log(i, path, capture.clone(), clock.clone()));
-    }
+    let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(l.file_name)).collect();
+    tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
     Ok(handle)
 }
 
@@ -202,23 +200,38 @@ fn models_json(capture: &Capture) -> String {
     .to_string()
 }
 
-/// Appends each line of a log when its time comes; truncates at a new loop.
-async fn write_log(idx: usize, path: PathBuf, capture: Arc<Capture>, clock: LabClock) {
-    let lines = &capture.logs[idx].lines;
-    let mut next = 0;
+/// Appends each line of each log when its time comes; truncates at a new
+/// loop. One task writes every file, prefill first and decode last, as the
+/// real processes did: a prefill finishes before its decode request starts.
+async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock) {
+    let rank = |name: &str| match name {
+        "prefill.log" => 0,
+        "proxy.log" => 1,
+        _ => 2,
+    };
+    let mut order: Vec<usize> = (0..capture.logs.len()).collect();
+    order.sort_by_key(|i| rank(capture.logs[*i].file_name));
+    let mut next = vec![0usize; capture.logs.len()];
     let mut loop_no = 0;
-    let _ = std::fs::write(&path, b"");
+    for p in &paths {
+        let _ = std::fs::write(p, b"");
+    }
     loop {
         let (l, t) = clock.now();
         if l != loop_no {
             loop_no = l;
-            next = 0;
-            let _ = std::fs::write(&path, b"");
+            next.iter_mut().for_each(|n| *n = 0);
+            for p in &paths {
+                let _ = std::fs::write(p, b"");
+            }
         }
-        let end = next + lines[next..].partition_point(|(lt, _)| *lt <= t);
-        if end > next {
-            append(&path, &lines[next..end]);
-            next = end;
+        for &i in &order {
+            let lines = &capture.logs[i].lines;
+            let end = next[i] + lines[next[i]..].partition_point(|(lt, _)| *lt <= t);
+            if end > next[i] {
+                append(&paths[i], &lines[next[i]..end]);
+                next[i] = end;
+            }
         }
         tokio::time::sleep(STEP).await;
     }

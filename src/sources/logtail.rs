@@ -83,7 +83,7 @@ impl TailCounts {
         self.invalid_utf8_lines += o.invalid_utf8_lines;
     }
 
-    fn is_zero(&self) -> bool {
+    pub fn is_zero(&self) -> bool {
         *self == TailCounts::default()
     }
 }
@@ -101,7 +101,7 @@ pub struct TailBatch {
 }
 
 impl TailBatch {
-    fn new(state: TailState) -> Self {
+    pub fn new(state: TailState) -> Self {
         TailBatch { lines: Vec::new(), state, counts: TailCounts::default(), more: false }
     }
 }

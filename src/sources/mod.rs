@@ -85,19 +85,35 @@ pub fn spawn_scrapers(
     Ok(())
 }
 
-/// Starts one tailer per log (`-` is stdin), each under a supervisor.
+/// Tails the logs. Files are polled together, one round at a time, in
+/// causal order: prefill logs, then the proxy's, then decode logs. A decode
+/// request is only sent after its prefill finished, so when a round reads
+/// the decode's line, the prefill's line is already in the file and read
+/// first: the correlator never sees a decode request before its prefill
+/// just because one file happened to be polled later. Stdin (`-`) is read
+/// on its own.
 pub fn spawn_log_tailers(
     logs: &[(Source, String)],
     interval: std::time::Duration,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
 ) {
-    for (source, path) in logs.iter().cloned() {
+    let rank = |s: &Source| match s {
+        Source::Prefill(_) => 0,
+        Source::Proxy => 1,
+        Source::Decode(_) => 2,
+    };
+    let mut files: Vec<(Source, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
+    files.sort_by_key(|(s, _)| rank(s));
+    if !files.is_empty() {
+        let task = tokio::spawn(tail_files(files, interval, clock.clone(), tx.clone()));
+        supervise("log tailer".into(), task, clock.clone(), tx.clone());
+    }
+    for (source, _) in logs.iter().filter(|(_, p)| p == "-") {
+        let source = *source;
         let (btx, mut brx) = tokio::sync::mpsc::channel(64);
-        let task = tokio::spawn(async move {
-            logtail::run_source(&path, logtail::TailOptions::default(), interval, btx).await;
-        });
-        supervise(format!("log {source}"), task, clock.clone(), tx.clone());
+        let task = tokio::spawn(logtail::run_reader(std::io::stdin(), logtail::TailOptions::default(), btx));
+        supervise(format!("log {source} (stdin)"), task, clock.clone(), tx.clone());
         let (clock, tx) = (clock.clone(), tx.clone());
         tokio::spawn(async move {
             while let Some(b) = brx.recv().await {
@@ -113,6 +129,50 @@ pub fn spawn_log_tailers(
                 }
             }
         });
+    }
+}
+
+/// One polling round after another over every file, in the given order.
+async fn tail_files(
+    files: Vec<(Source, String)>,
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    use logtail::{TailBatch, Tailer};
+    let mut tailers: Vec<(Source, Tailer, Option<TailState>)> =
+        files.into_iter().map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), None)).collect();
+    loop {
+        // File I/O on the blocking pool, so a slow disk never stalls a runtime.
+        let Ok((back, batches)) = tokio::task::spawn_blocking(move || {
+            let batches: Vec<TailBatch> = tailers
+                .iter_mut()
+                .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
+                .collect();
+            (tailers, batches)
+        })
+        .await
+        else {
+            return;
+        };
+        tailers = back;
+        let at = clock.now();
+        let mut more = false;
+        for ((source, _, last), b) in tailers.iter_mut().zip(batches) {
+            more |= b.more;
+            let changed = last.as_ref() != Some(&b.state);
+            if changed || !b.lines.is_empty() || !b.counts.is_zero() {
+                *last = Some(b.state.clone());
+                let msg =
+                    Msg::LogLines { source: *source, at, lines: b.lines, state: b.state, counts: b.counts };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if !more {
+            tokio::time::sleep(interval).await;
+        }
     }
 }
 

@@ -188,6 +188,12 @@ impl AppState {
     }
 
     fn push_miss_event(&mut self, ev: &misses::MissEvent) {
+        // With a decode log, the traces name each miss; the metrics' count
+        // stays as the cross-check in the request panel, not as a second
+        // event for the same request.
+        if self.logs.as_ref().is_some_and(|l| l.has_decode_log()) {
+            return;
+        }
         let display =
             self.instances.get(ev.decode_instance).map(|i| i.endpoint.display.clone()).unwrap_or_default();
         let tokens = if ev.local_compute_tokens.is_finite() {

@@ -84,6 +84,17 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, endpoint_w: usize, the
 
 /// The alarm line: as loud as an error, because nothing else will be.
 pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    // A request named by the traces beats an interval counted by metrics.
+    if let (Some((id, t)), Some(logs)) = (&state.last_named_miss, &state.logs) {
+        let evidence = logs.correlator.get(id).map(|t| t.evidence.clone()).unwrap_or_default();
+        let text = format!(
+            " ▲ SILENT MISS ×{}  {id}  {} ago: {evidence} ",
+            logs.correlator.counts().silent_miss,
+            fmt::age(state.now - t),
+        );
+        frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
+        return;
+    }
     let Some(ev) = state.misses.events.back() else {
         return;
     };
@@ -96,4 +107,44 @@ pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
         ev.count,
     );
     frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
+}
+
+/// One line on the tailed logs: each file's state and line count.
+pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let Some(logs) = &state.logs else {
+        return;
+    };
+    let mut spans = vec![Span::styled(" LOGS    ", theme.dim())];
+    for s in &logs.sources {
+        use crate::sources::logtail::TailState;
+        let name = std::path::Path::new(&s.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| s.path.clone());
+        let (mark, style) = match &s.state {
+            Some(TailState::Following) => ("●", theme.fg("ok")),
+            Some(TailState::Ended) => ("■", theme.dim()),
+            Some(TailState::Missing) => ("✖ missing", theme.fg("error")),
+            Some(TailState::Error(_)) => ("✖", theme.fg("error")),
+            None => ("○", theme.dim()),
+        };
+        spans.push(Span::styled(format!("{mark} "), style));
+        spans.push(Span::styled(
+            format!("{} {name} {} lines", s.source, fmt::count(s.lines as f64)),
+            theme.text(),
+        ));
+        let c = &s.counts;
+        let skipped = c.long_lines_skipped + c.invalid_utf8_lines;
+        if c.rotations + c.truncations > 0 {
+            spans.push(Span::styled(format!(" ↻{}", c.rotations + c.truncations), theme.fg("warn")));
+        }
+        if skipped > 0 {
+            spans.push(Span::styled(format!(" ⚠{skipped} bad"), theme.fg("warn")));
+        }
+        if let Some(TailState::Error(e)) = &s.state {
+            spans.push(Span::styled(format!(" {e}"), theme.fg("error")));
+        }
+        spans.push(Span::raw("   "));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

@@ -16,6 +16,7 @@ pub mod fmt;
 pub mod header;
 pub mod hist;
 pub mod overview;
+pub mod requests;
 pub mod sources_chart;
 
 use ratatui::Frame;
@@ -31,15 +32,17 @@ use crate::theme::Theme;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Overview,
+    Requests,
     Events,
 }
 
 impl View {
-    pub const ALL: [View; 2] = [View::Overview, View::Events];
+    pub const ALL: [View; 3] = [View::Overview, View::Requests, View::Events];
 
     pub fn title(self) -> &'static str {
         match self {
             View::Overview => "Overview",
+            View::Requests => "Requests",
             View::Events => "Events",
         }
     }
@@ -72,6 +75,13 @@ pub struct ViewState {
     pub window: HistWindow,
     pub scroll: usize,
     pub demo: Option<DemoInfo>,
+    /// Requests view: the selected row, the id filter, whether the filter
+    /// is being typed, whether the trace pane is open, and a pinned id.
+    pub selected: usize,
+    pub search: String,
+    pub searching: bool,
+    pub detail: bool,
+    pub followed: Option<String>,
 }
 
 impl Default for ViewState {
@@ -83,6 +93,11 @@ impl Default for ViewState {
             window: HistWindow::Sliding,
             scroll: 0,
             demo: None,
+            selected: 0,
+            search: String::new(),
+            searching: false,
+            detail: false,
+            followed: None,
         }
     }
 }
@@ -92,10 +107,13 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let state = view.frozen.as_deref().unwrap_or(live);
     let area = frame.area();
     let header_rows = state.instances.len().min(8) as u16;
-    let banner = u16::from(state.recent_miss(banner_secs(state)).is_some());
-    let [top, instances, banner_area, body, footer] = Layout::vertical([
+    let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
+    let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
+    let logs_row = u16::from(state.logs.is_some());
+    let [top, instances, logs_area, banner_area, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(header_rows),
+        Constraint::Length(logs_row),
         Constraint::Length(banner),
         Constraint::Min(0),
         Constraint::Length(1),
@@ -103,11 +121,15 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
+    if logs_row > 0 {
+        header::logs_line(frame, logs_area, state, theme);
+    }
     if banner > 0 {
         header::miss_banner(frame, banner_area, state, theme);
     }
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
+        View::Requests => requests::render(frame, body, state, view, theme),
         View::Events => events::render(frame, body, state, view, theme),
     }
     footer_bar(frame, footer, theme);
@@ -176,7 +198,10 @@ fn footer_bar(frame: &mut Frame, area: Rect, theme: &Theme) {
         ("Tab", "view"),
         ("space", "freeze"),
         ("w", "window"),
-        ("j/k", "scroll"),
+        ("j/k", "move"),
+        ("/", "search"),
+        ("Enter", "trace"),
+        ("f", "follow"),
     ];
     let mut spans = Vec::new();
     for (k, what) in keys {

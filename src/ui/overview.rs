@@ -16,6 +16,7 @@ use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
+use crate::state::report::RequestCounts;
 use crate::state::{AppState, Role};
 use crate::theme::Theme;
 
@@ -68,7 +69,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let right_w = if area.width >= 100 { 50 } else { 44 };
     let [chart, right] = Layout::horizontal([Constraint::Min(20), Constraint::Length(right_w)]).areas(bottom);
     sources_chart::render(frame, chart, state, theme);
-    let [requests, recent] = Layout::vertical([Constraint::Length(8), Constraint::Min(0)]).areas(right);
+    let [requests, recent] = Layout::vertical([Constraint::Length(9), Constraint::Min(0)]).areas(right);
     requests_panel(frame, requests, state, theme);
     if recent.height >= 3 {
         super::events::render_recent(frame, recent, state, theme);
@@ -83,11 +84,29 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
 }
 
 fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    let o = &state.misses.outcomes;
+    let metrics = RequestCounts::from(state.misses.outcomes);
+    // Named per request when a decode log is tailed, else counted from metrics.
+    let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
+    let (o, source, last) = match &traced {
+        Some(c) => (
+            RequestCounts {
+                seen: c.seen as u64,
+                loaded: c.loaded as u64,
+                silent_miss: c.silent_miss as u64,
+                no_prefill: c.no_prefill as u64,
+                error: c.error as u64,
+                unknown: c.unknown as u64,
+                pending: c.pending as u64,
+            },
+            "traces",
+            ("unknown", (c.unknown + c.pending) as u64),
+        ),
+        None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
+    };
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(" requests since start (metrics) ", theme.fg("title")));
+        .title(Span::styled(format!(" requests since start ({source}) "), theme.fg("title")));
     let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
     let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
     // Two columns of "label value", the labels padded to one width.
@@ -99,11 +118,20 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
     let mut lines = vec![
         row(cell("seen", o.seen, theme.text()), cell("loaded KV", o.loaded, theme.fg("ok"))),
         row(cell("silent miss", o.silent_miss, miss_style), cell("no prefill", o.no_prefill, theme.text())),
-        row(
-            cell("errors", o.error, err_style),
-            cell("awaiting", state.misses.pending_prefills() as u64, theme.text()),
-        ),
+        row(cell("errors", o.error, err_style), cell(last.0, last.1, theme.text())),
     ];
+    if traced.is_some() {
+        // The cross-check: shown, never hidden, when the two disagree.
+        let (text, style) = if metrics.silent_miss == o.silent_miss {
+            (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
+        } else {
+            (
+                format!(" ⚠ metrics count {} silent miss(es), traces {}", metrics.silent_miss, o.silent_miss),
+                theme.fg("warn"),
+            )
+        };
+        lines.push(Line::styled(text, style));
+    }
     if state.misses.supported == Some(false) {
         lines.push(Line::styled(
             " miss detection needs vLLM ≥ 0.13 (no request_prefill_kv_computed_tokens)",

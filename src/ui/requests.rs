@@ -1,0 +1,207 @@
+//! The Requests view: one row per request, newest first, coloured by
+//! outcome; `/` filters ids; Enter opens the trace of the selected request:
+//! its timeline through proxy → prefill → connector → decode.
+//!
+//! ```text
+//! ┌ requests 76 · loaded 60 · silent miss 8 · no prefill 8 ─── /edge ┐
+//! │ TIME     ID                OUTCOME      HOW  KV TOKENS  EVIDENCE  │
+//! │ 06:26:03 lab-mismatch-3    SILENT MISS  id ✓     -      prefill…  │
+//! └───────────────────────────────────────────────────────────────────┘
+//! ┌ trace lab-mismatch-3 ───────────────────────────────────────────┐
+//! │ 06:26:09.0 prefill  prefill#0 APIServer pid=2797  0.4 s  …      │
+//! └───────────────────────────────────────────────────────────────────┘
+//! ```
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use super::{ViewState, fmt};
+use crate::state::AppState;
+use crate::theme::Theme;
+use crate::traces::{Confidence, Join, Outcome, Trace};
+
+/// The traces the view lists, newest first, filtered by the search text.
+pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
+    let Some(logs) = &state.logs else {
+        return Vec::new();
+    };
+    let q = view.search.to_lowercase();
+    logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect()
+}
+
+pub fn outcome_label(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pending => "pending",
+        Outcome::Loaded => "loaded",
+        Outcome::SilentMiss => "SILENT MISS",
+        Outcome::NoPrefill => "no prefill",
+        Outcome::Error => "ERROR",
+        Outcome::Unknown => "unknown",
+    }
+}
+
+fn outcome_style(o: Outcome, theme: &Theme) -> Style {
+    match o {
+        Outcome::Loaded => theme.fg("ok"),
+        Outcome::SilentMiss => theme.alarm(),
+        Outcome::Error => theme.fg("error"),
+        Outcome::NoPrefill => theme.text(),
+        Outcome::Pending | Outcome::Unknown => theme.dim(),
+    }
+}
+
+/// How the trace was joined, in three characters: `id✓`, `id~`, `ord?`.
+fn how(t: &Trace) -> String {
+    let join = match t.join {
+        Join::ById => "id",
+        Join::ByOrder => "ord",
+    };
+    let sure = match t.confidence {
+        Confidence::Sure => "✓",
+        Confidence::Likely => "~",
+        Confidence::Unsure => "?",
+    };
+    format!("{join}{sure}")
+}
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let Some(logs) = &state.logs else {
+        let p = Paragraph::new(vec![
+            Line::styled(" No logs are tailed, so requests cannot be followed one by one.", theme.text()),
+            Line::styled(
+                " Give --decode-log (and --prefill-log, --proxy-log) to name each request's outcome.",
+                theme.dim(),
+            ),
+            Line::styled(" The Overview's counts come from metrics alone.", theme.dim()),
+        ])
+        .block(Block::default().borders(Borders::ALL).border_style(theme.fg("border")));
+        frame.render_widget(p, area);
+        return;
+    };
+    let rows = visible(state, view);
+    let selected = view.selected.min(rows.len().saturating_sub(1));
+    let detail_id = view
+        .followed
+        .clone()
+        .or_else(|| view.detail.then(|| rows.get(selected).map(|t| t.id.clone())).flatten());
+    let (list_area, detail_area) = match &detail_id {
+        Some(_) => {
+            let [a, b] =
+                Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
+            (a, Some(b))
+        }
+        None => (area, None),
+    };
+    let c = logs.correlator.counts();
+    let mut title =
+        vec![Span::styled(format!(" requests {} · loaded {} · ", c.seen, c.loaded), theme.fg("title"))];
+    title.push(Span::styled(
+        format!("silent miss {}", c.silent_miss),
+        if c.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") },
+    ));
+    title.push(Span::styled(
+        format!(
+            " · no prefill {} · error {} · unknown {} · pending {} ",
+            c.no_prefill, c.error, c.unknown, c.pending
+        ),
+        theme.fg("title"),
+    ));
+    if view.searching || !view.search.is_empty() {
+        let cursor = if view.searching { "▏" } else { "" };
+        title.push(Span::styled(format!(" /{}{cursor} ", view.search), theme.fg("accent")));
+    }
+    let block =
+        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let inner = block.inner(list_area);
+    frame.render_widget(block, list_area);
+
+    let height = inner.height.saturating_sub(1) as usize;
+    // Keep the selection on screen.
+    let first = selected.saturating_sub(height.saturating_sub(1));
+    let mut lines = vec![Line::styled(
+        format!(" {:<8} {:<24} {:<12} {:<4} {:>6}  {}", "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"),
+        theme.dim(),
+    )];
+    for (i, t) in rows.iter().enumerate().skip(first).take(height) {
+        let tokens =
+            t.inject_tokens.or(t.remote_num_tokens).map(|n| n.to_string()).unwrap_or_else(|| "-".into());
+        let mut line = Line::from(vec![
+            Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
+            Span::styled(format!("{:<24.24} ", t.id), theme.text()),
+            Span::styled(format!("{:<12}", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
+            Span::styled(format!(" {:<4} {:>6}  ", how(t), tokens), theme.dim()),
+            Span::styled(t.evidence.clone(), theme.text()),
+        ]);
+        if i == selected {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
+    if rows.is_empty() {
+        let msg = if view.search.is_empty() {
+            format!(" no request yet ({} log lines read)", logs.sources.iter().map(|s| s.lines).sum::<u64>())
+        } else {
+            format!(" no request id contains \"{}\"", view.search)
+        };
+        lines.push(Line::styled(msg, theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+
+    if let (Some(id), Some(area)) = (detail_id, detail_area) {
+        match logs.correlator.get(&id) {
+            Some(t) => trace_detail(frame, area, t, view.followed.is_some(), theme),
+            None => frame.render_widget(
+                Paragraph::new(Line::styled(format!(" {id} is no longer in the ring"), theme.dim()))
+                    .block(Block::default().borders(Borders::ALL)),
+                area,
+            ),
+        }
+    }
+}
+
+/// The timeline of one request, hop by hop, with the evidence in words.
+fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme: &Theme) {
+    let mut title = vec![
+        Span::styled(format!(" trace {} ", t.id), theme.fg("title")),
+        Span::styled(format!(" {} ", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
+    ];
+    if followed {
+        title.push(Span::styled(" FOLLOWING (f to stop) ", theme.badge()));
+    }
+    let block =
+        Block::default().borders(Borders::ALL).border_style(theme.fg("accent")).title(Line::from(title));
+    let start = t.phases.iter().map(|p| p.start).fold(f64::INFINITY, f64::min);
+    let mut lines = Vec::new();
+    for p in &t.phases {
+        let dur = p.end.map(|e| fmt::secs(Some(e - p.start))).unwrap_or_else(|| "…".into());
+        let offset = if start.is_finite() { format!("+{:.1}s", p.start - start) } else { String::new() };
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {} {:>6} ", fmt::clock(p.start), offset), theme.dim()),
+            Span::styled(format!("{:<9} ", p.hop.to_string()), theme.fg("accent")),
+            Span::styled(format!("{:<10} ", p.source.to_string()), theme.text()),
+            Span::styled(format!("{:<20.20} ", p.process.clone().unwrap_or_default()), theme.dim()),
+            Span::styled(format!("{dur:>8}  "), theme.text()),
+            Span::styled(p.detail.clone(), theme.text()),
+        ]));
+        if let Some(e) = &p.error {
+            lines.push(Line::styled(format!("{:>30}✖ {e}", ""), theme.fg("error")));
+        }
+    }
+    if t.phases.is_empty() {
+        lines.push(Line::styled(" no phase seen yet", theme.dim()));
+    }
+    lines.push(Line::from(vec![
+        Span::styled(" verdict: ", theme.dim()),
+        Span::styled(outcome_label(t.outcome), outcome_style(t.outcome, theme)),
+        Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
+    ]));
+    lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    let ids: Vec<String> = t.engine_ids.iter().map(|(s, id)| format!("{s}: {id}")).collect();
+    if !ids.is_empty() {
+        lines.push(Line::styled(format!(" vLLM ids: {}", ids.join(" · ")), theme.dim()));
+    }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), area);
+}
