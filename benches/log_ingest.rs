@@ -12,7 +12,7 @@ use pdtop::logs::proxy::parse_proxy_line;
 use pdtop::logs::vllm::parse_vllm_line;
 
 fn read(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
 

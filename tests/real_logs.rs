@@ -10,7 +10,7 @@ use pdtop::logs::proxy::{AccessLine, ProxyEvent, parse_proxy_line};
 use pdtop::logs::vllm::{KvParams, Level, VllmEvent, VllmLine, parse_vllm_line};
 
 fn capture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(rel);
     std::fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("read {}: {e} (shared/ must sit beside the checkout)", p.display()))
 }

@@ -13,7 +13,7 @@ use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, So
 use proptest::prelude::*;
 
 fn capture(rel: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(rel);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(rel);
     std::fs::read_to_string(&p)
         .unwrap_or_else(|e| panic!("read {}: {e} (shared/ must sit beside the checkout)", p.display()))
 }

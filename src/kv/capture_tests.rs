@@ -4,7 +4,7 @@ use super::*;
 use std::path::PathBuf;
 
 fn shared(rel: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/")).join(rel)
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/")).join(rel)
 }
 
 fn read(rel: &str) -> String {

@@ -244,7 +244,7 @@ mod tests {
     }
 
     fn shared(rel: &str) -> String {
-        format!("{}/../shared/{rel}", env!("CARGO_MANIFEST_DIR"))
+        format!("{}/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
     }
 
     fn run_to_string(argv: &[&str]) -> Result<String, KvError> {

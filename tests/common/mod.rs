@@ -10,8 +10,8 @@ use pdtop::state::{AppState, Role};
 pub const CAPTURES: [&str; 2] = ["qwen3-shape-restart", "nixl-llama-shape"];
 
 pub fn capture_dir(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/lab-captures").join(name);
-    assert!(dir.is_dir(), "missing {} (CI has ../shared beside the checkout)", dir.display());
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(name);
+    assert!(dir.is_dir(), "missing {}", dir.display());
     dir
 }
 
