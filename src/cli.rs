@@ -35,6 +35,16 @@ pub enum Command {
     Check(CheckArgs),
     /// KV-cache bytes per token and per prompt from a model's config.json.
     Kv(KvArgs),
+    /// Writes the README's screenshots (SVG) from the embedded recording.
+    #[command(hide = true)]
+    Screenshots(ScreenshotArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ScreenshotArgs {
+    /// Output folder.
+    #[arg(long, default_value = "screenshots")]
+    pub out: PathBuf,
 }
 
 /// What to watch.

@@ -26,6 +26,15 @@ fn main() -> ExitCode {
             }
             Err(e) => usage(e),
         },
+        Some(Command::Screenshots(args)) => match run::screenshots(&args.out) {
+            Ok(files) => {
+                for f in files {
+                    println!("{}", f.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => finish(Err(e)),
+        },
         Some(Command::Demo(args)) => finish(color_eyre::install().and_then(|_| run::demo(args))),
         None => {
             if let Err(e) = run::endpoints(&cli.inputs) {

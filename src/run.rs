@@ -308,3 +308,42 @@ fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
         }
     }
 }
+
+/// `pdtop screenshots`: frames drawn from the embedded recording, replayed
+/// headless to chosen moments, saved as SVG.
+pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    use crate::ui::svg::{DARK, LIGHT, buffer_to_svg};
+    use ratatui::backend::TestBackend;
+    let capture = Capture::embedded().map_err(|e| eyre!("demo data: {e}"))?;
+    std::fs::create_dir_all(out).wrap_err("screenshot folder")?;
+    let dark = Theme::builtin("dark").map_err(|e| eyre!(e))?;
+    let light = Theme::builtin("light").map_err(|e| eyre!(e))?;
+    // (file, seconds into the recording, theme, palette, keys, id search)
+    type Shot<'a> = (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, &'a [crate::keymap::Action], &'a str);
+    let shots: [Shot; 6] = {
+        use crate::keymap::Action::*;
+        [
+            ("overview.svg", 45.0, &dark, &DARK, &[], ""),
+            ("requests.svg", 62.0, &dark, &DARK, &[NextView], ""),
+            ("trace.svg", 62.0, &dark, &DARK, &[NextView, Open], "edge_block-1"),
+            ("decode-restart.svg", 100.0, &dark, &DARK, &[], ""),
+            ("events.svg", 146.0, &dark, &DARK, &[NextView, NextView], ""),
+            ("light.svg", 45.0, &light, &LIGHT, &[], ""),
+        ]
+    };
+    let mut written = Vec::new();
+    for (file, secs, theme, palette, keys, search) in shots {
+        let state = lab::replay::state_at(&capture, secs, true);
+        let mut app = App::new(state, theme.clone());
+        app.view.search = search.to_string();
+        for k in keys {
+            app.on_action(*k);
+        }
+        let mut term = ratatui::Terminal::new(TestBackend::new(140, 44)).wrap_err("backend")?;
+        term.draw(|f| app.draw(f)).wrap_err("draw")?;
+        let path = out.join(file);
+        std::fs::write(&path, buffer_to_svg(term.backend().buffer(), palette)).wrap_err("write")?;
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -18,22 +18,7 @@ const T0: f64 = 1796019929.3649874;
 
 /// The state a scraper at 1 s would have built `secs` into the recording.
 fn state_at(secs: f64) -> AppState {
-    let mut st = AppState::new(common::pair_endpoints(), 60.0);
-    for (i, (t, inst, body, error)) in common::scrapes("qwen3-shape-restart").into_iter().enumerate() {
-        if t > T0 + secs {
-            break;
-        }
-        if (i / 2) % 2 == 1 {
-            continue;
-        }
-        let instance = usize::from(inst == "decode");
-        st.apply(match body {
-            Some(body) => Msg::Scrape { instance, at: t, body },
-            None => Msg::ScrapeFailed { instance, at: t, error: error.unwrap_or_default() },
-        });
-    }
-    st.apply(Msg::Tick { at: T0 + secs });
-    st
+    common::replay_metrics_only("qwen3-shape-restart", secs)
 }
 
 fn draw(app: &App, w: u16, h: u16) -> Buffer {

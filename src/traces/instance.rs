@@ -115,7 +115,7 @@ impl Correlator {
         };
         let wants_pull = a.params.and_then(|p| p.do_remote_decode) == Some(true);
         let detail = match (a.max_tokens, wants_pull) {
-            (Some(m), true) => format!("max_tokens={m}, do_remote_decode (consumer must pull)"),
+            (Some(m), true) => format!("max_tokens={m}, do_remote_decode"),
             (Some(m), false) => format!("max_tokens={m}"),
             (None, _) => "prefill".to_string(),
         };
@@ -226,7 +226,9 @@ impl Correlator {
                 p.remote_block_count.map_or("?".into(), |n| n.to_string()),
                 p.remote_request_id.as_deref().unwrap_or("?"),
             ),
-            None => "no kv_transfer_params".to_string(),
+            // Only connectors that pull need the params; say so only then.
+            None if self.style(i) == Style::Params => "no kv_transfer_params".to_string(),
+            None => "request received".to_string(),
         };
         self.with_phase(s, Hop::Consumer, src, a.process.clone(), a.t, |p| p.detail = detail);
         let mut prefill = None;

@@ -18,6 +18,7 @@ pub mod hist;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;
+pub mod svg;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};

@@ -55,65 +55,14 @@ pub fn replay_scrapes(name: &str) -> AppState {
     st
 }
 
-/// Feeds scrapes and log lines of a capture, in time order, up to `secs`
-/// after its first scrape (scrapes every 1 s, logs read every 0.5 s, as the
-/// live collectors would).
+/// The state a live pdtop would have `secs` into a capture, logs included.
 pub fn replay_with_logs(name: &str, secs: f64) -> AppState {
-    use pdtop::lab::Capture;
-    use pdtop::sources::logtail::{TailCounts, TailState};
-    use pdtop::traces::Source;
-    let cap = Capture::from_dir(&capture_dir(name)).unwrap();
-    let source_of = |file: &str| match file {
-        "prefill.log" => Source::Prefill(0),
-        "proxy.log" => Source::Proxy,
-        _ => Source::Decode(0),
-    };
-    let logs: Vec<(Source, String)> =
-        cap.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect();
-    let mut st = AppState::new(pair_endpoints(), 60.0).with_logs(&logs);
-    let end = cap.t0 + secs;
-    let mut next_line = vec![0usize; cap.logs.len()];
-    let mut t = cap.t0;
-    let rows = scrapes(name);
-    let mut row = 0;
-    while t <= end {
-        // Prefill first, decode last: the order a polling round reads them.
-        let mut order: Vec<usize> = (0..cap.logs.len()).collect();
-        order.sort_by_key(|i| match source_of(cap.logs[*i].file_name) {
-            Source::Prefill(_) => 0,
-            Source::Proxy => 1,
-            Source::Decode(_) => 2,
-        });
-        for i in order {
-            let lines = &cap.logs[i].lines;
-            let start = next_line[i];
-            let stop = start + lines[start..].partition_point(|(lt, _)| *lt <= t);
-            if stop > start {
-                let batch = lines[start..stop].iter().map(|(_, l)| l.clone()).collect();
-                st.apply(Msg::LogLines {
-                    source: source_of(cap.logs[i].file_name),
-                    at: t,
-                    lines: batch,
-                    state: TailState::Following,
-                    counts: TailCounts::default(),
-                });
-                next_line[i] = stop;
-            }
-        }
-        while row < rows.len() && rows[row].0 <= t {
-            let (at, inst, body, error) = rows[row].clone();
-            // One scrape a second, like a live scraper at the default interval.
-            if (row / 2) % 2 == 0 {
-                let instance = usize::from(inst == "decode");
-                st.apply(match body {
-                    Some(body) => Msg::Scrape { instance, at, body },
-                    None => Msg::ScrapeFailed { instance, at, error: error.unwrap_or_default() },
-                });
-            }
-            row += 1;
-        }
-        st.apply(Msg::Tick { at: t });
-        t += 0.5;
-    }
-    st
+    let cap = pdtop::lab::Capture::from_dir(&capture_dir(name)).unwrap();
+    pdtop::lab::replay::state_at(&cap, secs, true)
+}
+
+/// The same without logs: what metrics alone show.
+pub fn replay_metrics_only(name: &str, secs: f64) -> AppState {
+    let cap = pdtop::lab::Capture::from_dir(&capture_dir(name)).unwrap();
+    pdtop::lab::replay::state_at(&cap, secs, false)
 }
