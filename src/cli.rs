@@ -32,7 +32,7 @@ pub enum Command {
     /// No screen: watch for a while, print a verdict, exit 0 (fine), 1
     /// (silent misses, an instance unreachable or restarted, failed
     /// requests) or 2 (bad usage).
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// KV-cache bytes per token and per prompt from a model's config.json.
     Kv(KvArgs),
     /// Writes the README's screenshots (SVG) from the embedded recording.
@@ -66,6 +66,31 @@ pub struct Inputs {
     /// pdtop's JSON-lines format; `-` = stdin).
     #[arg(long, value_name = "FILE")]
     pub proxy_log: Option<String>,
+    /// The ExampleConnector's shared_storage_path: new folders are stored
+    /// prompts, their bytes the transfer.
+    #[arg(long, value_name = "DIR")]
+    pub kv_dir: Option<PathBuf>,
+    /// Network interface whose byte counters show the KV transfer (e.g. lo, eth0).
+    #[arg(long, value_name = "NAME")]
+    pub iface: Option<String>,
+    /// Read the interface counters of this process's network namespace
+    /// (a containerised vLLM).
+    #[arg(long, value_name = "PID", requires = "iface")]
+    pub netns_pid: Option<u32>,
+    /// Read interface counters from this file (in /proc/net/dev format)
+    /// instead of /proc.
+    #[arg(long, value_name = "FILE", hide = true, requires = "iface")]
+    pub net_dev_file: Option<PathBuf>,
+    /// The model's config.json, for the KV bytes each token should move
+    /// (default: the `root` that /v1/models reports, when it is local).
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// KV bytes per token, when no config.json is at hand.
+    #[arg(long, value_name = "N", conflicts_with = "model_config")]
+    pub kv_bytes_per_token: Option<u64>,
+    /// The instances' --kv-cache-dtype (auto, fp8, ...).
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
     /// Seconds between scrapes [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,

@@ -16,6 +16,7 @@ use crate::config::{FileConfig, Settings};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
 use crate::sources::scrape::ScrapeOptions;
 use crate::sources::{self, Endpoint, Msg};
+use crate::state::link::{KvModel, LinkState};
 use crate::state::report::Report;
 use crate::state::{AppState, Role};
 use crate::theme::{self, Theme};
@@ -68,6 +69,37 @@ pub fn log_sources(inputs: &Inputs) -> Result<Vec<(Source, String)>, String> {
     Ok(out)
 }
 
+/// What the link panel watches, and the KV size per token if given.
+pub fn link_state(inputs: &Inputs) -> Result<LinkState, String> {
+    let dtype = match &inputs.kv_cache_dtype {
+        Some(d) => Some(d.parse::<crate::kv::KvCacheDtype>().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let model = if let Some(path) = &inputs.model_config {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let source = format!("--model-config {}", path.display());
+        Some(
+            KvModel::from_config(&text, source, dtype.unwrap_or_default())
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        )
+    } else {
+        inputs.kv_bytes_per_token.map(|n| KvModel {
+            bytes_per_token: n,
+            source: "--kv-bytes-per-token".into(),
+            layers: None,
+        })
+    };
+    Ok(LinkState::new(inputs.iface.clone(), model, dtype))
+}
+
+fn net_dev_path(inputs: &Inputs) -> Option<sources::NetDevPath> {
+    inputs.iface.as_ref()?;
+    Some(match &inputs.net_dev_file {
+        Some(f) => sources::NetDevPath::File(f.clone()),
+        None => sources::NetDevPath::Proc { netns_pid: inputs.netns_pid },
+    })
+}
+
 /// How often logs are polled: often enough that a verdict lands within one
 /// refresh.
 fn log_poll(settings: &Settings) -> Duration {
@@ -93,19 +125,23 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let settings = settings(&inputs, &ui).map_err(|e| eyre!(e))?;
     let eps = endpoints(&inputs).map_err(|e| eyre!(e))?;
     let logs = log_sources(&inputs).map_err(|e| eyre!(e))?;
+    let link = link_state(&inputs).map_err(|e| eyre!(e))?;
+    let (kv_dir, net_dev) = (inputs.kv_dir.clone(), net_dev_path(&inputs));
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let (tx, rx) = mpsc::channel(1024);
     let clock = clock_for(&inputs);
     let opts = scrape_options(&settings);
     let (eps2, logs2, poll) = (eps.clone(), logs.clone(), log_poll(&settings));
     let clock2 = clock.clone();
+    let interval = settings.interval;
     spawn_collector_thread(move || async move {
         sources::spawn_log_tailers(&logs2, poll, clock2.clone(), tx.clone());
+        sources::spawn_link_sources(kv_dir, net_dev, interval, clock2.clone(), tx.clone());
         if let Err(e) = sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()) {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
-    let state = AppState::new(eps, settings.window_secs).with_logs(&logs);
+    let state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
     run_screen(App::new(state, theme), rx, clock, None)
 }
 
@@ -117,6 +153,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     }
     .map_err(|e| eyre!("demo data: {e}"))?;
     let name = capture.name.clone();
+    let model = capture.model_config.as_deref().and_then(|text| {
+        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+    });
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(capture.t0, args.speed));
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
@@ -138,11 +177,14 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         };
         let eps = lab_endpoints(&handle);
         let logs = lab_logs(&handle);
+        let (handle_kv_dir, handle_net_dev) = (handle.kv_dir.clone(), handle.net_dev_file.clone());
         let _ = lab_tx.send(Ok(handle));
         if serve_only {
             return;
         }
         sources::spawn_log_tailers(&logs, Duration::from_millis(50), clock2.clone(), tx.clone());
+        let net_dev = handle_net_dev.map(sources::NetDevPath::File);
+        sources::spawn_link_sources(handle_kv_dir, net_dev, interval, clock2.clone(), tx.clone());
         if let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone()) {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
@@ -153,13 +195,15 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         .map_err(|e| eyre!("the demo lab did not start: {e}"))?;
     if args.serve_only {
         println!(
-            "pdtop demo lab ({name}, x{}):\n  --prefill {} --decode {}\n  logs: {} {} {}",
+            "pdtop demo lab ({name}, x{}):\n  --prefill {} --decode {}\n  logs: {} {} {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
             args.speed,
             handle.prefill,
             handle.decode,
             handle.prefill_log.display(),
             handle.decode_log.display(),
-            handle.proxy_log.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            handle.proxy_log.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            handle.kv_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            handle.net_dev_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
         );
         std::io::stdout().flush().ok();
         loop {
@@ -167,7 +211,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         }
     }
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
-    let state = AppState::new(lab_endpoints(&handle), settings.window_secs).with_logs(&lab_logs(&handle));
+    let iface = handle.net_dev_file.as_ref().map(|_| "lo".to_string());
+    let state = AppState::new(lab_endpoints(&handle), settings.window_secs)
+        .with_logs(&lab_logs(&handle))
+        .with_link(LinkState::new(iface, model, None));
     let result =
         run_screen(App::new(state, theme), rx, clock, Some((name, args.speed, handle.clock.clone())));
     let _ = std::fs::remove_dir_all(&dir);
@@ -195,6 +242,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
     let settings = settings(&args.inputs, &UiArgs::default())?;
     let eps = endpoints(&args.inputs)?;
     let logs = log_sources(&args.inputs)?;
+    let link = link_state(&args.inputs)?;
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
@@ -203,8 +251,10 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
         let clock = clock_for(&args.inputs);
         let (tx, mut rx) = mpsc::channel(1024);
         sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
+        let (kv_dir, net_dev) = (args.inputs.kv_dir.clone(), net_dev_path(&args.inputs));
+        sources::spawn_link_sources(kv_dir, net_dev, settings.interval, clock.clone(), tx.clone());
         sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
-        let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs);
+        let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.duration);
         loop {
             tokio::select! {
@@ -319,7 +369,8 @@ pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     let dark = Theme::builtin("dark").map_err(|e| eyre!(e))?;
     let light = Theme::builtin("light").map_err(|e| eyre!(e))?;
     // (file, seconds into the recording, theme, palette, keys, id search)
-    type Shot<'a> = (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, &'a [crate::keymap::Action], &'a str);
+    type Shot<'a> =
+        (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, &'a [crate::keymap::Action], &'a str);
     let shots: [Shot; 6] = {
         use crate::keymap::Action::*;
         [

@@ -58,6 +58,14 @@ async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value
             "--decode-log".into(),
             path(&lab.decode_log),
         ]);
+        let config = common::capture_dir(capture).join("model-config.json");
+        args.extend(["--model-config".into(), path(&config)]);
+        if let Some(dir) = &lab.kv_dir {
+            args.extend(["--kv-dir".into(), path(dir)]);
+        }
+        if let Some(file) = &lab.net_dev_file {
+            args.extend(["--iface".into(), "lo".into(), "--net-dev-file".into(), path(file)]);
+        }
     }
     if logs != Logs::None
         && let Some(proxy) = &lab.proxy_log
@@ -134,6 +142,14 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
     assert!((59..=61).contains(&loaded), "{q}");
     assert!(got.iter().all(|id| !id.contains("steady") && !id.contains("after_restart")));
     assert_eq!(code, 1);
+    // Link bytes: the shared directory is the transfer; its bytes against
+    // the prompt tokens the prefill processed.
+    let kv = &r["kv"];
+    assert_eq!(kv["bytes_per_token"], 147_456, "{kv}");
+    assert_eq!(kv["observed_source"], "kv_dir", "{kv}");
+    assert!(kv["kv_dir_folders"].as_u64().unwrap() >= 70, "{kv}");
+    let ratio = kv["ratio"].as_f64().unwrap();
+    assert!((0.8..1.6).contains(&ratio), "{kv}");
 }
 
 #[tokio::test]
@@ -149,6 +165,11 @@ async fn traces_name_the_misses_on_the_nixl_capture() {
     assert_eq!(q["no_prefill"], 8, "{q}");
     let loaded = q["loaded"].as_i64().unwrap();
     assert!((51..=53).contains(&loaded), "{q}");
+    let kv = &r["kv"];
+    assert_eq!(kv["bytes_per_token"], 131_072, "{kv}");
+    assert_eq!(kv["observed_source"], "nixl_bytes_transferred", "{kv}");
+    assert_eq!(kv["verdict"], "ok", "{kv}");
+    assert_eq!(kv["iface"]["name"], "lo", "{kv}");
 }
 
 #[tokio::test]

@@ -33,6 +33,16 @@ pub struct Capture {
     pub model_config: Option<String>,
     /// The served model name, as the scrapes' `model_name` label says.
     pub model_name: String,
+    /// `/proc/net/dev` text at each tick.
+    pub netdev: Vec<(f64, String)>,
+    /// The connector directory's folder count at each tick, and the folders
+    /// it held at the end (name, file sizes), for replaying it.
+    pub kvdir_counts: Vec<(f64, usize, u64)>,
+    pub kvdir_folders: Vec<(String, Vec<(String, u64)>)>,
+    /// When each folder appeared: (time, index into `kvdir_folders`). The
+    /// listing has no creation order, so folders are matched to the
+    /// recorded byte totals where a size fits.
+    pub kvdir_created: Vec<(f64, usize)>,
 }
 
 /// Errors while loading a capture.
@@ -62,6 +72,9 @@ struct Files {
     proxy_log: Option<Vec<u8>>,
     requests: Option<Vec<u8>>,
     model_config: Option<Vec<u8>>,
+    netdev_xz: Option<Vec<u8>>,
+    kvdir: Option<Vec<u8>>,
+    kvdir_listing_xz: Option<Vec<u8>>,
 }
 
 impl Capture {
@@ -76,6 +89,9 @@ impl Capture {
             proxy_log: Some(embedded!("proxy.log").to_vec()),
             requests: Some(xz(embedded!("requests.jsonl.xz"))?),
             model_config: Some(embedded!("model-config.json").to_vec()),
+            netdev_xz: Some(embedded!("netdev.jsonl.xz").to_vec()),
+            kvdir: Some(xz(embedded!("kvdir.jsonl.xz"))?),
+            kvdir_listing_xz: Some(embedded!("kvdir-listing.txt.xz").to_vec()),
         };
         Capture::from_files("qwen3-shape-restart (embedded)".into(), files)
     }
@@ -93,6 +109,9 @@ impl Capture {
             proxy_log: read("proxy.log"),
             requests: read("requests.jsonl"),
             model_config: read("model-config.json"),
+            netdev_xz: read("netdev.jsonl.xz"),
+            kvdir: read("kvdir.jsonl"),
+            kvdir_listing_xz: read("kvdir-listing.txt.xz"),
         };
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Capture::from_files(name, files)
@@ -139,6 +158,20 @@ impl Capture {
                 lines: proxy_lines(proxy, files.requests.as_deref(), t0),
             });
         }
+        let kvdir_counts: Vec<(f64, usize, u64)> = files
+            .kvdir
+            .as_deref()
+            .map(|b| {
+                json_rows(b, |v| {
+                    Some((v["t"].as_f64()?, v["folders"].as_u64()? as usize, v["bytes"].as_u64()?))
+                })
+            })
+            .unwrap_or_default();
+        let kvdir_folders = match &files.kvdir_listing_xz {
+            Some(b) => parse_listing(&String::from_utf8_lossy(&xz(b)?)),
+            None => Vec::new(),
+        };
+        let kvdir_created = creation_order(&kvdir_counts, &kvdir_folders);
         Ok(Capture {
             name,
             scrapes,
@@ -147,8 +180,75 @@ impl Capture {
             t_end,
             model_config: files.model_config.and_then(|b| String::from_utf8(b).ok()),
             model_name,
+            netdev: match &files.netdev_xz {
+                Some(b) => json_rows(&xz(b)?, |v| Some((v["t"].as_f64()?, v["text"].as_str()?.to_string()))),
+                None => Vec::new(),
+            },
+            kvdir_counts,
+            kvdir_folders,
+            kvdir_created,
         })
     }
+}
+
+/// When each listed folder appeared: at each tick where the recorded count
+/// grew, the next folders are those whose sizes bring the total to the
+/// recorded bytes when one fits, else the next in the listing.
+fn creation_order(
+    counts: &[(f64, usize, u64)],
+    folders: &[(String, Vec<(String, u64)>)],
+) -> Vec<(f64, usize)> {
+    let size = |i: usize| folders[i].1.iter().map(|(_, s)| *s).sum::<u64>();
+    let mut out: Vec<(f64, usize)> = Vec::new();
+    let mut have = 0u64;
+    for &(t, n, bytes) in counts {
+        while out.len() < n.min(folders.len()) {
+            let want = bytes.saturating_sub(have);
+            let free: Vec<usize> = (0..folders.len()).filter(|i| !out.iter().any(|(_, j)| j == i)).collect();
+            let pick = free.iter().copied().find(|i| size(*i) == want).or(free.first().copied());
+            let Some(i) = pick else { break };
+            have += size(i);
+            out.push((t, i));
+        }
+    }
+    out
+}
+
+/// Rows of a JSON-lines file, keeping those `f` can read.
+fn json_rows<T>(bytes: &[u8], f: impl Fn(&serde_json::Value) -> Option<T>) -> Vec<T> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| f(&v))
+        .collect()
+}
+
+/// The folders of an `ls -laR` of the connector directory, in listing
+/// order, each with its files' sizes.
+fn parse_listing(text: &str) -> Vec<(String, Vec<(String, u64)>)> {
+    let mut out: Vec<(String, Vec<(String, u64)>)> = Vec::new();
+    let mut root: Option<String> = None;
+    let mut current: Option<usize> = None;
+    for line in text.lines() {
+        if let Some(dir) = line.strip_suffix(':') {
+            match &root {
+                None => root = Some(dir.to_string()),
+                Some(r) => {
+                    let name = dir.strip_prefix(r.as_str()).unwrap_or(dir).trim_start_matches('/');
+                    out.push((name.to_string(), Vec::new()));
+                    current = Some(out.len() - 1);
+                }
+            }
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(i), true) = (current, line.starts_with('-') && fields.len() >= 9)
+            && let Ok(size) = fields[4].parse::<u64>()
+        {
+            out[i].1.push((fields[8..].join(" "), size));
+        }
+    }
+    out
 }
 
 #[derive(serde::Deserialize)]

@@ -4,8 +4,11 @@
 //! them. Screenshots and tests use it; it is also the headless replay.
 
 use super::capture::Capture;
+use crate::sources::kvdir::{FolderStat, KvDirSnapshot};
 use crate::sources::logtail::{TailCounts, TailState};
+use crate::sources::netdev::parse_net_dev;
 use crate::sources::{Endpoint, Msg};
+use crate::state::link::{KvModel, LinkState};
 use crate::state::{AppState, Role};
 use crate::traces::Source;
 
@@ -34,7 +37,13 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
     } else {
         Vec::new()
     };
-    let mut st = AppState::new(endpoints(), 60.0).with_logs(&logs);
+    let model = capture.model_config.as_deref().and_then(|text| {
+        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+    });
+    let iface = (!capture.netdev.is_empty()).then(|| "lo".to_string());
+    let mut st =
+        AppState::new(endpoints(), 60.0).with_logs(&logs).with_link(LinkState::new(iface, model, None));
+    let mut last_link = f64::MIN;
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
     order.sort_by_key(|i| match source_of(capture.logs[*i].file_name) {
         Source::Prefill(_) => 0,
@@ -72,17 +81,44 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
                 last_scrape[instance] = r.t;
                 st.apply(match &r.body {
                     Some(body) => Msg::Scrape { instance, at: r.t, body: body.clone() },
-                    None => Msg::ScrapeFailed {
-                        instance,
-                        at: r.t,
-                        error: r.error.clone().unwrap_or_default(),
-                    },
+                    None => {
+                        Msg::ScrapeFailed { instance, at: r.t, error: r.error.clone().unwrap_or_default() }
+                    }
                 });
             }
             row += 1;
+        }
+        if t - last_link >= 0.99 {
+            last_link = t;
+            link_messages(capture, t).into_iter().for_each(|m| st.apply(m));
         }
         st.apply(Msg::Tick { at: t });
         t += 0.5;
     }
     st
+}
+
+/// What the link collectors would read at `t`: the recorded interface
+/// counters and the connector directory's folders.
+fn link_messages(capture: &Capture, t: f64) -> Vec<Msg> {
+    let mut out = Vec::new();
+    let i = capture.netdev.partition_point(|(nt, _)| *nt <= t);
+    if i > 0 {
+        let read = parse_net_dev(&capture.netdev[i - 1].1).map_err(|e| e.to_string());
+        out.push(Msg::NetDev { at: t, read });
+    }
+    if !capture.kvdir_created.is_empty() {
+        let due = capture.kvdir_created.partition_point(|(ct, _)| *ct <= t);
+        let scan: KvDirSnapshot = capture.kvdir_created[..due]
+            .iter()
+            .map(|(_, i)| {
+                let (name, files) = &capture.kvdir_folders[*i];
+                let stat =
+                    FolderStat { files: files.len() as u64, bytes: files.iter().map(|(_, s)| *s).sum() };
+                (name.clone(), stat)
+            })
+            .collect();
+        out.push(Msg::KvDir { at: t, scan: Ok(scan) });
+    }
+    out
 }

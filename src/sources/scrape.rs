@@ -92,8 +92,9 @@ pub async fn run(
         if ok
             && need_models
             && let Ok(body) = fetch(&client, &models_url, &opts).await
-            && let Some(info) = parse_models(&body)
+            && let Some(mut info) = parse_models(&body)
         {
+            info.config_json = local_config(info.root.as_deref()).await;
             need_models = false;
             let msg = Msg::Models { instance, at: clock.now(), info };
             if tx.send(msg).await.is_err() {
@@ -156,6 +157,13 @@ fn describe(e: reqwest::Error) -> String {
     msg
 }
 
+/// The model's `config.json` when `/v1/models` names a local directory:
+/// the KV arithmetic needs the model's shape.
+async fn local_config(root: Option<&str>) -> Option<String> {
+    let path = std::path::Path::new(root?).join("config.json");
+    tokio::fs::read_to_string(path).await.ok()
+}
+
 /// Reads `/v1/models`: `{"data":[{"id":..,"root":..,"max_model_len":..}]}`.
 pub fn parse_models(body: &str) -> Option<ModelInfo> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
@@ -164,6 +172,7 @@ pub fn parse_models(body: &str) -> Option<ModelInfo> {
         id: m.get("id")?.as_str()?.to_string(),
         root: m.get("root").and_then(|r| r.as_str()).map(str::to_owned),
         max_model_len: m.get("max_model_len").and_then(|x| x.as_u64()),
+        config_json: None,
     })
 }
 

@@ -3,6 +3,7 @@
 //! reads a clock: time arrives inside the messages.
 
 pub mod instance;
+pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
@@ -81,6 +82,8 @@ pub struct AppState {
     pub logs: Option<Box<LogState>>,
     /// The newest request named as a silent miss by the traces: (id, when).
     pub last_named_miss: Option<(String, f64)>,
+    /// Link bytes against the KV size the model predicts.
+    pub link: link::LinkState,
 }
 
 impl AppState {
@@ -95,7 +98,14 @@ impl AppState {
             source_errors: Vec::new(),
             logs: None,
             last_named_miss: None,
+            link: link::LinkState::default(),
         }
+    }
+
+    /// Sets what the link panel watches and the model's KV size, if known.
+    pub fn with_link(mut self, link: link::LinkState) -> AppState {
+        self.link = link;
+        self
     }
 
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
@@ -135,11 +145,22 @@ impl AppState {
             }
             Msg::Models { instance, at, info } => {
                 self.tick(at);
+                if let (Some(text), Some(root)) = (&info.config_json, &info.root) {
+                    self.link.offer_config(text, root);
+                }
                 if let Some(inst) = self.instances.get_mut(instance) {
                     inst.info = Some(info);
                 }
             }
             Msg::Tick { at } => self.tick(at),
+            Msg::KvDir { at, scan } => {
+                self.tick(at);
+                self.link.on_kvdir(at, scan);
+            }
+            Msg::NetDev { at, read } => {
+                self.tick(at);
+                self.link.on_netdev(at, read);
+            }
             Msg::LogLines { source, at, lines, state, counts } => {
                 self.tick(at);
                 if let Some(logs) = &mut self.logs {
@@ -225,8 +246,19 @@ impl AppState {
             self.push_event(at, EventKind::Restart, text);
         }
         match role {
-            Role::Prefill => self.misses.on_prefill_interval(&iv),
+            Role::Prefill => {
+                use crate::metrics::model::Counter;
+                self.link.on_prefill_tokens(
+                    iv.t,
+                    iv.counter(Counter::PromptTokens),
+                    iv.counter(Counter::RequestsOk),
+                );
+                self.misses.on_prefill_interval(&iv);
+            }
             Role::Decode => {
+                if let Some(h) = iv.hists.get(&Hist::NixlBytes) {
+                    self.link.on_nixl(iv.t, h.sum, h.total());
+                }
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
                     self.push_miss_event(&ev);
                 }

@@ -59,9 +59,77 @@ pub struct Report {
     pub decode_ttft_ms_loaded: Option<Quantiles>,
     pub decode_ttft_ms_computed: Option<Quantiles>,
     pub duration_s: f64,
+    /// Link bytes against the KV size the model predicts.
+    pub kv: KvReport,
     /// Misses, restarts and outages, oldest first (the last 100).
     pub events: Vec<EventReport>,
     pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KvReport {
+    pub bytes_per_token: Option<u64>,
+    /// Where it came from: --model-config, /v1/models' root, --kv-bytes-per-token.
+    pub bytes_per_token_source: Option<String>,
+    /// Prefill requests completed: their KV should have moved.
+    pub requests_with_bytes: u64,
+    /// The best observation: "nixl_bytes_transferred", "kv_dir" or "interface_rx".
+    pub observed_source: Option<&'static str>,
+    pub observed_bytes: Option<f64>,
+    /// Prompt tokens processed by the prefill side × bytes per token.
+    pub predicted_bytes: Option<f64>,
+    pub ratio: Option<f64>,
+    pub verdict: super::link::LinkVerdict,
+    pub nixl_bytes: f64,
+    pub kv_dir_bytes: f64,
+    pub kv_dir_folders: usize,
+    pub iface: Option<IfaceReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IfaceReport {
+    pub name: String,
+    pub rx_bytes: f64,
+    pub tx_bytes: f64,
+    pub resets: u32,
+    pub error: Option<String>,
+}
+
+impl KvReport {
+    pub fn from_state(state: &AppState) -> KvReport {
+        let l = &state.link;
+        let model = l.model.as_ref();
+        let predicted = model.map(|_| l.predicted.total_bytes);
+        let observed = l.observed_since(f64::NEG_INFINITY);
+        let ratio = match (observed, predicted) {
+            (Some((_, o)), Some(p)) if p > 0.0 => Some((o / p * 1000.0).round() / 1000.0),
+            _ => None,
+        };
+        let verdict = match (observed, predicted) {
+            (Some((_, o)), Some(p)) => super::link::verdict(o, p),
+            _ => super::link::LinkVerdict::TooLittle,
+        };
+        KvReport {
+            bytes_per_token: model.map(|m| m.bytes_per_token),
+            bytes_per_token_source: model.map(|m| m.source.clone()),
+            requests_with_bytes: l.predicted.total_count.round() as u64,
+            observed_source: observed.map(|(s, _)| s),
+            observed_bytes: observed.map(|(_, b)| b),
+            predicted_bytes: predicted,
+            ratio,
+            verdict,
+            nixl_bytes: l.nixl.total_bytes,
+            kv_dir_bytes: l.kvdir.total_bytes,
+            kv_dir_folders: l.kvdir_folders,
+            iface: l.iface.as_ref().map(|name| IfaceReport {
+                name: name.clone(),
+                rx_bytes: l.iface_rx.total_bytes,
+                tx_bytes: l.iface_tx.total_bytes,
+                resets: l.iface_resets,
+                error: l.iface_error.clone(),
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -234,6 +302,7 @@ impl Report {
             decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
             decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
             duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),
+            kv: KvReport::from_state(state),
             events: state
                 .events
                 .iter()

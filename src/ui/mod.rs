@@ -15,6 +15,7 @@ pub mod events;
 pub mod fmt;
 pub mod header;
 pub mod hist;
+pub mod link;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;
@@ -34,16 +35,18 @@ use crate::theme::Theme;
 pub enum View {
     Overview,
     Requests,
+    Link,
     Events,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Overview, View::Requests, View::Events];
+    pub const ALL: [View; 4] = [View::Overview, View::Requests, View::Link, View::Events];
 
     pub fn title(self) -> &'static str {
         match self {
             View::Overview => "Overview",
             View::Requests => "Requests",
+            View::Link => "Link",
             View::Events => "Events",
         }
     }
@@ -131,6 +134,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
         View::Requests => requests::render(frame, body, state, view, theme),
+        View::Link => link::render(frame, body, state, view, theme),
         View::Events => events::render(frame, body, state, view, theme),
     }
     footer_bar(frame, footer, theme);
