@@ -31,11 +31,13 @@ pub struct App {
     pub view: ViewState,
     pub theme: Theme,
     pub quit: bool,
+    /// Set when a recording plays instead of live collectors.
+    pub player: Option<crate::replay::Player>,
 }
 
 impl App {
     pub fn new(state: AppState, theme: Theme) -> App {
-        App { state, view: ViewState::default(), theme, quit: false }
+        App { state, view: ViewState::default(), theme, quit: false, player: None }
     }
 
     pub fn on_msg(&mut self, msg: Msg) {
@@ -46,6 +48,17 @@ impl App {
     pub fn on_key(&mut self, key: &KeyEvent) -> bool {
         if self.view.searching && key.kind == KeyEventKind::Press {
             return self.on_search_key(key);
+        }
+        if let Some(player) = &mut self.player
+            && let Some(a) = crate::keymap::replay_action_for(key)
+        {
+            match a {
+                crate::keymap::ReplayAction::Seek(d) => player.seek(d, &mut self.state),
+                crate::keymap::ReplayAction::Pause => player.paused = !player.paused,
+                crate::keymap::ReplayAction::Faster => player.faster(),
+                crate::keymap::ReplayAction::Slower => player.slower(),
+            }
+            return true;
         }
         let Some(action) = action_for(key) else {
             return false;
@@ -173,6 +186,9 @@ pub async fn run<B: Backend>(
     demo: Option<(String, f64, LabClock)>,
 ) -> Result<(), B::Error> {
     let mut tick = tokio::time::interval(TICK);
+    // A recording plays in small steps so that time on screen flows.
+    let mut play = tokio::time::interval(FRAME * 2);
+    let mut last_play = Instant::now();
     let mut dirty = true;
     let mut last_draw = Instant::now() - FRAME;
     while !app.quit {
@@ -209,8 +225,17 @@ pub async fn run<B: Backend>(
                 }
                 dirty = true;
             }
-            _ = tick.tick() => {
+            _ = tick.tick(), if app.player.is_none() => {
                 app.on_msg(Msg::Tick { at: clock.now() });
+                dirty = true;
+            }
+            _ = play.tick(), if app.player.is_some() => {
+                let dt = last_play.elapsed().as_secs_f64();
+                last_play = Instant::now();
+                if let Some(p) = &mut app.player {
+                    p.advance(dt, &mut app.state);
+                    app.view.badge = Some(p.badge());
+                }
                 dirty = true;
             }
             _ = tokio::time::sleep_until(next_frame), if dirty => {}

@@ -35,6 +35,13 @@ pub enum Command {
     Check(Box<CheckArgs>),
     /// KV-cache bytes per token and per prompt from a model's config.json.
     Kv(KvArgs),
+    /// Record everything pdtop sees (same inputs as the dashboard) to one
+    /// compressed file; stops after --duration or on Ctrl-C.
+    Record(Box<RecordArgs>),
+    /// The dashboard on a recording: p pauses, ←/→ seek 10 s, +/- speed.
+    Replay(ReplayArgs),
+    /// Turn a capture in the lab-captures layout into a recording.
+    ImportLab(ImportLabArgs),
     /// Writes the README's screenshots (SVG) from the embedded recording.
     #[command(hide = true)]
     Screenshots(ScreenshotArgs),
@@ -136,10 +143,45 @@ pub struct DemoArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The recording to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Stop after this many seconds (default: on Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A recording made by `pdtop record` or `pdtop import-lab`.
+    pub file: PathBuf,
+    /// Recording seconds per real second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportLabArgs {
+    /// A capture folder (scrapes.jsonl.xz, vllm-*.log, ...).
+    pub dir: PathBuf,
+    /// The recording to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// How long to watch.
-    #[arg(long, value_name = "SECS")]
-    pub duration: f64,
+    #[arg(long, value_name = "SECS", required_unless_present = "replay")]
+    pub duration: Option<f64>,
+    /// Read a recording instead of watching live.
+    #[arg(long, value_name = "FILE", conflicts_with = "duration")]
+    pub replay: Option<PathBuf>,
     /// Print the JSON report (the machine interface) instead of a summary.
     #[arg(long)]
     pub json: bool,

@@ -48,6 +48,30 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
 ];
 
+/// Replay controls, checked before [`BINDINGS`] when a recording plays.
+pub const REPLAY_BINDINGS: &[(KeyCode, ReplayAction, &str)] = &[
+    (KeyCode::Left, ReplayAction::Seek(-10.0), "replay: back 10 s"),
+    (KeyCode::Right, ReplayAction::Seek(10.0), "replay: forward 10 s"),
+    (KeyCode::Char('p'), ReplayAction::Pause, "replay: pause / play"),
+    (KeyCode::Char('+'), ReplayAction::Faster, "replay: twice as fast"),
+    (KeyCode::Char('-'), ReplayAction::Slower, "replay: half as fast"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayAction {
+    Seek(f64),
+    Pause,
+    Faster,
+    Slower,
+}
+
+pub fn replay_action_for(key: &KeyEvent) -> Option<ReplayAction> {
+    if key.kind != KeyEventKind::Press || key.modifiers.contains(KeyModifiers::CONTROL) {
+        return None;
+    }
+    REPLAY_BINDINGS.iter().find(|(code, _, _)| *code == key.code).map(|(_, a, _)| *a)
+}
+
 /// The action of a key press; releases and repeats of other kinds are
 /// ignored (Windows terminals send both press and release).
 pub fn action_for(key: &KeyEvent) -> Option<Action> {

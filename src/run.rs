@@ -10,10 +10,12 @@ use color_eyre::eyre::{Result, WrapErr, eyre};
 use tokio::sync::mpsc;
 
 use crate::app::{self, App, Input};
-use crate::cli::{CheckArgs, DemoArgs, Inputs, UiArgs};
+use crate::cli::{CheckArgs, DemoArgs, ImportLabArgs, Inputs, RecordArgs, ReplayArgs, UiArgs};
 use crate::clock::{Clock, ScaledClock, SystemClock};
 use crate::config::{FileConfig, Settings};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
+use crate::record::{Entry, Header, Recording};
+use crate::replay::Player;
 use crate::sources::scrape::ScrapeOptions;
 use crate::sources::{self, Endpoint, Msg};
 use crate::state::link::{KvModel, LinkState};
@@ -239,11 +241,19 @@ fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
 
 /// `pdtop check`: no screen; returns the report.
 pub fn check(args: &CheckArgs) -> Result<Report, String> {
+    if let Some(file) = &args.replay {
+        let rec = Recording::open(file).map_err(|e| e.to_string())?;
+        let mut state = state_for(&rec.header)?;
+        let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
+        state.finish(end);
+        return Ok(Report::from_state(&state));
+    }
     let settings = settings(&args.inputs, &UiArgs::default())?;
     let eps = endpoints(&args.inputs)?;
     let logs = log_sources(&args.inputs)?;
     let link = link_state(&args.inputs)?;
-    if !(args.duration.is_finite() && args.duration > 0.0) {
+    let duration = args.duration.unwrap_or(0.0);
+    if !(duration.is_finite() && duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
@@ -255,7 +265,7 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
         sources::spawn_link_sources(kv_dir, net_dev, settings.interval, clock.clone(), tx.clone());
         sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
         let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.duration);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(duration);
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
@@ -397,4 +407,165 @@ pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// The state a recording's header describes: its endpoints, logs,
+/// interface and KV size.
+pub fn state_for(h: &Header) -> Result<AppState, String> {
+    let mut eps = Vec::new();
+    for (role, list) in [(Role::Prefill, &h.prefill), (Role::Decode, &h.decode)] {
+        for s in list {
+            eps.push(Endpoint::parse(role, s)?);
+        }
+    }
+    let logs: Vec<(Source, String)> = h
+        .logs
+        .iter()
+        .filter_map(|(s, p)| Some((crate::record::format::parse_source(s)?, p.clone())))
+        .collect();
+    let model = h.kv_bytes_per_token.map(|n| KvModel {
+        bytes_per_token: n,
+        source: h.kv_source.clone().unwrap_or_else(|| "the recording".into()),
+        layers: None,
+    });
+    Ok(AppState::new(eps, h.window_secs).with_logs(&logs).with_link(LinkState::new(
+        h.iface.clone(),
+        model,
+        None,
+    )))
+}
+
+fn header_for(inputs: &Inputs, settings: &Settings, link: &LinkState, logs: &[(Source, String)]) -> Header {
+    Header {
+        format: crate::record::FORMAT.into(),
+        version: crate::record::VERSION,
+        started: SystemClock.now(),
+        prefill: inputs.prefill.clone(),
+        decode: inputs.decode.clone(),
+        logs: logs.iter().map(|(s, p)| (s.to_string(), p.clone())).collect(),
+        iface: inputs.iface.clone(),
+        kv_bytes_per_token: link.model.as_ref().map(|m| m.bytes_per_token),
+        kv_source: link.model.as_ref().map(|m| m.source.clone()),
+        window_secs: settings.window_secs,
+    }
+}
+
+/// `pdtop record`: the collectors of the dashboard, written to a file.
+pub fn record(args: &RecordArgs) -> Result<String, String> {
+    let inputs = &args.inputs;
+    let settings = settings(inputs, &UiArgs::default())?;
+    let eps = endpoints(inputs)?;
+    let logs = log_sources(inputs)?;
+    let link = link_state(inputs)?;
+    let header = header_for(inputs, &settings, &link, &logs);
+    let file = std::fs::File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut writer =
+        crate::record::Writer::new(std::io::BufWriter::new(file), &header).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    rt.block_on(async {
+        let clock = clock_for(inputs);
+        let (tx, mut rx) = mpsc::channel(1024);
+        sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
+        sources::spawn_link_sources(
+            inputs.kv_dir.clone(),
+            net_dev_path(inputs),
+            settings.interval,
+            clock.clone(),
+            tx.clone(),
+        );
+        sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
+        let stop = async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+            let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+            match args.duration {
+                Some(d) => tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))) => {}
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                },
+                None => tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                },
+            }
+            Ok::<(), String>(())
+        };
+        tokio::pin!(stop);
+        let mut flush = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                r = &mut stop => { r?; break; }
+                msg = rx.recv() => match msg {
+                    Some(m) => if let Some(e) = Entry::from_msg(&m) {
+                        writer.write(&e).map_err(|e| e.to_string())?;
+                    },
+                    None => break,
+                },
+                _ = flush.tick() => writer.flush().map_err(|e| e.to_string())?,
+            }
+        }
+        Ok::<(), String>(())
+    })?;
+    let n = writer.entries;
+    drop(writer);
+    let size = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    Ok(format!(
+        "recorded {n} entries in {:.0} s to {} ({} bytes)",
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        size
+    ))
+}
+
+/// `pdtop import-lab`: a capture folder as a recording.
+pub fn import_lab(args: &ImportLabArgs) -> Result<String, String> {
+    let capture = Capture::from_dir(&args.dir).map_err(|e| e.to_string())?;
+    let state = lab::replay::initial_state(&capture, true);
+    let header = Header {
+        format: crate::record::FORMAT.into(),
+        version: crate::record::VERSION,
+        started: capture.t0,
+        prefill: state.instances_of(Role::Prefill).map(|i| i.endpoint.display.clone()).collect(),
+        decode: state.instances_of(Role::Decode).map(|i| i.endpoint.display.clone()).collect(),
+        logs: capture
+            .logs
+            .iter()
+            .map(|l| (lab::replay::source_of(l.file_name).to_string(), l.file_name.to_string()))
+            .collect(),
+        iface: state.link.iface.clone(),
+        kv_bytes_per_token: state.link.model.as_ref().map(|m| m.bytes_per_token),
+        kv_source: state.link.model.as_ref().map(|m| m.source.clone()),
+        window_secs: state.window_secs,
+    };
+    let file = std::fs::File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut w =
+        crate::record::Writer::new(std::io::BufWriter::new(file), &header).map_err(|e| e.to_string())?;
+    let span = capture.t_end - capture.t0 + 1.0;
+    for m in lab::replay::messages(&capture, span, true) {
+        if let Some(e) = Entry::from_msg(&m) {
+            w.write(&e).map_err(|e| e.to_string())?;
+        }
+    }
+    let n = w.entries;
+    drop(w);
+    Ok(format!("wrote {n} entries from {} to {}", args.dir.display(), args.out.display()))
+}
+
+/// `pdtop replay`: the dashboard on a recording.
+pub fn replay(args: ReplayArgs) -> Result<()> {
+    let rec = Recording::open(&args.file).map_err(|e| eyre!(e))?;
+    let state = state_for(&rec.header).map_err(|e| eyre!(e))?;
+    let settings = settings(&Inputs::default(), &args.ui).map_err(|e| eyre!(e))?;
+    let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut app = App::new(state.clone(), theme);
+    app.player = Some(Player::new(rec, state, args.speed, name));
+    // No collectors: the channel stays open and empty.
+    let (_tx, rx) = mpsc::channel(1);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let r = run_screen(app, rx, clock, None);
+    drop(_tx);
+    r
 }

@@ -32,6 +32,16 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// The state `secs` seconds into the recording. `with_logs` false gives a
 /// metrics-only pdtop.
 pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
+    let mut st = initial_state(capture, with_logs);
+    for m in messages(capture, secs, with_logs) {
+        st.apply(m);
+    }
+    st
+}
+
+/// A fresh state watching what the recorded lab had: its endpoints, its
+/// logs, the loopback interface and the model's KV size.
+pub fn initial_state(capture: &Capture, with_logs: bool) -> AppState {
     let logs: Vec<(Source, String)> = if with_logs {
         capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
     } else {
@@ -41,9 +51,13 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
         KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
     });
     let iface = (!capture.netdev.is_empty()).then(|| "lo".to_string());
-    let mut st =
-        AppState::new(endpoints(), 60.0).with_logs(&logs).with_link(LinkState::new(iface, model, None));
-    let mut last_link = f64::MIN;
+    AppState::new(endpoints(), 60.0).with_logs(&logs).with_link(LinkState::new(iface, model, None))
+}
+
+/// Every message a live pdtop would have received in the first `secs` of
+/// the recording, in order, with clock ticks between.
+pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
+    let mut out = Vec::new();
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
     order.sort_by_key(|i| match source_of(capture.logs[*i].file_name) {
         Source::Prefill(_) => 0,
@@ -53,6 +67,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
     let mut next_line = vec![0usize; capture.logs.len()];
     let mut row = 0;
     let mut last_scrape = [f64::MIN; 2];
+    let mut last_link = f64::MIN;
     let end = capture.t0 + secs;
     let mut t = capture.t0;
     while t <= end {
@@ -62,7 +77,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
                 let start = next_line[i];
                 let stop = start + lines[start..].partition_point(|(lt, _)| *lt <= t);
                 if stop > start {
-                    st.apply(Msg::LogLines {
+                    out.push(Msg::LogLines {
                         source: source_of(capture.logs[i].file_name),
                         at: t,
                         lines: lines[start..stop].iter().map(|(_, l)| l.clone()).collect(),
@@ -79,7 +94,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
             // One scrape a second per instance, like the default interval.
             if r.t - last_scrape[instance] >= 0.99 {
                 last_scrape[instance] = r.t;
-                st.apply(match &r.body {
+                out.push(match &r.body {
                     Some(body) => Msg::Scrape { instance, at: r.t, body: body.clone() },
                     None => {
                         Msg::ScrapeFailed { instance, at: r.t, error: r.error.clone().unwrap_or_default() }
@@ -90,12 +105,12 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
         }
         if t - last_link >= 0.99 {
             last_link = t;
-            link_messages(capture, t).into_iter().for_each(|m| st.apply(m));
+            out.extend(link_messages(capture, t));
         }
-        st.apply(Msg::Tick { at: t });
+        out.push(Msg::Tick { at: t });
         t += 0.5;
     }
-    st
+    out
 }
 
 /// What the link collectors would read at `t`: the recorded interface

@@ -86,6 +86,8 @@ pub struct ViewState {
     pub searching: bool,
     pub detail: bool,
     pub followed: Option<String>,
+    /// Title-bar text of a replay (position, speed).
+    pub badge: Option<String>,
 }
 
 impl Default for ViewState {
@@ -102,6 +104,7 @@ impl Default for ViewState {
             searching: false,
             detail: false,
             followed: None,
+            badge: None,
         }
     }
 }
@@ -175,6 +178,8 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     let badge = if view.frozen.is_some() { " FROZEN  " } else { "" };
     // Widest form that fits beside the tabs: full, short demo, no clock.
     let room = (area.width as usize).saturating_sub(left_w);
+    let demo_long = demo_long.or_else(|| view.badge.clone());
+    let demo_short = demo_short.or_else(|| view.badge.clone());
     let candidates = [
         (demo_long.clone().unwrap_or_default(), clock.clone()),
         (demo_short.clone().unwrap_or_default(), clock.clone()),
