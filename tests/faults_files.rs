@@ -41,7 +41,7 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-fn append(path: &PathBuf, bytes: &[u8]) {
+fn append(path: &std::path::Path, bytes: &[u8]) {
     OpenOptions::new().create(true).append(true).open(path).unwrap().write_all(bytes).unwrap();
 }
 
@@ -51,7 +51,7 @@ struct Watch {
 }
 
 impl Watch {
-    fn start(path: &PathBuf) -> Watch {
+    fn start(path: &std::path::Path) -> Watch {
         let logs = vec![(Source::Decode(0), path.display().to_string())];
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
         sources::spawn_log_tailers(&logs, Duration::from_millis(20), Arc::new(SystemClock), tx);
