@@ -300,6 +300,9 @@ pub fn summary(r: &Report) -> String {
         "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
         q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
     ));
+    for w in &r.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
     s.push_str(&format!("verdict: {:?}\n", r.verdict));
     s
 }
@@ -337,6 +340,9 @@ fn run_screen(
         ));
     }
     let mut terminal = ratatui::try_init().wrap_err("cannot set up the terminal")?;
+    // Restores on every way out of this function, `?` included (an early
+    // error used to leave the terminal raw and on the alternate screen).
+    let restore = RestoreOnDrop;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::thread::current().name() == Some(COLLECTOR_THREAD) {
@@ -344,6 +350,8 @@ fn run_screen(
         }
         hook(info);
     }));
+    #[cfg(debug_assertions)]
+    test_ui_fault()?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().wrap_err("ui runtime")?;
     let result = rt.block_on(async {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
@@ -351,8 +359,35 @@ fn run_screen(
         spawn_signal_watch(in_tx);
         app::run(&mut terminal, &mut app, rx, in_rx, clock, demo).await
     });
-    ratatui::restore();
+    drop(restore);
     result.wrap_err("terminal")
+}
+
+struct RestoreOnDrop;
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        // While unwinding, the panic hook has already restored and printed
+        // the message; leaving the alternate screen a second time would move
+        // the cursor back (xterm's 1049 restores the saved position) and the
+        // shell would overwrite the message.
+        if !std::thread::panicking() {
+            ratatui::restore();
+        }
+    }
+}
+
+/// Test hook, debug builds only: `PDTOP_TEST_UI_FAULT=panic|error` makes
+/// the screen fail right after it took the terminal, so the tests can watch
+/// the terminal come back from a panic and from an error exit of the real
+/// binary. Release builds do not contain it.
+#[cfg(debug_assertions)]
+fn test_ui_fault() -> Result<()> {
+    match std::env::var("PDTOP_TEST_UI_FAULT").as_deref() {
+        Ok("panic") => panic!("test hook PDTOP_TEST_UI_FAULT"),
+        Ok("error") => Err(eyre!("test hook PDTOP_TEST_UI_FAULT")),
+        _ => Ok(()),
+    }
 }
 
 fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {

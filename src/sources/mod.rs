@@ -87,11 +87,55 @@ pub fn spawn_scrapers(
 ) -> Result<(), String> {
     let client = scrape::http_client(opts.timeout)?;
     for (i, ep) in endpoints.iter().enumerate() {
-        let task =
-            tokio::spawn(scrape::run(i, ep.clone(), client.clone(), opts.clone(), clock.clone(), tx.clone()));
-        supervise(format!("scraper {}", ep.display), task, clock.clone(), tx.clone());
+        // A per-endpoint token (`PDTOP_BEARER_TOKEN_<HOST>_<PORT>`) wins over the global one.
+        let token = scrape::token_for(ep, opts.bearer_token.as_deref(), |k| std::env::var(k).ok());
+        let opts = scrape::ScrapeOptions { bearer_token: token, ..opts.clone() };
+        let (ep, client, clock, tx) = (ep.clone(), client.clone(), clock.clone(), tx.clone());
+        tokio::spawn(async move {
+            let name = format!("scraper {}", ep.display);
+            loop {
+                let task = tokio::spawn(scrape::run(
+                    i,
+                    ep.clone(),
+                    client.clone(),
+                    opts.clone(),
+                    clock.clone(),
+                    tx.clone(),
+                ));
+                let Err(e) = task.await else {
+                    return;
+                };
+                if !e.is_panic() {
+                    return;
+                }
+                // The panic is an error state of this instance (its header
+                // row says DOWN and why) and an event; then the scraper
+                // starts again, so one bad moment does not end the watch.
+                let error = panic_message(e);
+                let at = clock.now();
+                let failed =
+                    Msg::SourceFailed { source: name.clone(), at, error: format!("stopped: {error}") };
+                let down = Msg::ScrapeFailed { instance: i, at, error: format!("scraper panicked: {error}") };
+                if tx.send(failed).await.is_err() || tx.send(down).await.is_err() {
+                    return;
+                }
+                // A scraper that panics every time is retried at the
+                // failure backoff, not in a tight loop.
+                tokio::time::sleep(scrape::backoff(opts.interval, 3)).await;
+            }
+        });
     }
     Ok(())
+}
+
+/// The text of a task's panic.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panicked".into())
 }
 
 /// Tails the logs. Files are polled together, one round at a time, in
@@ -253,12 +297,7 @@ pub fn supervise(
         if let Err(e) = task.await
             && e.is_panic()
         {
-            let payload = e.into_panic();
-            let error = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panicked".into());
+            let error = panic_message(e);
             let _ = tx
                 .send(Msg::SourceFailed { source: name, at: clock.now(), error: format!("stopped: {error}") })
                 .await;

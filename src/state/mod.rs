@@ -66,6 +66,8 @@ impl EventKind {
 
 /// Events kept for the log panel.
 const EVENTS_CAP: usize = 500;
+/// Collector failures kept (each is also an event).
+const SOURCE_ERRORS_CAP: usize = 20;
 
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -172,6 +174,11 @@ impl AppState {
                 self.tick(at);
                 self.push_event(at, EventKind::SourceError, format!("{source}: {error}"));
                 self.source_errors.push((source, error));
+                // A collector that keeps failing (it is restarted) must not
+                // grow the state without bound; the newest ones are shown.
+                if self.source_errors.len() > SOURCE_ERRORS_CAP {
+                    self.source_errors.remove(0);
+                }
             }
         }
     }

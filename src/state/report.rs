@@ -63,6 +63,9 @@ pub struct Report {
     pub kv: KvReport,
     /// Misses, restarts and outages, oldest first (the last 100).
     pub events: Vec<EventReport>,
+    /// Things that make the numbers above less than they seem: an endpoint
+    /// that answers without vLLM metrics, a detector the version lacks.
+    pub warnings: Vec<String>,
     pub verdict: Verdict,
 }
 
@@ -270,7 +273,33 @@ impl Report {
                 }
             )
         });
-        let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up);
+        let mut warnings = Vec::new();
+        // A 200 that holds no vLLM sample (a login page, the wrong port):
+        // reachable, but nothing is being watched, so not "ok".
+        let not_vllm: Vec<&str> = state
+            .instances
+            .iter()
+            .filter(|i| i.health.up && i.health.no_vllm_metrics)
+            .map(|i| i.endpoint.display.as_str())
+            .collect();
+        for ep in &not_vllm {
+            warnings
+                .push(format!("{ep} answers but with no vllm: metrics (wrong port? --disable-log-stats?)"));
+        }
+        if source == "metrics" && state.misses.supported == Some(false) {
+            // Zero misses from a detector that cannot run is not a zero.
+            warnings.push(
+                "silent misses cannot be counted from metrics: the decode instance has no \
+                 vllm:request_prefill_kv_computed_tokens (vLLM < 0.13); tail its log (--decode-log) to name them"
+                    .into(),
+            );
+        }
+        if !by_source_known(state) {
+            warnings.push(
+                "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
+            );
+        }
+        let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up) || !not_vllm.is_empty();
         let restarted = instances.iter().any(|i| i.restarts > 0);
         // Either count is enough for the verdict: metrics see misses that
         // logs without shared ids cannot name.
@@ -311,6 +340,7 @@ impl Report {
                 .rev()
                 .map(|e| EventReport { t: e.t, kind: e.kind.name(), text: e.text.clone() })
                 .collect(),
+            warnings,
             verdict,
         }
     }
@@ -321,4 +351,11 @@ impl Report {
 fn last_kv_usage(state: &AppState, role: Role) -> Option<f64> {
     let vals: Vec<f64> = state.instances_of(role).filter_map(|i| i.latest.as_ref()?.kv_usage).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+}
+
+/// False once a decode instance answered without the by-source family
+/// (and none with it); true before any scrape, when "no tokens yet" is right.
+pub fn by_source_known(state: &AppState) -> bool {
+    let mut scraped = state.instances_of(Role::Decode).filter_map(|i| i.latest.as_ref()).peekable();
+    scraped.peek().is_none() || scraped.any(|s| s.counters.contains_key(&Counter::PromptExternal))
 }

@@ -148,3 +148,15 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
+
+/// The newest collector failure, kept on screen: a collector that stopped
+/// must not look like a quiet source.
+pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let Some((source, error)) = state.source_errors.last() else {
+        return;
+    };
+    let more = state.source_errors.len() - 1;
+    let more = if more > 0 { format!(" (+{more} earlier, see Events)") } else { String::new() };
+    let text = format!(" ✖ {source}: {error}{more}");
+    frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
+}

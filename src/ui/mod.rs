@@ -117,10 +117,12 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
     let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
     let logs_row = u16::from(state.logs.is_some());
-    let [top, instances, logs_area, banner_area, body, footer] = Layout::vertical([
+    let errors_row = u16::from(!state.source_errors.is_empty());
+    let [top, instances, logs_area, errors_area, banner_area, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(header_rows),
         Constraint::Length(logs_row),
+        Constraint::Length(errors_row),
         Constraint::Length(banner),
         Constraint::Min(0),
         Constraint::Length(1),
@@ -130,6 +132,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     header::instances(frame, instances, state, theme);
     if logs_row > 0 {
         header::logs_line(frame, logs_area, state, theme);
+    }
+    if errors_row > 0 {
+        header::source_errors_line(frame, errors_area, state, theme);
     }
     if banner > 0 {
         header::miss_banner(frame, banner_area, state, theme);
