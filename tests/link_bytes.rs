@@ -116,3 +116,33 @@ fn replayed_example_connector_lab_counts_the_directory() {
     // Every stored prompt's files, as listed at the end of the recording.
     assert_eq!(kv.kv_dir_bytes, 17_940_340_224.0);
 }
+
+#[test]
+fn connector_directory_deleted_is_a_state_on_screen() {
+    use pdtop::app::App;
+    use pdtop::keymap::Action;
+    use pdtop::sources::{Msg, kvdir};
+    use pdtop::state::link::{KvModel, LinkState};
+    use ratatui::{Terminal, backend::TestBackend};
+    let dir = std::env::temp_dir().join(format!("pdtop-kvdir-gone-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("prompt-a")).unwrap();
+    std::fs::write(dir.join("prompt-a/model.layers.0.self_attn.attn.safetensors"), vec![0u8; 4096]).unwrap();
+    let model = KvModel { bytes_per_token: 147_456, source: "test".into(), layers: Some(36) };
+    let mut st = pdtop::state::AppState::new(common::pair_endpoints(), 60.0)
+        .with_link(LinkState::new(None, Some(model), None));
+    st.apply(Msg::KvDir { at: 1.0, scan: kvdir::scan(&dir) });
+    std::fs::remove_dir_all(&dir).unwrap();
+    st.apply(Msg::KvDir { at: 2.0, scan: kvdir::scan(&dir) });
+    assert!(st.link.kvdir_error.as_deref().unwrap().contains("pdtop-kvdir-gone"));
+    let mut app = App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+    for _ in 0..2 {
+        app.on_action(Action::NextView);
+    }
+    let mut term = Terminal::new(TestBackend::new(140, 40)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
+    let buf = term.backend().buffer();
+    let text: String = (0..buf.area.height)
+        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+        .collect();
+    assert!(text.contains("kv-dir: ") && text.contains("No such file"), "{text}");
+}
