@@ -99,12 +99,19 @@ impl App {
     pub fn on_action(&mut self, action: Action) {
         let rows = self.request_rows();
         let in_requests = self.view.view == View::Requests;
+        let in_instances = self.view.view == View::Instances;
+        let inst_rows = {
+            let state = self.view.frozen.as_deref().unwrap_or(&self.state);
+            ui::instances::order(state, &self.view)
+        };
         let v = &mut self.view;
         match action {
             Action::ForceQuit => self.quit = true,
             Action::Back => {
                 if v.help {
                     v.help = false;
+                } else if v.focus.is_some() {
+                    v.focus = None;
                 } else if in_requests && (v.detail || v.followed.is_some()) {
                     v.detail = false;
                     v.followed = None;
@@ -121,6 +128,17 @@ impl App {
                 let step = if action == Action::NextView { 1 } else { all.len() - 1 };
                 v.view = all[(i + step) % all.len()];
                 v.scroll = 0;
+            }
+            Action::Down if in_instances => {
+                v.inst_selected = (v.inst_selected + 1).min(inst_rows.len().saturating_sub(1))
+            }
+            Action::Up if in_instances => v.inst_selected = v.inst_selected.saturating_sub(1),
+            Action::Sort => v.inst_sort = v.inst_sort.next(),
+            Action::Open if in_instances => {
+                if let Some(i) = inst_rows.get(v.inst_selected) {
+                    v.focus = Some(*i);
+                    v.view = View::Overview;
+                }
             }
             Action::Down if in_requests => v.selected = (v.selected + 1).min(rows.saturating_sub(1)),
             Action::Up if in_requests => v.selected = v.selected.saturating_sub(1),

@@ -21,6 +21,7 @@ pub enum Action {
     Search,
     Open,
     Follow,
+    Sort,
 }
 
 /// (key, modifiers, action, what the help overlay says).
@@ -44,8 +45,9 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
     (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
     (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
-    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "requests: open / close the trace"),
+    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: the trace / one instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
+    (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances: next sort column"),
 ];
 
 /// Replay controls, checked before [`BINDINGS`] when a recording plays.

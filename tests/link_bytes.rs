@@ -128,8 +128,11 @@ fn connector_directory_deleted_is_a_state_on_screen() {
     std::fs::create_dir_all(dir.join("prompt-a")).unwrap();
     std::fs::write(dir.join("prompt-a/model.layers.0.self_attn.attn.safetensors"), vec![0u8; 4096]).unwrap();
     let model = KvModel { bytes_per_token: 147_456, source: "test".into(), layers: Some(36) };
-    let mut st = pdtop::state::AppState::new(common::pair_endpoints(), 60.0)
-        .with_link(LinkState::new(None, Some(model), None));
+    let mut st = pdtop::state::AppState::new(common::pair_endpoints(), 60.0).with_link(LinkState::new(
+        None,
+        Some(model),
+        None,
+    ));
     st.apply(Msg::KvDir { at: 1.0, scan: kvdir::scan(&dir) });
     std::fs::remove_dir_all(&dir).unwrap();
     st.apply(Msg::KvDir { at: 2.0, scan: kvdir::scan(&dir) });

@@ -286,18 +286,38 @@ impl AppState {
 
     /// A role's histogram over the sliding window, merged across instances.
     pub fn window_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
-        let since = self.now - self.window_secs;
-        self.merge_role(role, |i| i.hist_since(hist, since))
+        self.window_hist_of(role, hist, None)
     }
 
     /// A role's histogram since pdtop started, merged across instances.
     pub fn total_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
-        self.merge_role(role, |i| i.total_hists.get(&hist).cloned())
+        self.total_hist_of(role, hist, None)
     }
 
-    fn merge_role(&self, role: Role, f: impl Fn(&InstanceState) -> Option<Histogram>) -> Option<Histogram> {
+    /// As `window_hist`, but only instance `only` when it has this role
+    /// (the drill-down into one instance).
+    pub fn window_hist_of(&self, role: Role, hist: Hist, only: Option<usize>) -> Option<Histogram> {
+        let since = self.now - self.window_secs;
+        self.merge_role(role, only, |i| i.hist_since(hist, since))
+    }
+
+    pub fn total_hist_of(&self, role: Role, hist: Hist, only: Option<usize>) -> Option<Histogram> {
+        self.merge_role(role, only, |i| i.total_hists.get(&hist).cloned())
+    }
+
+    fn merge_role(
+        &self,
+        role: Role,
+        only: Option<usize>,
+        f: impl Fn(&InstanceState) -> Option<Histogram>,
+    ) -> Option<Histogram> {
+        let focus = only.and_then(|i| self.instances.get(i)).filter(|i| i.endpoint.role == role);
         let mut out: Option<Histogram> = None;
-        for h in self.instances_of(role).filter_map(f) {
+        let chosen: Vec<&InstanceState> = match focus {
+            Some(i) => vec![i],
+            None => self.instances_of(role).collect(),
+        };
+        for h in chosen.into_iter().filter_map(f) {
             out.get_or_insert_with(Histogram::default).merge(&h);
         }
         out

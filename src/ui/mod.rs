@@ -15,6 +15,7 @@ pub mod events;
 pub mod fmt;
 pub mod header;
 pub mod hist;
+pub mod instances;
 pub mod link;
 pub mod overview;
 pub mod requests;
@@ -34,17 +35,19 @@ use crate::theme::Theme;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Overview,
+    Instances,
     Requests,
     Link,
     Events,
 }
 
 impl View {
-    pub const ALL: [View; 4] = [View::Overview, View::Requests, View::Link, View::Events];
+    pub const ALL: [View; 5] = [View::Overview, View::Instances, View::Requests, View::Link, View::Events];
 
     pub fn title(self) -> &'static str {
         match self {
             View::Overview => "Overview",
+            View::Instances => "Instances",
             View::Requests => "Requests",
             View::Link => "Link",
             View::Events => "Events",
@@ -88,6 +91,10 @@ pub struct ViewState {
     pub followed: Option<String>,
     /// Title-bar text of a replay (position, speed).
     pub badge: Option<String>,
+    /// Instances view: selected row, sort column; the instance drilled into.
+    pub inst_selected: usize,
+    pub inst_sort: instances::SortKey,
+    pub focus: Option<usize>,
 }
 
 impl Default for ViewState {
@@ -105,6 +112,9 @@ impl Default for ViewState {
             detail: false,
             followed: None,
             badge: None,
+            inst_selected: 0,
+            inst_sort: instances::SortKey::Role,
+            focus: None,
         }
     }
 }
@@ -113,7 +123,10 @@ impl Default for ViewState {
 pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Theme) {
     let state = view.frozen.as_deref().unwrap_or(live);
     let area = frame.area();
-    let header_rows = state.instances.len().min(8) as u16;
+    // A pair gets a row per instance; a fleet a summary per role (the
+    // Instances view has the rows).
+    let header_rows =
+        if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
     let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
     let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
     let logs_row = u16::from(state.logs.is_some());
@@ -141,6 +154,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     }
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
+        View::Instances => instances::render(frame, body, state, view, theme),
         View::Requests => requests::render(frame, body, state, view, theme),
         View::Link => link::render(frame, body, state, view, theme),
         View::Events => events::render(frame, body, state, view, theme),
@@ -174,7 +188,12 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
         HistWindow::Sliding => format!("last {:.0}s", state.window_secs),
         HistWindow::SinceStart => "since start".to_string(),
     };
-    let clock = format!("{window} · {} UTC ", fmt::clock(state.now));
+    let focus = view
+        .focus
+        .and_then(|i| state.instances.get(i))
+        .map(|i| format!("only {} (Esc: all) · ", i.endpoint.display))
+        .unwrap_or_default();
+    let clock = format!("{focus}{window} · {} UTC ", fmt::clock(state.now));
     let demo_long = view.demo.as_ref().map(|d| {
         format!("demo {} ×{:.0} loop {} {:.0}% · ", d.capture, d.speed, d.loop_no + 1, d.progress * 100.0)
     });

@@ -26,8 +26,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         .any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime)));
     let strip = if nixl { 3 } else { 0 };
     let hist = |role, h| match view.window {
-        HistWindow::Sliding => state.window_hist(role, h),
-        HistWindow::SinceStart => state.total_hist(role, h),
+        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
+        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
     };
     let (p_ttft, d_ttft) = (hist(Role::Prefill, Hist::Ttft), hist(Role::Decode, Hist::Ttft));
     let (p_tpot, d_tpot) = (hist(Role::Prefill, Hist::Tpot), hist(Role::Decode, Hist::Tpot));
@@ -173,8 +173,8 @@ fn worth_it_line(loaded: Option<f64>, computed: Option<f64>, theme: &Theme) -> L
 
 fn transfer_strip(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let hist = |role, h| match view.window {
-        HistWindow::Sliding => state.window_hist(role, h),
-        HistWindow::SinceStart => state.total_hist(role, h),
+        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
+        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
     };
     let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
     let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();
