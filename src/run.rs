@@ -413,28 +413,27 @@ pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     std::fs::create_dir_all(out).wrap_err("screenshot folder")?;
     let dark = Theme::builtin("dark").map_err(|e| eyre!(e))?;
     let light = Theme::builtin("light").map_err(|e| eyre!(e))?;
-    // (file, seconds into the recording, theme, palette, keys, id search)
-    type Shot<'a> =
-        (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, &'a [crate::keymap::Action], &'a str);
-    let shots: [Shot; 6] = {
-        use crate::keymap::Action::*;
+    // (file, seconds into the recording, theme, palette, view, trace open, id search)
+    type Shot<'a> = (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, crate::ui::View, bool, &'a str);
+    let shots: [Shot; 7] = {
+        use crate::ui::View::*;
         [
-            ("overview.svg", 45.0, &dark, &DARK, &[], ""),
-            ("requests.svg", 62.0, &dark, &DARK, &[NextView], ""),
-            ("trace.svg", 62.0, &dark, &DARK, &[NextView, Open], "edge_block-1"),
-            ("decode-restart.svg", 100.0, &dark, &DARK, &[], ""),
-            ("events.svg", 146.0, &dark, &DARK, &[NextView, NextView], ""),
-            ("light.svg", 45.0, &light, &LIGHT, &[], ""),
+            ("overview.svg", 45.0, &dark, &DARK, Overview, false, ""),
+            ("requests.svg", 62.0, &dark, &DARK, Requests, false, ""),
+            ("trace.svg", 62.0, &dark, &DARK, Requests, true, "edge_block-1"),
+            ("link.svg", 62.0, &dark, &DARK, Link, false, ""),
+            ("decode-restart.svg", 100.0, &dark, &DARK, Overview, false, ""),
+            ("events.svg", 146.0, &dark, &DARK, Events, false, ""),
+            ("light.svg", 45.0, &light, &LIGHT, Overview, false, ""),
         ]
     };
     let mut written = Vec::new();
-    for (file, secs, theme, palette, keys, search) in shots {
+    for (file, secs, theme, palette, view, open, search) in shots {
         let state = lab::replay::state_at(&capture, secs, true);
         let mut app = App::new(state, theme.clone());
         app.view.search = search.to_string();
-        for k in keys {
-            app.on_action(*k);
-        }
+        app.view.view = view;
+        app.view.detail = open;
         let mut term = ratatui::Terminal::new(TestBackend::new(140, 44)).wrap_err("backend")?;
         term.draw(|f| app.draw(f)).wrap_err("draw")?;
         let path = out.join(file);

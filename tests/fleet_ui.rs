@@ -8,6 +8,7 @@ use pdtop::keymap::Action;
 use pdtop::sources::{Endpoint, Msg};
 use pdtop::state::{AppState, Role};
 use pdtop::theme::Theme;
+use pdtop::ui::View;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -66,7 +67,7 @@ fn eight_by_eight_in_a_small_pane() {
     assert!(overview.contains("8 instances"), "{overview}");
     assert!(overview.contains("1 down"), "{overview}");
     insta::assert_snapshot!("fleet_8x8_overview_80x24", overview);
-    app.on_action(Action::NextView);
+    app.view.view = View::Instances;
     let grid = text(&app, 80, 24);
     assert!(grid.contains("10.0.1.3:8200") || grid.contains("decode 8"), "{grid}");
     insta::assert_snapshot!("fleet_8x8_instances_80x24", grid);
@@ -75,7 +76,7 @@ fn eight_by_eight_in_a_small_pane() {
 #[test]
 fn thirty_two_by_thirty_two_in_a_large_pane_and_drill_down() {
     let mut app = App::new(fleet(32, 32, 70.0), Theme::builtin("dark").unwrap());
-    app.on_action(Action::NextView);
+    app.view.view = View::Instances;
     let grid = text(&app, 200, 80);
     assert!(grid.contains("prefill 32") && grid.contains("decode 32"), "{grid}");
     insta::assert_snapshot!("fleet_32x32_instances_200x80", grid);

@@ -120,7 +120,6 @@ fn replayed_example_connector_lab_counts_the_directory() {
 #[test]
 fn connector_directory_deleted_is_a_state_on_screen() {
     use pdtop::app::App;
-    use pdtop::keymap::Action;
     use pdtop::sources::{Msg, kvdir};
     use pdtop::state::link::{KvModel, LinkState};
     use ratatui::{Terminal, backend::TestBackend};
@@ -138,9 +137,7 @@ fn connector_directory_deleted_is_a_state_on_screen() {
     st.apply(Msg::KvDir { at: 2.0, scan: kvdir::scan(&dir) });
     assert!(st.link.kvdir_error.as_deref().unwrap().contains("pdtop-kvdir-gone"));
     let mut app = App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
-    for _ in 0..2 {
-        app.on_action(Action::NextView);
-    }
+    app.view.view = pdtop::ui::View::Link;
     let mut term = Terminal::new(TestBackend::new(140, 40)).unwrap();
     term.draw(|f| app.draw(f)).unwrap();
     let buf = term.backend().buffer();
