@@ -276,17 +276,17 @@ fn model_label(body: &str) -> Option<String> {
 }
 
 /// Gives each line the time it was printed: vLLM lines carry
-/// `MM-DD HH:MM:SS` (UTC in the captures); lines without one (uvicorn's
-/// access lines) inherit the previous line's time.
+/// `MM-DD HH:MM:SS` (UTC in the captures), read with the log parser and
+/// anchored to the recording's year; lines without one (uvicorn's access
+/// lines) inherit the previous line's time.
 fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
     let text = String::from_utf8_lossy(bytes);
-    let year = civil_from_days((t0 / 86400.0).floor() as i64).0;
     let mut t = f64::MIN;
     let mut out = Vec::new();
     for line in text.lines() {
         // Keep file order: a process printing a second late never moves
         // a line before the one above it.
-        if let Some(ts) = vllm_timestamp(line, year) {
+        if let Some(ts) = vllm_timestamp(line, t0) {
             t = t.max(ts);
         }
         out.push((t, line.to_string()));
@@ -294,19 +294,9 @@ fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
     out
 }
 
-/// Finds ` MM-DD HH:MM:SS ` after the level in a vLLM line.
-fn vllm_timestamp(line: &str, year: i64) -> Option<f64> {
-    let rest = line.strip_prefix('(').map_or(line, |r| r.split_once(") ").map_or(r, |x| x.1));
-    let mut parts = rest.splitn(4, ' ');
-    let _level = parts.next()?;
-    let date = parts.next()?;
-    let time = parts.next()?;
-    let (mo, d) = date.split_once('-')?;
-    let mut hms = time.split(':');
-    let (h, mi, s) = (hms.next()?, hms.next()?, hms.next()?);
-    let num = |x: &str| x.parse::<i64>().ok();
-    let days = days_from_civil(year, num(mo)?, num(d)?);
-    Some((days * 86400 + num(h)? * 3600 + num(mi)? * 60 + num(s)?) as f64)
+fn vllm_timestamp(line: &str, t0: f64) -> Option<f64> {
+    let stamp = crate::logs::vllm::parse_vllm_line(line)?.timestamp?;
+    crate::traces::anchor(stamp, t0, None)
 }
 
 /// The proxy log has no timestamps; its access line is printed when the
@@ -335,42 +325,18 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
         .collect()
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-/// The civil date of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(civil_from_days(days_from_civil(2026, 11, 30)), (2026, 11, 30));
+    fn log_lines_are_timed() {
         // 1796019931 is 2026-11-30 06:25:31 UTC.
-        let t =
-            vllm_timestamp("(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received", 2026);
+        let t = vllm_timestamp(
+            "(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received",
+            1_796_000_000.0,
+        );
         assert_eq!(t, Some(1_796_019_931.0));
-        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 2026), None);
+        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 1_796_000_000.0), None);
     }
 }

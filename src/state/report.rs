@@ -24,6 +24,20 @@ pub struct RequestCounts {
     pub pending: u64,
 }
 
+impl From<&crate::traces::Counts> for RequestCounts {
+    fn from(c: &crate::traces::Counts) -> Self {
+        RequestCounts {
+            seen: c.seen as u64,
+            loaded: c.loaded as u64,
+            silent_miss: c.silent_miss as u64,
+            no_prefill: c.no_prefill as u64,
+            error: c.error as u64,
+            unknown: c.unknown as u64,
+            pending: c.pending as u64,
+        }
+    }
+}
+
 impl From<Outcomes> for RequestCounts {
     fn from(o: Outcomes) -> Self {
         RequestCounts {
@@ -246,15 +260,7 @@ impl Report {
         let metrics = RequestCounts::from(state.misses.outcomes);
         let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| {
             let c = l.correlator.counts();
-            let counts = RequestCounts {
-                seen: c.seen as u64,
-                loaded: c.loaded as u64,
-                silent_miss: c.silent_miss as u64,
-                no_prefill: c.no_prefill as u64,
-                error: c.error as u64,
-                unknown: c.unknown as u64,
-                pending: c.pending as u64,
-            };
+            let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
         let (requests, silent_miss_ids, unattributed, source) = match traced {

@@ -88,19 +88,7 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
     let (o, source, last) = match &traced {
-        Some(c) => (
-            RequestCounts {
-                seen: c.seen as u64,
-                loaded: c.loaded as u64,
-                silent_miss: c.silent_miss as u64,
-                no_prefill: c.no_prefill as u64,
-                error: c.error as u64,
-                unknown: c.unknown as u64,
-                pending: c.pending as u64,
-            },
-            "traces",
-            ("unknown", (c.unknown + c.pending) as u64),
-        ),
+        Some(c) => (RequestCounts::from(c), "traces", ("unknown", (c.unknown + c.pending) as u64)),
         None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
     };
     let block = Block::default()
