@@ -72,11 +72,9 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
                 last_scrape[instance] = r.t;
                 st.apply(match &r.body {
                     Some(body) => Msg::Scrape { instance, at: r.t, body: body.clone() },
-                    None => Msg::ScrapeFailed {
-                        instance,
-                        at: r.t,
-                        error: r.error.clone().unwrap_or_default(),
-                    },
+                    None => {
+                        Msg::ScrapeFailed { instance, at: r.t, error: r.error.clone().unwrap_or_default() }
+                    }
                 });
             }
             row += 1;

@@ -204,8 +204,10 @@ mod tests {
 
     /// The `text` of every sample in the NIXL capture, in time order.
     fn capture_samples() -> Vec<String> {
-        let path =
-            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/nixl-llama-shape/netdev.jsonl.xz");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/lab-captures/nixl-llama-shape/netdev.jsonl.xz"
+        );
         let compressed = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let mut raw = Vec::new();
         lzma_rs::xz_decompress(&mut compressed.as_slice(), &mut raw).expect("valid xz");

@@ -2,6 +2,7 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+pub mod discovery;
 pub mod instance;
 pub mod logs;
 pub mod misses;
@@ -151,6 +152,10 @@ impl AppState {
                 self.tick(at);
                 self.push_event(at, EventKind::SourceError, format!("{source}: {error}"));
                 self.source_errors.push((source, error));
+            }
+            Msg::Discovered { instance, at, endpoint } => {
+                self.tick(at);
+                self.add_instance(instance, endpoint);
             }
         }
     }

@@ -93,7 +93,8 @@ pub fn buffer_to_svg(buf: &Buffer, palette: &Palette) -> String {
                 );
                 continue;
             }
-            let weight = if style.add_modifier.contains(Modifier::BOLD) { r#" font-weight="bold""# } else { "" };
+            let weight =
+                if style.add_modifier.contains(Modifier::BOLD) { r#" font-weight="bold""# } else { "" };
             let _ = write!(
                 out,
                 r#"<text x="{px:.1}" y="{:.1}" fill="{fg}"{weight}>{}</text>"#,
