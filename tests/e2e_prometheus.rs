@@ -297,7 +297,7 @@ fn the_dashboard_draws_while_the_fleet_is_discovered() {
     for n in [0usize, 1, 16, 64] {
         while state.instances.len() < n {
             let i = state.instances.len();
-            let role = if i % 2 == 0 { Role::Prefill } else { Role::Decode };
+            let role = if i.is_multiple_of(2) { Role::Prefill } else { Role::Decode };
             let endpoint = Endpoint::parse(role, &format!("10.0.{}.{}:8000", i / 200, i % 200)).unwrap();
             state.apply(Msg::Discovered { instance: i, at: 1.0, endpoint });
             state.apply(Msg::Scrape { instance: i, at: 2.0, body: body.clone() });
