@@ -31,11 +31,13 @@ pub struct App {
     pub view: ViewState,
     pub theme: Theme,
     pub quit: bool,
+    /// Set when a recording plays instead of live collectors.
+    pub player: Option<crate::replay::Player>,
 }
 
 impl App {
     pub fn new(state: AppState, theme: Theme) -> App {
-        App { state, view: ViewState::default(), theme, quit: false }
+        App { state, view: ViewState::default(), theme, quit: false, player: None }
     }
 
     pub fn on_msg(&mut self, msg: Msg) {
@@ -46,6 +48,17 @@ impl App {
     pub fn on_key(&mut self, key: &KeyEvent) -> bool {
         if self.view.searching && key.kind == KeyEventKind::Press {
             return self.on_search_key(key);
+        }
+        if let Some(player) = &mut self.player
+            && let Some(a) = crate::keymap::replay_action_for(key)
+        {
+            match a {
+                crate::keymap::ReplayAction::Seek(d) => player.seek(d, &mut self.state),
+                crate::keymap::ReplayAction::Pause => player.paused = !player.paused,
+                crate::keymap::ReplayAction::Faster => player.faster(),
+                crate::keymap::ReplayAction::Slower => player.slower(),
+            }
+            return true;
         }
         let Some(action) = action_for(key) else {
             return false;
@@ -86,12 +99,19 @@ impl App {
     pub fn on_action(&mut self, action: Action) {
         let rows = self.request_rows();
         let in_requests = self.view.view == View::Requests;
+        let in_instances = self.view.view == View::Instances;
+        let inst_rows = {
+            let state = self.view.frozen.as_deref().unwrap_or(&self.state);
+            ui::instances::order(state, &self.view)
+        };
         let v = &mut self.view;
         match action {
             Action::ForceQuit => self.quit = true,
             Action::Back => {
                 if v.help {
                     v.help = false;
+                } else if v.focus.is_some() {
+                    v.focus = None;
                 } else if in_requests && (v.detail || v.followed.is_some()) {
                     v.detail = false;
                     v.followed = None;
@@ -108,6 +128,17 @@ impl App {
                 let step = if action == Action::NextView { 1 } else { all.len() - 1 };
                 v.view = all[(i + step) % all.len()];
                 v.scroll = 0;
+            }
+            Action::Down if in_instances => {
+                v.inst_selected = (v.inst_selected + 1).min(inst_rows.len().saturating_sub(1))
+            }
+            Action::Up if in_instances => v.inst_selected = v.inst_selected.saturating_sub(1),
+            Action::Sort => v.inst_sort = v.inst_sort.next(),
+            Action::Open if in_instances => {
+                if let Some(i) = inst_rows.get(v.inst_selected) {
+                    v.focus = Some(*i);
+                    v.view = View::Overview;
+                }
             }
             Action::Down if in_requests => v.selected = (v.selected + 1).min(rows.saturating_sub(1)),
             Action::Up if in_requests => v.selected = v.selected.saturating_sub(1),
@@ -173,6 +204,9 @@ pub async fn run<B: Backend>(
     demo: Option<(String, f64, LabClock)>,
 ) -> Result<(), B::Error> {
     let mut tick = tokio::time::interval(TICK);
+    // A recording plays in small steps so that time on screen flows.
+    let mut play = tokio::time::interval(FRAME * 2);
+    let mut last_play = Instant::now();
     let mut dirty = true;
     let mut last_draw = Instant::now() - FRAME;
     while !app.quit {
@@ -209,8 +243,17 @@ pub async fn run<B: Backend>(
                 }
                 dirty = true;
             }
-            _ = tick.tick() => {
+            _ = tick.tick(), if app.player.is_none() => {
                 app.on_msg(Msg::Tick { at: clock.now() });
+                dirty = true;
+            }
+            _ = play.tick(), if app.player.is_some() => {
+                let dt = last_play.elapsed().as_secs_f64();
+                last_play = Instant::now();
+                if let Some(p) = &mut app.player {
+                    p.advance(dt, &mut app.state);
+                    app.view.badge = Some(p.badge());
+                }
                 dirty = true;
             }
             _ = tokio::time::sleep_until(next_frame), if dirty => {}

@@ -34,9 +34,16 @@ pub enum Command {
     /// No screen: watch for a while, print a verdict, exit 0 (fine), 1
     /// (silent misses, an instance unreachable or restarted, failed
     /// requests) or 2 (bad usage).
-    Check(CheckArgs),
+    Check(Box<CheckArgs>),
     /// KV-cache bytes per token and per prompt from a model's config.json.
     Kv(KvArgs),
+    /// Record everything pdtop sees (same inputs as the dashboard) to one
+    /// compressed file; stops after --duration or on Ctrl-C.
+    Record(Box<RecordArgs>),
+    /// The dashboard on a recording: p pauses, ←/→ seek 10 s, +/- speed.
+    Replay(ReplayArgs),
+    /// Turn a capture in the lab-captures layout into a recording.
+    ImportLab(ImportLabArgs),
     /// Writes the README's screenshots (SVG) from the embedded recording.
     #[command(hide = true)]
     Screenshots(ScreenshotArgs),
@@ -68,6 +75,31 @@ pub struct Inputs {
     /// pdtop's JSON-lines format; `-` = stdin).
     #[arg(long, value_name = "FILE")]
     pub proxy_log: Option<String>,
+    /// The ExampleConnector's shared_storage_path: new folders are stored
+    /// prompts, their bytes the transfer.
+    #[arg(long, value_name = "DIR")]
+    pub kv_dir: Option<PathBuf>,
+    /// Network interface whose byte counters show the KV transfer (e.g. lo, eth0).
+    #[arg(long, value_name = "NAME")]
+    pub iface: Option<String>,
+    /// Read the interface counters of this process's network namespace
+    /// (a containerised vLLM).
+    #[arg(long, value_name = "PID", requires = "iface")]
+    pub netns_pid: Option<u32>,
+    /// Read interface counters from this file (in /proc/net/dev format)
+    /// instead of /proc.
+    #[arg(long, value_name = "FILE", hide = true, requires = "iface")]
+    pub net_dev_file: Option<PathBuf>,
+    /// The model's config.json, for the KV bytes each token should move
+    /// (default: the `root` that /v1/models reports, when it is local).
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// KV bytes per token, when no config.json is at hand.
+    #[arg(long, value_name = "N", conflicts_with = "model_config")]
+    pub kv_bytes_per_token: Option<u64>,
+    /// The instances' --kv-cache-dtype (auto, fp8, ...).
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
     /// Seconds between scrapes [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,
@@ -129,10 +161,45 @@ pub struct DemoArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The recording to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Stop after this many seconds (default: on Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A recording made by `pdtop record` or `pdtop import-lab`.
+    pub file: PathBuf,
+    /// Recording seconds per real second.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    #[command(flatten)]
+    pub ui: UiArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportLabArgs {
+    /// A capture folder (scrapes.jsonl.xz, vllm-*.log, ...).
+    pub dir: PathBuf,
+    /// The recording to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// How long to watch.
-    #[arg(long, value_name = "SECS")]
-    pub duration: f64,
+    #[arg(long, value_name = "SECS", required_unless_present = "replay")]
+    pub duration: Option<f64>,
+    /// Read a recording instead of watching live.
+    #[arg(long, value_name = "FILE", conflicts_with = "duration")]
+    pub replay: Option<PathBuf>,
     /// Print the JSON report (the machine interface) instead of a summary.
     #[arg(long)]
     pub json: bool,

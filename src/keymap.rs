@@ -21,6 +21,7 @@ pub enum Action {
     Search,
     Open,
     Follow,
+    Sort,
 }
 
 /// (key, modifiers, action, what the help overlay says).
@@ -44,9 +45,34 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
     (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
     (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
-    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "requests: open / close the trace"),
+    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: the trace / one instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
+    (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances: next sort column"),
 ];
+
+/// Replay controls, checked before [`BINDINGS`] when a recording plays.
+pub const REPLAY_BINDINGS: &[(KeyCode, ReplayAction, &str)] = &[
+    (KeyCode::Left, ReplayAction::Seek(-10.0), "replay: back 10 s"),
+    (KeyCode::Right, ReplayAction::Seek(10.0), "replay: forward 10 s"),
+    (KeyCode::Char('p'), ReplayAction::Pause, "replay: pause / play"),
+    (KeyCode::Char('+'), ReplayAction::Faster, "replay: twice as fast"),
+    (KeyCode::Char('-'), ReplayAction::Slower, "replay: half as fast"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayAction {
+    Seek(f64),
+    Pause,
+    Faster,
+    Slower,
+}
+
+pub fn replay_action_for(key: &KeyEvent) -> Option<ReplayAction> {
+    if key.kind != KeyEventKind::Press || key.modifiers.contains(KeyModifiers::CONTROL) {
+        return None;
+    }
+    REPLAY_BINDINGS.iter().find(|(code, _, _)| *code == key.code).map(|(_, a, _)| *a)
+}
 
 /// The action of a key press; releases and repeats of other kinds are
 /// ignored (Windows terminals send both press and release).

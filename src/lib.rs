@@ -18,6 +18,8 @@ pub mod kv;
 pub mod lab;
 pub mod logs;
 pub mod metrics;
+pub mod record;
+pub mod replay;
 pub mod run;
 pub mod sources;
 pub mod state;

@@ -35,6 +35,21 @@ fn main() -> ExitCode {
             }
             Err(e) => finish(Err(e)),
         },
+        Some(Command::Record(args)) => match run::record(&args) {
+            Ok(summary) => {
+                eprintln!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => usage(e),
+        },
+        Some(Command::ImportLab(args)) => match run::import_lab(&args) {
+            Ok(summary) => {
+                eprintln!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => usage(e),
+        },
+        Some(Command::Replay(args)) => finish(color_eyre::install().and_then(|_| run::replay(args))),
         Some(Command::Demo(args)) => finish(color_eyre::install().and_then(|_| run::demo(args))),
         None => {
             if let Err(e) = run::endpoints(&cli.inputs) {

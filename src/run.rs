@@ -10,13 +10,16 @@ use color_eyre::eyre::{Result, WrapErr, eyre};
 use tokio::sync::mpsc;
 
 use crate::app::{self, App, Input};
-use crate::cli::{CheckArgs, DemoArgs, Inputs, UiArgs};
+use crate::cli::{CheckArgs, DemoArgs, ImportLabArgs, Inputs, RecordArgs, ReplayArgs, UiArgs};
 use crate::clock::{Clock, ScaledClock, SystemClock};
 use crate::config::{FileConfig, Settings};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
+use crate::record::{Entry, Header, Recording};
+use crate::replay::Player;
 use crate::sources::prometheus::PromOptions;
 use crate::sources::scrape::ScrapeOptions;
 use crate::sources::{self, Endpoint, Msg};
+use crate::state::link::{KvModel, LinkState};
 use crate::state::report::Report;
 use crate::state::{AppState, Role};
 use crate::theme::{self, Theme};
@@ -74,6 +77,37 @@ pub fn log_sources(inputs: &Inputs) -> Result<Vec<(Source, String)>, String> {
     Ok(out)
 }
 
+/// What the link panel watches, and the KV size per token if given.
+pub fn link_state(inputs: &Inputs) -> Result<LinkState, String> {
+    let dtype = match &inputs.kv_cache_dtype {
+        Some(d) => Some(d.parse::<crate::kv::KvCacheDtype>().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let model = if let Some(path) = &inputs.model_config {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let source = format!("--model-config {}", path.display());
+        Some(
+            KvModel::from_config(&text, source, dtype.unwrap_or_default())
+                .map_err(|e| format!("{}: {e}", path.display()))?,
+        )
+    } else {
+        inputs.kv_bytes_per_token.map(|n| KvModel {
+            bytes_per_token: n,
+            source: "--kv-bytes-per-token".into(),
+            layers: None,
+        })
+    };
+    Ok(LinkState::new(inputs.iface.clone(), model, dtype))
+}
+
+fn net_dev_path(inputs: &Inputs) -> Option<sources::NetDevPath> {
+    inputs.iface.as_ref()?;
+    Some(match &inputs.net_dev_file {
+        Some(f) => sources::NetDevPath::File(f.clone()),
+        None => sources::NetDevPath::Proc { netns_pid: inputs.netns_pid },
+    })
+}
+
 /// How often logs are polled: often enough that a verdict lands within one
 /// refresh.
 fn log_poll(settings: &Settings) -> Duration {
@@ -103,6 +137,8 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let settings = settings(&inputs, &ui).map_err(|e| eyre!(e))?;
     let eps = endpoints(&inputs).map_err(|e| eyre!(e))?;
     let logs = log_sources(&inputs).map_err(|e| eyre!(e))?;
+    let link = link_state(&inputs).map_err(|e| eyre!(e))?;
+    let (kv_dir, net_dev) = (inputs.kv_dir.clone(), net_dev_path(&inputs));
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
     let (tx, rx) = mpsc::channel(1024);
     let clock = clock_for(&inputs);
@@ -110,8 +146,10 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let prom = prometheus_options(&inputs, &settings).map_err(|e| eyre!(e))?;
     let (eps2, logs2, poll) = (eps.clone(), logs.clone(), log_poll(&settings));
     let clock2 = clock.clone();
+    let interval = settings.interval;
     spawn_collector_thread(move || async move {
         sources::spawn_log_tailers(&logs2, poll, clock2.clone(), tx.clone());
+        sources::spawn_link_sources(kv_dir, net_dev, interval, clock2.clone(), tx.clone());
         let started = match prom {
             Some(p) => sources::prometheus::spawn(p, eps2.len(), clock2.clone(), tx.clone()),
             None => sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()),
@@ -120,7 +158,7 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
-    let state = AppState::new(eps, settings.window_secs).with_logs(&logs);
+    let state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
     run_screen(App::new(state, theme), rx, clock, None)
 }
 
@@ -132,6 +170,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     }
     .map_err(|e| eyre!("demo data: {e}"))?;
     let name = capture.name.clone();
+    let model = capture.model_config.as_deref().and_then(|text| {
+        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+    });
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(capture.t0, args.speed));
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
@@ -153,11 +194,14 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         };
         let eps = lab_endpoints(&handle);
         let logs = lab_logs(&handle);
+        let (handle_kv_dir, handle_net_dev) = (handle.kv_dir.clone(), handle.net_dev_file.clone());
         let _ = lab_tx.send(Ok(handle));
         if serve_only {
             return;
         }
         sources::spawn_log_tailers(&logs, Duration::from_millis(50), clock2.clone(), tx.clone());
+        let net_dev = handle_net_dev.map(sources::NetDevPath::File);
+        sources::spawn_link_sources(handle_kv_dir, net_dev, interval, clock2.clone(), tx.clone());
         if let Err(e) = sources::spawn_scrapers(&eps, &scrape_opts, clock2.clone(), tx.clone()) {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
@@ -168,13 +212,15 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         .map_err(|e| eyre!("the demo lab did not start: {e}"))?;
     if args.serve_only {
         println!(
-            "pdtop demo lab ({name}, x{}):\n  --prefill {} --decode {}\n  logs: {} {} {}",
+            "pdtop demo lab ({name}, x{}):\n  --prefill {} --decode {}\n  logs: {} {} {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
             args.speed,
             handle.prefill,
             handle.decode,
             handle.prefill_log.display(),
             handle.decode_log.display(),
-            handle.proxy_log.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            handle.proxy_log.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            handle.kv_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            handle.net_dev_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
         );
         std::io::stdout().flush().ok();
         loop {
@@ -182,7 +228,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         }
     }
     let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
-    let state = AppState::new(lab_endpoints(&handle), settings.window_secs).with_logs(&lab_logs(&handle));
+    let iface = handle.net_dev_file.as_ref().map(|_| "lo".to_string());
+    let state = AppState::new(lab_endpoints(&handle), settings.window_secs)
+        .with_logs(&lab_logs(&handle))
+        .with_link(LinkState::new(iface, model, None));
     let result =
         run_screen(App::new(state, theme), rx, clock, Some((name, args.speed, handle.clock.clone())));
     let _ = std::fs::remove_dir_all(&dir);
@@ -207,10 +256,19 @@ fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
 
 /// `pdtop check`: no screen; returns the report.
 pub fn check(args: &CheckArgs) -> Result<Report, String> {
+    if let Some(file) = &args.replay {
+        let rec = Recording::open(file).map_err(|e| e.to_string())?;
+        let mut state = state_for(&rec.header)?;
+        let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
+        state.finish(end);
+        return Ok(Report::from_state(&state));
+    }
     let settings = settings(&args.inputs, &UiArgs::default())?;
     let eps = endpoints(&args.inputs)?;
     let logs = log_sources(&args.inputs)?;
-    if !(args.duration.is_finite() && args.duration > 0.0) {
+    let link = link_state(&args.inputs)?;
+    let duration = args.duration.unwrap_or(0.0);
+    if !(duration.is_finite() && duration > 0.0) {
         return Err("--duration must be a positive number of seconds".into());
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
@@ -218,12 +276,14 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
         let clock = clock_for(&args.inputs);
         let (tx, mut rx) = mpsc::channel(1024);
         sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
+        let (kv_dir, net_dev) = (args.inputs.kv_dir.clone(), net_dev_path(&args.inputs));
+        sources::spawn_link_sources(kv_dir, net_dev, settings.interval, clock.clone(), tx.clone());
         match prometheus_options(&args.inputs, &settings)? {
             Some(p) => sources::prometheus::spawn(p, eps.len(), clock.clone(), tx)?,
             None => sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?,
         }
-        let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(args.duration);
+        let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(duration);
         loop {
             tokio::select! {
                 msg = rx.recv() => match msg {
@@ -262,6 +322,9 @@ pub fn summary(r: &Report) -> String {
         "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
         q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
     ));
+    for w in &r.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
     s.push_str(&format!("verdict: {:?}\n", r.verdict));
     s
 }
@@ -299,6 +362,9 @@ fn run_screen(
         ));
     }
     let mut terminal = ratatui::try_init().wrap_err("cannot set up the terminal")?;
+    // Restores on every way out of this function, `?` included (an early
+    // error used to leave the terminal raw and on the alternate screen).
+    let restore = RestoreOnDrop;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::thread::current().name() == Some(COLLECTOR_THREAD) {
@@ -306,6 +372,8 @@ fn run_screen(
         }
         hook(info);
     }));
+    #[cfg(debug_assertions)]
+    test_ui_fault()?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().wrap_err("ui runtime")?;
     let result = rt.block_on(async {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
@@ -313,8 +381,35 @@ fn run_screen(
         spawn_signal_watch(in_tx);
         app::run(&mut terminal, &mut app, rx, in_rx, clock, demo).await
     });
-    ratatui::restore();
+    drop(restore);
     result.wrap_err("terminal")
+}
+
+struct RestoreOnDrop;
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        // While unwinding, the panic hook has already restored and printed
+        // the message; leaving the alternate screen a second time would move
+        // the cursor back (xterm's 1049 restores the saved position) and the
+        // shell would overwrite the message.
+        if !std::thread::panicking() {
+            ratatui::restore();
+        }
+    }
+}
+
+/// Test hook, debug builds only: `PDTOP_TEST_UI_FAULT=panic|error` makes
+/// the screen fail right after it took the terminal, so the tests can watch
+/// the terminal come back from a panic and from an error exit of the real
+/// binary. Release builds do not contain it.
+#[cfg(debug_assertions)]
+fn test_ui_fault() -> Result<()> {
+    match std::env::var("PDTOP_TEST_UI_FAULT").as_deref() {
+        Ok("panic") => panic!("test hook PDTOP_TEST_UI_FAULT"),
+        Ok("error") => Err(eyre!("test hook PDTOP_TEST_UI_FAULT")),
+        _ => Ok(()),
+    }
 }
 
 fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
@@ -340,28 +435,27 @@ pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
     std::fs::create_dir_all(out).wrap_err("screenshot folder")?;
     let dark = Theme::builtin("dark").map_err(|e| eyre!(e))?;
     let light = Theme::builtin("light").map_err(|e| eyre!(e))?;
-    // (file, seconds into the recording, theme, palette, keys, id search)
-    type Shot<'a> =
-        (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, &'a [crate::keymap::Action], &'a str);
-    let shots: [Shot; 6] = {
-        use crate::keymap::Action::*;
+    // (file, seconds into the recording, theme, palette, view, trace open, id search)
+    type Shot<'a> = (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, crate::ui::View, bool, &'a str);
+    let shots: [Shot; 7] = {
+        use crate::ui::View::*;
         [
-            ("overview.svg", 45.0, &dark, &DARK, &[], ""),
-            ("requests.svg", 62.0, &dark, &DARK, &[NextView], ""),
-            ("trace.svg", 62.0, &dark, &DARK, &[NextView, Open], "edge_block-1"),
-            ("decode-restart.svg", 100.0, &dark, &DARK, &[], ""),
-            ("events.svg", 146.0, &dark, &DARK, &[NextView, NextView], ""),
-            ("light.svg", 45.0, &light, &LIGHT, &[], ""),
+            ("overview.svg", 45.0, &dark, &DARK, Overview, false, ""),
+            ("requests.svg", 62.0, &dark, &DARK, Requests, false, ""),
+            ("trace.svg", 62.0, &dark, &DARK, Requests, true, "edge_block-1"),
+            ("link.svg", 62.0, &dark, &DARK, Link, false, ""),
+            ("decode-restart.svg", 100.0, &dark, &DARK, Overview, false, ""),
+            ("events.svg", 146.0, &dark, &DARK, Events, false, ""),
+            ("light.svg", 45.0, &light, &LIGHT, Overview, false, ""),
         ]
     };
     let mut written = Vec::new();
-    for (file, secs, theme, palette, keys, search) in shots {
+    for (file, secs, theme, palette, view, open, search) in shots {
         let state = lab::replay::state_at(&capture, secs, true);
         let mut app = App::new(state, theme.clone());
         app.view.search = search.to_string();
-        for k in keys {
-            app.on_action(*k);
-        }
+        app.view.view = view;
+        app.view.detail = open;
         let mut term = ratatui::Terminal::new(TestBackend::new(140, 44)).wrap_err("backend")?;
         term.draw(|f| app.draw(f)).wrap_err("draw")?;
         let path = out.join(file);
@@ -369,4 +463,168 @@ pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// The state a recording's header describes: its endpoints, logs,
+/// interface and KV size.
+pub fn state_for(h: &Header) -> Result<AppState, String> {
+    let mut eps = Vec::new();
+    for (role, list) in [(Role::Prefill, &h.prefill), (Role::Decode, &h.decode)] {
+        for s in list {
+            eps.push(Endpoint::parse(role, s)?);
+        }
+    }
+    let logs: Vec<(Source, String)> = h
+        .logs
+        .iter()
+        .filter_map(|(s, p)| Some((crate::record::format::parse_source(s)?, p.clone())))
+        .collect();
+    let model = h.kv_bytes_per_token.map(|n| KvModel {
+        bytes_per_token: n,
+        source: h.kv_source.clone().unwrap_or_else(|| "the recording".into()),
+        layers: None,
+    });
+    Ok(AppState::new(eps, h.window_secs).with_logs(&logs).with_link(LinkState::new(
+        h.iface.clone(),
+        model,
+        None,
+    )))
+}
+
+fn header_for(inputs: &Inputs, settings: &Settings, link: &LinkState, logs: &[(Source, String)]) -> Header {
+    Header {
+        format: crate::record::FORMAT.into(),
+        version: crate::record::VERSION,
+        started: SystemClock.now(),
+        prefill: inputs.prefill.clone(),
+        decode: inputs.decode.clone(),
+        logs: logs.iter().map(|(s, p)| (s.to_string(), p.clone())).collect(),
+        iface: inputs.iface.clone(),
+        kv_bytes_per_token: link.model.as_ref().map(|m| m.bytes_per_token),
+        kv_source: link.model.as_ref().map(|m| m.source.clone()),
+        window_secs: settings.window_secs,
+    }
+}
+
+/// `pdtop record`: the collectors of the dashboard, written to a file.
+pub fn record(args: &RecordArgs) -> Result<String, String> {
+    let inputs = &args.inputs;
+    let settings = settings(inputs, &UiArgs::default())?;
+    let eps = endpoints(inputs)?;
+    let logs = log_sources(inputs)?;
+    let link = link_state(inputs)?;
+    let header = header_for(inputs, &settings, &link, &logs);
+    let file = std::fs::File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut writer =
+        crate::record::Writer::new(std::io::BufWriter::new(file), &header).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    rt.block_on(async {
+        let clock = clock_for(inputs);
+        let (tx, mut rx) = mpsc::channel(1024);
+        sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
+        sources::spawn_link_sources(
+            inputs.kv_dir.clone(),
+            net_dev_path(inputs),
+            settings.interval,
+            clock.clone(),
+            tx.clone(),
+        );
+        match prometheus_options(inputs, &settings)? {
+            Some(p) => sources::prometheus::spawn(p, eps.len(), clock.clone(), tx)?,
+            None => sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?,
+        }
+        let stop = async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+            let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+            match args.duration {
+                Some(d) => tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(d.max(0.0))) => {}
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                },
+                None => tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                },
+            }
+            Ok::<(), String>(())
+        };
+        tokio::pin!(stop);
+        let mut flush = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                r = &mut stop => { r?; break; }
+                msg = rx.recv() => match msg {
+                    Some(m) => if let Some(e) = Entry::from_msg(&m) {
+                        writer.write(&e).map_err(|e| e.to_string())?;
+                    },
+                    None => break,
+                },
+                _ = flush.tick() => writer.flush().map_err(|e| e.to_string())?,
+            }
+        }
+        Ok::<(), String>(())
+    })?;
+    let n = writer.entries;
+    drop(writer);
+    let size = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    Ok(format!(
+        "recorded {n} entries in {:.0} s to {} ({} bytes)",
+        started.elapsed().as_secs_f64(),
+        args.out.display(),
+        size
+    ))
+}
+
+/// `pdtop import-lab`: a capture folder as a recording.
+pub fn import_lab(args: &ImportLabArgs) -> Result<String, String> {
+    let capture = Capture::from_dir(&args.dir).map_err(|e| e.to_string())?;
+    let state = lab::replay::initial_state(&capture, true);
+    let header = Header {
+        format: crate::record::FORMAT.into(),
+        version: crate::record::VERSION,
+        started: capture.t0,
+        prefill: state.instances_of(Role::Prefill).map(|i| i.endpoint.display.clone()).collect(),
+        decode: state.instances_of(Role::Decode).map(|i| i.endpoint.display.clone()).collect(),
+        logs: capture
+            .logs
+            .iter()
+            .map(|l| (lab::replay::source_of(l.file_name).to_string(), l.file_name.to_string()))
+            .collect(),
+        iface: state.link.iface.clone(),
+        kv_bytes_per_token: state.link.model.as_ref().map(|m| m.bytes_per_token),
+        kv_source: state.link.model.as_ref().map(|m| m.source.clone()),
+        window_secs: state.window_secs,
+    };
+    let file = std::fs::File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    let mut w =
+        crate::record::Writer::new(std::io::BufWriter::new(file), &header).map_err(|e| e.to_string())?;
+    let span = capture.t_end - capture.t0 + 1.0;
+    for m in lab::replay::messages(&capture, span, true) {
+        if let Some(e) = Entry::from_msg(&m) {
+            w.write(&e).map_err(|e| e.to_string())?;
+        }
+    }
+    let n = w.entries;
+    drop(w);
+    Ok(format!("wrote {n} entries from {} to {}", args.dir.display(), args.out.display()))
+}
+
+/// `pdtop replay`: the dashboard on a recording.
+pub fn replay(args: ReplayArgs) -> Result<()> {
+    let rec = Recording::open(&args.file).map_err(|e| eyre!(e))?;
+    let state = state_for(&rec.header).map_err(|e| eyre!(e))?;
+    let settings = settings(&Inputs::default(), &args.ui).map_err(|e| eyre!(e))?;
+    let theme = Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).map_err(|e| eyre!(e))?;
+    let name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut app = App::new(state.clone(), theme);
+    app.player = Some(Player::new(rec, state, args.speed, name));
+    // No collectors: the channel stays open and empty.
+    let (_tx, rx) = mpsc::channel(1);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let r = run_screen(app, rx, clock, None);
+    drop(_tx);
+    r
 }

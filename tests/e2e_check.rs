@@ -23,6 +23,16 @@ enum Logs {
 static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value) {
+    check_and_record(capture, logs, None).await
+}
+
+/// Runs `check` against a sped-up lab; with `record`, also `pdtop record`
+/// of the same inputs at the same time.
+async fn check_and_record(
+    capture: &str,
+    logs: Logs,
+    record: Option<std::path::PathBuf>,
+) -> (i32, serde_json::Value) {
     let _turn = ONE_LAB_AT_A_TIME.lock().await;
     let cap = Capture::from_dir(&common::capture_dir(capture)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
@@ -32,7 +42,6 @@ async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}-{n}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
     let mut args: Vec<String> = [
-        "check",
         "--prefill",
         &lab.prefill.to_string(),
         "--decode",
@@ -45,7 +54,6 @@ async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value
         &SPEED.to_string(),
         "--duration",
         &secs.to_string(),
-        "--json",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -58,17 +66,38 @@ async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value
             "--decode-log".into(),
             path(&lab.decode_log),
         ]);
+        let config = common::capture_dir(capture).join("model-config.json");
+        args.extend(["--model-config".into(), path(&config)]);
+        if let Some(dir) = &lab.kv_dir {
+            args.extend(["--kv-dir".into(), path(dir)]);
+        }
+        if let Some(file) = &lab.net_dev_file {
+            args.extend(["--iface".into(), "lo".into(), "--net-dev-file".into(), path(file)]);
+        }
     }
     if logs != Logs::None
         && let Some(proxy) = &lab.proxy_log
     {
         args.extend(["--proxy-log".into(), path(proxy)]);
     }
+    let recorder = record.map(|file| {
+        let mut rargs: Vec<String> = vec!["record".into(), "-o".into(), file.display().to_string()];
+        rargs.extend(args.iter().cloned());
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&rargs).output().unwrap()
+        })
+    });
+    let mut cargs: Vec<String> = vec!["check".into(), "--json".into()];
+    cargs.extend(args);
     let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
+        Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&cargs).output().unwrap()
     })
     .await
     .unwrap();
+    if let Some(r) = recorder {
+        let rec = r.await.unwrap();
+        assert!(rec.status.success(), "record failed: {}", String::from_utf8_lossy(&rec.stderr));
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
@@ -134,6 +163,14 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
     assert!((59..=61).contains(&loaded), "{q}");
     assert!(got.iter().all(|id| !id.contains("steady") && !id.contains("after_restart")));
     assert_eq!(code, 1);
+    // Link bytes: the shared directory is the transfer; its bytes against
+    // the prompt tokens the prefill processed.
+    let kv = &r["kv"];
+    assert_eq!(kv["bytes_per_token"], 147_456, "{kv}");
+    assert_eq!(kv["observed_source"], "kv_dir", "{kv}");
+    assert!(kv["kv_dir_folders"].as_u64().unwrap() >= 70, "{kv}");
+    let ratio = kv["ratio"].as_f64().unwrap();
+    assert!((0.8..1.6).contains(&ratio), "{kv}");
 }
 
 #[tokio::test]
@@ -149,6 +186,11 @@ async fn traces_name_the_misses_on_the_nixl_capture() {
     assert_eq!(q["no_prefill"], 8, "{q}");
     let loaded = q["loaded"].as_i64().unwrap();
     assert!((51..=53).contains(&loaded), "{q}");
+    let kv = &r["kv"];
+    assert_eq!(kv["bytes_per_token"], 131_072, "{kv}");
+    assert_eq!(kv["observed_source"], "nixl_bytes_transferred", "{kv}");
+    assert_eq!(kv["verdict"], "ok", "{kv}");
+    assert_eq!(kv["iface"]["name"], "lo", "{kv}");
 }
 
 #[tokio::test]
@@ -182,4 +224,37 @@ fn unreachable_instance_is_degraded_and_exits_1() {
     assert_eq!(r["verdict"], "degraded");
     assert_eq!(r["instances"][0]["up"], false);
     assert!(r["instances"][0]["scrapes_failed"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
+    let file = std::env::temp_dir().join(format!("pdtop-e2e-{}.pdrec", std::process::id()));
+    let (live_code, live) = check_and_record("qwen3-shape-restart", Logs::All, Some(file.clone())).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--replay", &file.display().to_string(), "--json"])
+        .output()
+        .unwrap();
+    let replayed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(live_code));
+    assert_eq!(replayed["requests"], live["requests"]);
+    assert_eq!(replayed["silent_miss_ids"], live["silent_miss_ids"]);
+    assert_eq!(replayed["verdict"], live["verdict"]);
+    for (a, b) in replayed["instances"].as_array().unwrap().iter().zip(live["instances"].as_array().unwrap())
+    {
+        assert_eq!(a["role"], b["role"]);
+        assert_eq!(a["endpoint"], b["endpoint"]);
+        assert_eq!(a["restarts"], b["restarts"]);
+    }
+    assert_eq!(replayed["kv"]["bytes_per_token"], live["kv"]["bytes_per_token"]);
+    // A damaged recording is a clear error naming the byte offset.
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--replay", &file.display().to_string(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at byte"), "{err}");
+    std::fs::remove_file(&file).ok();
 }

@@ -9,6 +9,7 @@ use pdtop::keymap::Action;
 use pdtop::sources::Msg;
 use pdtop::state::AppState;
 use pdtop::theme::Theme;
+use pdtop::ui::View;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -56,7 +57,7 @@ fn overview_while_decode_is_down_and_after_its_restart() {
     let app = App::new(state_at(100.0), dark());
     insta::assert_snapshot!("overview_decode_down_120x40", text(&draw(&app, 120, 40)));
     let mut app = App::new(state_at(146.0), dark());
-    app.on_action(Action::NextView);
+    app.view.view = View::Events;
     insta::assert_snapshot!("events_after_restart_120x40", text(&draw(&app, 120, 40)));
 }
 
@@ -111,7 +112,7 @@ fn tiny_and_huge_terminals_do_not_panic() {
 fn requests_view_and_a_trace_from_the_real_logs() {
     // 60 s in: the misses are named, the steady phase is running.
     let mut app = App::new(common::replay_with_logs("qwen3-shape-restart", 60.0), dark());
-    app.on_action(Action::NextView);
+    app.view.view = View::Requests;
     let t = text(&draw(&app, 140, 44));
     assert!(t.contains("lab-edge_block-0") && t.contains("SILENT MISS"), "{t}");
     insta::assert_snapshot!("requests_140x44", t);

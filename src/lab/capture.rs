@@ -33,6 +33,16 @@ pub struct Capture {
     pub model_config: Option<String>,
     /// The served model name, as the scrapes' `model_name` label says.
     pub model_name: String,
+    /// `/proc/net/dev` text at each tick.
+    pub netdev: Vec<(f64, String)>,
+    /// The connector directory's folder count at each tick, and the folders
+    /// it held at the end (name, file sizes), for replaying it.
+    pub kvdir_counts: Vec<(f64, usize, u64)>,
+    pub kvdir_folders: Vec<(String, Vec<(String, u64)>)>,
+    /// When each folder appeared: (time, index into `kvdir_folders`). The
+    /// listing has no creation order, so folders are matched to the
+    /// recorded byte totals where a size fits.
+    pub kvdir_created: Vec<(f64, usize)>,
 }
 
 /// Errors while loading a capture.
@@ -62,6 +72,9 @@ struct Files {
     proxy_log: Option<Vec<u8>>,
     requests: Option<Vec<u8>>,
     model_config: Option<Vec<u8>>,
+    netdev_xz: Option<Vec<u8>>,
+    kvdir: Option<Vec<u8>>,
+    kvdir_listing_xz: Option<Vec<u8>>,
 }
 
 impl Capture {
@@ -76,6 +89,9 @@ impl Capture {
             proxy_log: Some(embedded!("proxy.log").to_vec()),
             requests: Some(xz(embedded!("requests.jsonl.xz"))?),
             model_config: Some(embedded!("model-config.json").to_vec()),
+            netdev_xz: Some(embedded!("netdev.jsonl.xz").to_vec()),
+            kvdir: Some(xz(embedded!("kvdir.jsonl.xz"))?),
+            kvdir_listing_xz: Some(embedded!("kvdir-listing.txt.xz").to_vec()),
         };
         Capture::from_files("qwen3-shape-restart (embedded)".into(), files)
     }
@@ -93,6 +109,9 @@ impl Capture {
             proxy_log: read("proxy.log"),
             requests: read("requests.jsonl"),
             model_config: read("model-config.json"),
+            netdev_xz: read("netdev.jsonl.xz"),
+            kvdir: read("kvdir.jsonl"),
+            kvdir_listing_xz: read("kvdir-listing.txt.xz"),
         };
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Capture::from_files(name, files)
@@ -139,6 +158,20 @@ impl Capture {
                 lines: proxy_lines(proxy, files.requests.as_deref(), t0),
             });
         }
+        let kvdir_counts: Vec<(f64, usize, u64)> = files
+            .kvdir
+            .as_deref()
+            .map(|b| {
+                json_rows(b, |v| {
+                    Some((v["t"].as_f64()?, v["folders"].as_u64()? as usize, v["bytes"].as_u64()?))
+                })
+            })
+            .unwrap_or_default();
+        let kvdir_folders = match &files.kvdir_listing_xz {
+            Some(b) => parse_listing(&String::from_utf8_lossy(&xz(b)?)),
+            None => Vec::new(),
+        };
+        let kvdir_created = creation_order(&kvdir_counts, &kvdir_folders);
         Ok(Capture {
             name,
             scrapes,
@@ -147,8 +180,75 @@ impl Capture {
             t_end,
             model_config: files.model_config.and_then(|b| String::from_utf8(b).ok()),
             model_name,
+            netdev: match &files.netdev_xz {
+                Some(b) => json_rows(&xz(b)?, |v| Some((v["t"].as_f64()?, v["text"].as_str()?.to_string()))),
+                None => Vec::new(),
+            },
+            kvdir_counts,
+            kvdir_folders,
+            kvdir_created,
         })
     }
+}
+
+/// When each listed folder appeared: at each tick where the recorded count
+/// grew, the next folders are those whose sizes bring the total to the
+/// recorded bytes when one fits, else the next in the listing.
+fn creation_order(
+    counts: &[(f64, usize, u64)],
+    folders: &[(String, Vec<(String, u64)>)],
+) -> Vec<(f64, usize)> {
+    let size = |i: usize| folders[i].1.iter().map(|(_, s)| *s).sum::<u64>();
+    let mut out: Vec<(f64, usize)> = Vec::new();
+    let mut have = 0u64;
+    for &(t, n, bytes) in counts {
+        while out.len() < n.min(folders.len()) {
+            let want = bytes.saturating_sub(have);
+            let free: Vec<usize> = (0..folders.len()).filter(|i| !out.iter().any(|(_, j)| j == i)).collect();
+            let pick = free.iter().copied().find(|i| size(*i) == want).or(free.first().copied());
+            let Some(i) = pick else { break };
+            have += size(i);
+            out.push((t, i));
+        }
+    }
+    out
+}
+
+/// Rows of a JSON-lines file, keeping those `f` can read.
+fn json_rows<T>(bytes: &[u8], f: impl Fn(&serde_json::Value) -> Option<T>) -> Vec<T> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| f(&v))
+        .collect()
+}
+
+/// The folders of an `ls -laR` of the connector directory, in listing
+/// order, each with its files' sizes.
+fn parse_listing(text: &str) -> Vec<(String, Vec<(String, u64)>)> {
+    let mut out: Vec<(String, Vec<(String, u64)>)> = Vec::new();
+    let mut root: Option<String> = None;
+    let mut current: Option<usize> = None;
+    for line in text.lines() {
+        if let Some(dir) = line.strip_suffix(':') {
+            match &root {
+                None => root = Some(dir.to_string()),
+                Some(r) => {
+                    let name = dir.strip_prefix(r.as_str()).unwrap_or(dir).trim_start_matches('/');
+                    out.push((name.to_string(), Vec::new()));
+                    current = Some(out.len() - 1);
+                }
+            }
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let (Some(i), true) = (current, line.starts_with('-') && fields.len() >= 9)
+            && let Ok(size) = fields[4].parse::<u64>()
+        {
+            out[i].1.push((fields[8..].join(" "), size));
+        }
+    }
+    out
 }
 
 #[derive(serde::Deserialize)]
@@ -176,17 +276,17 @@ fn model_label(body: &str) -> Option<String> {
 }
 
 /// Gives each line the time it was printed: vLLM lines carry
-/// `MM-DD HH:MM:SS` (UTC in the captures); lines without one (uvicorn's
-/// access lines) inherit the previous line's time.
+/// `MM-DD HH:MM:SS` (UTC in the captures), read with the log parser and
+/// anchored to the recording's year; lines without one (uvicorn's access
+/// lines) inherit the previous line's time.
 fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
     let text = String::from_utf8_lossy(bytes);
-    let year = civil_from_days((t0 / 86400.0).floor() as i64).0;
     let mut t = f64::MIN;
     let mut out = Vec::new();
     for line in text.lines() {
         // Keep file order: a process printing a second late never moves
         // a line before the one above it.
-        if let Some(ts) = vllm_timestamp(line, year) {
+        if let Some(ts) = vllm_timestamp(line, t0) {
             t = t.max(ts);
         }
         out.push((t, line.to_string()));
@@ -194,19 +294,9 @@ fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
     out
 }
 
-/// Finds ` MM-DD HH:MM:SS ` after the level in a vLLM line.
-fn vllm_timestamp(line: &str, year: i64) -> Option<f64> {
-    let rest = line.strip_prefix('(').map_or(line, |r| r.split_once(") ").map_or(r, |x| x.1));
-    let mut parts = rest.splitn(4, ' ');
-    let _level = parts.next()?;
-    let date = parts.next()?;
-    let time = parts.next()?;
-    let (mo, d) = date.split_once('-')?;
-    let mut hms = time.split(':');
-    let (h, mi, s) = (hms.next()?, hms.next()?, hms.next()?);
-    let num = |x: &str| x.parse::<i64>().ok();
-    let days = days_from_civil(year, num(mo)?, num(d)?);
-    Some((days * 86400 + num(h)? * 3600 + num(mi)? * 60 + num(s)?) as f64)
+fn vllm_timestamp(line: &str, t0: f64) -> Option<f64> {
+    let stamp = crate::logs::vllm::parse_vllm_line(line)?.timestamp?;
+    crate::traces::anchor(stamp, t0, None)
 }
 
 /// The proxy log has no timestamps; its access line is printed when the
@@ -235,42 +325,18 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
         .collect()
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
-}
-
-/// The civil date of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates_round_trip() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(civil_from_days(days_from_civil(2026, 11, 30)), (2026, 11, 30));
+    fn log_lines_are_timed() {
         // 1796019931 is 2026-11-30 06:25:31 UTC.
-        let t =
-            vllm_timestamp("(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received", 2026);
+        let t = vllm_timestamp(
+            "(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received",
+            1_796_000_000.0,
+        );
         assert_eq!(t, Some(1_796_019_931.0));
-        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 2026), None);
+        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 1_796_000_000.0), None);
     }
 }

@@ -4,8 +4,11 @@
 //! them. Screenshots and tests use it; it is also the headless replay.
 
 use super::capture::Capture;
+use crate::sources::kvdir::{FolderStat, KvDirSnapshot};
 use crate::sources::logtail::{TailCounts, TailState};
+use crate::sources::netdev::parse_net_dev;
 use crate::sources::{Endpoint, Msg};
+use crate::state::link::{KvModel, LinkState};
 use crate::state::{AppState, Role};
 use crate::traces::Source;
 
@@ -29,12 +32,32 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// The state `secs` seconds into the recording. `with_logs` false gives a
 /// metrics-only pdtop.
 pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
+    let mut st = initial_state(capture, with_logs);
+    for m in messages(capture, secs, with_logs) {
+        st.apply(m);
+    }
+    st
+}
+
+/// A fresh state watching what the recorded lab had: its endpoints, its
+/// logs, the loopback interface and the model's KV size.
+pub fn initial_state(capture: &Capture, with_logs: bool) -> AppState {
     let logs: Vec<(Source, String)> = if with_logs {
         capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
     } else {
         Vec::new()
     };
-    let mut st = AppState::new(endpoints(), 60.0).with_logs(&logs);
+    let model = capture.model_config.as_deref().and_then(|text| {
+        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+    });
+    let iface = (!capture.netdev.is_empty()).then(|| "lo".to_string());
+    AppState::new(endpoints(), 60.0).with_logs(&logs).with_link(LinkState::new(iface, model, None))
+}
+
+/// Every message a live pdtop would have received in the first `secs` of
+/// the recording, in order, with clock ticks between.
+pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
+    let mut out = Vec::new();
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
     order.sort_by_key(|i| match source_of(capture.logs[*i].file_name) {
         Source::Prefill(_) => 0,
@@ -44,6 +67,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
     let mut next_line = vec![0usize; capture.logs.len()];
     let mut row = 0;
     let mut last_scrape = [f64::MIN; 2];
+    let mut last_link = f64::MIN;
     let end = capture.t0 + secs;
     let mut t = capture.t0;
     while t <= end {
@@ -53,7 +77,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
                 let start = next_line[i];
                 let stop = start + lines[start..].partition_point(|(lt, _)| *lt <= t);
                 if stop > start {
-                    st.apply(Msg::LogLines {
+                    out.push(Msg::LogLines {
                         source: source_of(capture.logs[i].file_name),
                         at: t,
                         lines: lines[start..stop].iter().map(|(_, l)| l.clone()).collect(),
@@ -70,7 +94,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
             // One scrape a second per instance, like the default interval.
             if r.t - last_scrape[instance] >= 0.99 {
                 last_scrape[instance] = r.t;
-                st.apply(match &r.body {
+                out.push(match &r.body {
                     Some(body) => Msg::Scrape { instance, at: r.t, body: body.clone() },
                     None => {
                         Msg::ScrapeFailed { instance, at: r.t, error: r.error.clone().unwrap_or_default() }
@@ -79,8 +103,37 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
             }
             row += 1;
         }
-        st.apply(Msg::Tick { at: t });
+        if t - last_link >= 0.99 {
+            last_link = t;
+            out.extend(link_messages(capture, t));
+        }
+        out.push(Msg::Tick { at: t });
         t += 0.5;
     }
-    st
+    out
+}
+
+/// What the link collectors would read at `t`: the recorded interface
+/// counters and the connector directory's folders.
+fn link_messages(capture: &Capture, t: f64) -> Vec<Msg> {
+    let mut out = Vec::new();
+    let i = capture.netdev.partition_point(|(nt, _)| *nt <= t);
+    if i > 0 {
+        let read = parse_net_dev(&capture.netdev[i - 1].1).map_err(|e| e.to_string());
+        out.push(Msg::NetDev { at: t, read });
+    }
+    if !capture.kvdir_created.is_empty() {
+        let due = capture.kvdir_created.partition_point(|(ct, _)| *ct <= t);
+        let scan: KvDirSnapshot = capture.kvdir_created[..due]
+            .iter()
+            .map(|(_, i)| {
+                let (name, files) = &capture.kvdir_folders[*i];
+                let stat =
+                    FolderStat { files: files.len() as u64, bytes: files.iter().map(|(_, s)| *s).sum() };
+                (name.clone(), stat)
+            })
+            .collect();
+        out.push(Msg::KvDir { at: t, scan: Ok(scan) });
+    }
+    out
 }

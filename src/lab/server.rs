@@ -40,6 +40,10 @@ pub struct LabHandle {
     pub prefill_log: PathBuf,
     pub decode_log: PathBuf,
     pub proxy_log: Option<PathBuf>,
+    /// A file in `/proc/net/dev` format holding the recorded counters.
+    pub net_dev_file: Option<PathBuf>,
+    /// The connector directory, refilled as the recording stored prompts.
+    pub kv_dir: Option<PathBuf>,
     pub clock: LabClock,
 }
 
@@ -104,6 +108,9 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         prefill_log: path_of("prefill.log"),
         decode_log: path_of("decode.log"),
         proxy_log: capture.logs.iter().any(|l| l.file_name == "proxy.log").then(|| path_of("proxy.log")),
+        net_dev_file: (!capture.netdev.is_empty()).then(|| path_of("net-dev")),
+        kv_dir: (!capture.kvdir_counts.is_empty() && !capture.kvdir_folders.is_empty())
+            .then(|| path_of("kv")),
         clock: clock.clone(),
     };
     let capture = Arc::new(capture);
@@ -112,6 +119,12 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     }
     let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(l.file_name)).collect();
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
+    tokio::spawn(write_link(
+        handle.net_dev_file.clone(),
+        handle.kv_dir.clone(),
+        capture.clone(),
+        clock.clone(),
+    ));
     Ok(handle)
 }
 
@@ -241,6 +254,55 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
             }
         }
         tokio::time::sleep(STEP).await;
+    }
+}
+
+/// Keeps the recorded interface counters in a file, and the connector
+/// directory holding as many stored prompts as the recording had: each a
+/// folder of sparse layer files of the recorded sizes (no disk is used).
+async fn write_link(
+    net_dev: Option<PathBuf>,
+    kv_dir: Option<PathBuf>,
+    capture: Arc<Capture>,
+    clock: LabClock,
+) {
+    let mut last_netdev = usize::MAX;
+    let mut created: Vec<usize> = Vec::new();
+    let mut loop_no = u64::MAX;
+    loop {
+        let (l, t) = clock.now();
+        if let Some(path) = &net_dev {
+            let idx = capture.netdev.partition_point(|(nt, _)| *nt <= t).saturating_sub(1);
+            if idx != last_netdev && idx < capture.netdev.len() {
+                last_netdev = idx;
+                let tmp = path.with_extension("tmp");
+                if std::fs::write(&tmp, &capture.netdev[idx].1).is_ok() {
+                    let _ = std::fs::rename(&tmp, path);
+                }
+            }
+        }
+        if let Some(dir) = &kv_dir {
+            if l != loop_no {
+                loop_no = l;
+                created.clear();
+                let _ = std::fs::remove_dir_all(dir);
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let due = capture.kvdir_created.partition_point(|(ct, _)| *ct <= t);
+            while created.len() < due {
+                let i = capture.kvdir_created[created.len()].1;
+                created.push(i);
+                let (name, files) = &capture.kvdir_folders[i];
+                let folder = dir.join(name);
+                let _ = std::fs::create_dir_all(&folder);
+                for (file, size) in files {
+                    if let Ok(f) = std::fs::File::create(folder.join(file)) {
+                        let _ = f.set_len(*size);
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(STEP * 5).await;
     }
 }
 

@@ -3,7 +3,7 @@
 //! are `None`, old names are used when the new ones are absent, and series
 //! of several engines (data parallel) are summed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use super::histogram::Histogram;
 use super::parse::{Exposition, Sample, parse};
@@ -110,7 +110,16 @@ impl InstanceSample {
     pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {
         let mut out = InstanceSample { bad_lines: e.bad_line_count, ..Default::default() };
         let mut by_name: BTreeMap<&str, Vec<&Sample<'_>>> = BTreeMap::new();
+        // A series given twice (a broken exporter, two registries merged)
+        // would be summed as if it were two engines, doubling the numbers:
+        // the first one wins and the repeat counts as a bad line. A set, not
+        // a scan of the family, so a hostile body cannot make this quadratic.
+        let mut seen: HashSet<(&str, &str)> = HashSet::with_capacity(e.samples.len());
         for s in &e.samples {
+            if !seen.insert((s.name, s.labels_text())) {
+                out.bad_lines += 1;
+                continue;
+            }
             if s.name.starts_with("vllm:") {
                 out.vllm_samples += 1;
             }
@@ -218,15 +227,22 @@ impl InstanceSample {
                 self.non_finite += 1;
                 0.0
             };
-            match per_le.iter_mut().find(|(b, _)| *b == le) {
-                Some((_, c)) => *c += value,
-                None => per_le.push((le, value)),
-            }
+            per_le.push((le, value));
         }
         if per_le.is_empty() {
             return None;
         }
+        // Sort, then add up the engines' buckets of the same bound: linear
+        // after the sort, where a lookup per sample was quadratic in the
+        // number of distinct bounds a hostile body can invent.
         per_le.sort_by(|a, b| a.0.total_cmp(&b.0));
+        per_le.dedup_by(|cur, kept| {
+            let same = cur.0 == kept.0;
+            if same {
+                kept.1 += cur.1;
+            }
+            same
+        });
         if per_le.last().is_none_or(|(b, _)| b.is_finite()) {
             // No +Inf bucket: the text is cut or odd. Use the _count instead.
             per_le.push((f64::INFINITY, f64::NAN));

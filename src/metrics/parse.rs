@@ -49,6 +49,12 @@ impl<'a> Sample<'a> {
         self.labels().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
+    /// The label text as written (between the braces), which identifies the
+    /// series within its name for duplicate detection.
+    pub fn labels_text(&self) -> &'a str {
+        self.labels
+    }
+
     /// Every label, in the order of the text.
     pub fn labels(&self) -> impl Iterator<Item = (&'a str, Cow<'a, str>)> + use<'a> {
         let text = self.labels;

@@ -1,6 +1,7 @@
 //! Collectors: each runs as its own task, sends owned data to the app over a
 //! channel, and never touches the terminal or the state.
 
+pub mod kvdir;
 pub mod logtail;
 pub mod netdev;
 pub mod prometheus;
@@ -24,6 +25,10 @@ pub enum Msg {
     Tick { at: f64 },
     /// A collector task ended unexpectedly (a panic is caught and reported).
     SourceFailed { source: String, at: f64, error: String },
+    /// The connector directory's folders (or why it could not be read).
+    KvDir { at: f64, scan: Result<kvdir::KvDirSnapshot, String> },
+    /// Interface byte counters (or why they could not be read).
+    NetDev { at: f64, read: Result<netdev::NetDevSnapshot, String> },
     /// New lines from a tailed log, and how the file is doing.
     LogLines { source: Source, at: f64, lines: Vec<String>, state: TailState, counts: TailCounts },
     /// A collector found another instance to watch (a Prometheus server's
@@ -38,6 +43,10 @@ pub struct ModelInfo {
     pub id: String,
     pub root: Option<String>,
     pub max_model_len: Option<u64>,
+    /// `config.json` of `root`, when that is a local directory holding one
+    /// (read by the collector: the state does no I/O).
+    #[serde(skip)]
+    pub config_json: Option<String>,
 }
 
 /// One instance to watch.
@@ -83,11 +92,55 @@ pub fn spawn_scrapers(
 ) -> Result<(), String> {
     let client = scrape::http_client(opts.timeout)?;
     for (i, ep) in endpoints.iter().enumerate() {
-        let task =
-            tokio::spawn(scrape::run(i, ep.clone(), client.clone(), opts.clone(), clock.clone(), tx.clone()));
-        supervise(format!("scraper {}", ep.display), task, clock.clone(), tx.clone());
+        // A per-endpoint token (`PDTOP_BEARER_TOKEN_<HOST>_<PORT>`) wins over the global one.
+        let token = scrape::token_for(ep, opts.bearer_token.as_deref(), |k| std::env::var(k).ok());
+        let opts = scrape::ScrapeOptions { bearer_token: token, ..opts.clone() };
+        let (ep, client, clock, tx) = (ep.clone(), client.clone(), clock.clone(), tx.clone());
+        tokio::spawn(async move {
+            let name = format!("scraper {}", ep.display);
+            loop {
+                let task = tokio::spawn(scrape::run(
+                    i,
+                    ep.clone(),
+                    client.clone(),
+                    opts.clone(),
+                    clock.clone(),
+                    tx.clone(),
+                ));
+                let Err(e) = task.await else {
+                    return;
+                };
+                if !e.is_panic() {
+                    return;
+                }
+                // The panic is an error state of this instance (its header
+                // row says DOWN and why) and an event; then the scraper
+                // starts again, so one bad moment does not end the watch.
+                let error = panic_message(e);
+                let at = clock.now();
+                let failed =
+                    Msg::SourceFailed { source: name.clone(), at, error: format!("stopped: {error}") };
+                let down = Msg::ScrapeFailed { instance: i, at, error: format!("scraper panicked: {error}") };
+                if tx.send(failed).await.is_err() || tx.send(down).await.is_err() {
+                    return;
+                }
+                // A scraper that panics every time is retried at the
+                // failure backoff, not in a tight loop.
+                tokio::time::sleep(scrape::backoff(opts.interval, 3)).await;
+            }
+        });
     }
     Ok(())
+}
+
+/// The text of a task's panic.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panicked".into())
 }
 
 /// Tails the logs. Files are polled together, one round at a time, in
@@ -181,6 +234,63 @@ async fn tail_files(
     }
 }
 
+/// Where interface counters are read: `/proc/net/dev`, another network
+/// namespace's (`/proc/<pid>/net/dev`), or a file in that format (the demo
+/// lab writes the recorded text to one).
+#[derive(Debug, Clone)]
+pub enum NetDevPath {
+    Proc { netns_pid: Option<u32> },
+    File(std::path::PathBuf),
+}
+
+/// Polls the connector directory and the interface counters every interval.
+pub fn spawn_link_sources(
+    kv_dir: Option<std::path::PathBuf>,
+    netdev: Option<NetDevPath>,
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    if kv_dir.is_none() && netdev.is_none() {
+        return;
+    }
+    let (c, t) = (clock.clone(), tx.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let (dir, nd) = (kv_dir.clone(), netdev.clone());
+            let Ok((scan, read)) = tokio::task::spawn_blocking(move || {
+                let scan = dir.map(|d| kvdir::scan(&d));
+                let read = nd.map(|p| match p {
+                    NetDevPath::Proc { netns_pid } => {
+                        netdev::read_net_dev(netns_pid).map_err(|e| e.to_string())
+                    }
+                    NetDevPath::File(f) => std::fs::read_to_string(&f)
+                        .map_err(|e| format!("{}: {e}", f.display()))
+                        .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
+                });
+                (scan, read)
+            })
+            .await
+            else {
+                return;
+            };
+            let at = c.now();
+            if let Some(scan) = scan
+                && t.send(Msg::KvDir { at, scan }).await.is_err()
+            {
+                return;
+            }
+            if let Some(read) = read
+                && t.send(Msg::NetDev { at, read }).await.is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+    supervise("kv-dir / interface".into(), task, clock, tx);
+}
+
 /// Reports a task that ended by panicking.
 pub fn supervise(
     name: String,
@@ -192,12 +302,7 @@ pub fn supervise(
         if let Err(e) = task.await
             && e.is_panic()
         {
-            let payload = e.into_panic();
-            let error = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panicked".into());
+            let error = panic_message(e);
             let _ = tx
                 .send(Msg::SourceFailed { source: name, at: clock.now(), error: format!("stopped: {error}") })
                 .await;

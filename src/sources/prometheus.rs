@@ -636,7 +636,8 @@ async fn run(
                     Msg::ScrapeFailed { instance: index, at: clock.now(), error }
                 }
                 Out::Model { index, name } => {
-                    let info = super::ModelInfo { id: name, root: None, max_model_len: None };
+                    let info =
+                        super::ModelInfo { id: name, root: None, max_model_len: None, config_json: None };
                     Msg::Models { instance: index, at: clock.now(), info }
                 }
                 Out::Warn(text) => {

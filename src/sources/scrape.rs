@@ -47,6 +47,41 @@ pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string())
 }
 
+/// Prefix of the per-endpoint token variables: `PDTOP_BEARER_TOKEN_<HOST>_<PORT>`.
+pub const TOKEN_ENV_PREFIX: &str = "PDTOP_BEARER_TOKEN_";
+
+/// The per-endpoint token variable's name: host and port upper-cased, every
+/// other character `_` (`127.0.0.1:8100` → `PDTOP_BEARER_TOKEN_127_0_0_1_8100`,
+/// `https://gw.example` → `PDTOP_BEARER_TOKEN_GW_EXAMPLE_443`). Environment
+/// names cannot hold `.` or `:`, hence the mapping.
+pub fn endpoint_token_var(endpoint: &Endpoint) -> String {
+    let (scheme, rest) = endpoint.base_url.split_once("://").unwrap_or(("http", &endpoint.base_url));
+    let authority = rest.split('/').next().unwrap_or_default();
+    // An IPv6 literal keeps its colons inside brackets.
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let hostport = if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:{}", if scheme == "https" { 443 } else { 80 })
+    };
+    let key: String = hostport
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect();
+    format!("{TOKEN_ENV_PREFIX}{key}")
+}
+
+/// The token for one endpoint: its own variable wins over the global one.
+pub fn token_for(
+    endpoint: &Endpoint,
+    global: Option<&str>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    lookup(&endpoint_token_var(endpoint)).filter(|t| !t.is_empty()).or_else(|| global.map(str::to_owned))
+}
+
 /// The wait before the next attempt after `failures` consecutive failures.
 pub fn backoff(interval: Duration, failures: u32) -> Duration {
     if failures == 0 {
@@ -89,11 +124,16 @@ pub async fn run(
         if tx.send(msg).await.is_err() {
             return;
         }
+        #[cfg(debug_assertions)]
+        if ok {
+            test_panic_once();
+        }
         if ok
             && need_models
             && let Ok(body) = fetch(&client, &models_url, &opts).await
-            && let Some(info) = parse_models(&body)
+            && let Some(mut info) = parse_models(&body)
         {
+            info.config_json = local_config(info.root.as_deref()).await;
             need_models = false;
             let msg = Msg::Models { instance, at: clock.now(), info };
             if tx.send(msg).await.is_err() {
@@ -103,6 +143,19 @@ pub async fn run(
         let spent = started.elapsed();
         let wait = backoff(opts.interval, failures).saturating_sub(spent);
         clock.sleep(wait).await;
+    }
+}
+
+/// Test hook, debug builds only: with `PDTOP_TEST_PANIC_SCRAPER` set, the
+/// first scraper to get a good scrape panics once, so the tests can watch a
+/// collector panic become an error state (there is no other way to make
+/// the real code panic on purpose). Release builds do not contain it.
+#[cfg(debug_assertions)]
+fn test_panic_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static FIRED: AtomicBool = AtomicBool::new(false);
+    if std::env::var_os("PDTOP_TEST_PANIC_SCRAPER").is_some() && !FIRED.swap(true, Ordering::SeqCst) {
+        panic!("test hook PDTOP_TEST_PANIC_SCRAPER");
     }
 }
 
@@ -156,6 +209,13 @@ fn describe(e: reqwest::Error) -> String {
     msg
 }
 
+/// The model's `config.json` when `/v1/models` names a local directory:
+/// the KV arithmetic needs the model's shape.
+async fn local_config(root: Option<&str>) -> Option<String> {
+    let path = std::path::Path::new(root?).join("config.json");
+    tokio::fs::read_to_string(path).await.ok()
+}
+
 /// Reads `/v1/models`: `{"data":[{"id":..,"root":..,"max_model_len":..}]}`.
 pub fn parse_models(body: &str) -> Option<ModelInfo> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
@@ -164,6 +224,7 @@ pub fn parse_models(body: &str) -> Option<ModelInfo> {
         id: m.get("id")?.as_str()?.to_string(),
         root: m.get("root").and_then(|r| r.as_str()).map(str::to_owned),
         max_model_len: m.get("max_model_len").and_then(|x| x.as_u64()),
+        config_json: None,
     })
 }
 
@@ -181,6 +242,19 @@ mod tests {
         assert_eq!(backoff(Duration::from_secs(2), 30), MAX_BACKOFF);
         // A long interval is never shortened by the cap.
         assert_eq!(backoff(Duration::from_secs(30), 2), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn per_endpoint_token_names() {
+        use crate::state::Role;
+        let ep = |s| Endpoint::parse(Role::Decode, s).unwrap();
+        assert_eq!(endpoint_token_var(&ep("127.0.0.1:8100")), "PDTOP_BEARER_TOKEN_127_0_0_1_8100");
+        assert_eq!(endpoint_token_var(&ep("https://gw.example/v1")), "PDTOP_BEARER_TOKEN_GW_EXAMPLE_443");
+        assert_eq!(endpoint_token_var(&ep("http://gw-a.lab")), "PDTOP_BEARER_TOKEN_GW_A_LAB_80");
+        let lookup = |k: &str| (k == "PDTOP_BEARER_TOKEN_127_0_0_1_8100").then(|| "own".to_string());
+        assert_eq!(token_for(&ep("127.0.0.1:8100"), Some("all"), lookup).as_deref(), Some("own"));
+        assert_eq!(token_for(&ep("127.0.0.1:8200"), Some("all"), lookup).as_deref(), Some("all"));
+        assert_eq!(token_for(&ep("127.0.0.1:8200"), None, lookup), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod instance;
+pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
@@ -66,6 +67,8 @@ impl EventKind {
 
 /// Events kept for the log panel.
 const EVENTS_CAP: usize = 500;
+/// Collector failures kept (each is also an event).
+const SOURCE_ERRORS_CAP: usize = 20;
 
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -82,6 +85,8 @@ pub struct AppState {
     pub logs: Option<Box<LogState>>,
     /// The newest request named as a silent miss by the traces: (id, when).
     pub last_named_miss: Option<(String, f64)>,
+    /// Link bytes against the KV size the model predicts.
+    pub link: link::LinkState,
 }
 
 impl AppState {
@@ -96,7 +101,14 @@ impl AppState {
             source_errors: Vec::new(),
             logs: None,
             last_named_miss: None,
+            link: link::LinkState::default(),
         }
+    }
+
+    /// Sets what the link panel watches and the model's KV size, if known.
+    pub fn with_link(mut self, link: link::LinkState) -> AppState {
+        self.link = link;
+        self
     }
 
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
@@ -136,11 +148,22 @@ impl AppState {
             }
             Msg::Models { instance, at, info } => {
                 self.tick(at);
+                if let (Some(text), Some(root)) = (&info.config_json, &info.root) {
+                    self.link.offer_config(text, root);
+                }
                 if let Some(inst) = self.instances.get_mut(instance) {
                     inst.info = Some(info);
                 }
             }
             Msg::Tick { at } => self.tick(at),
+            Msg::KvDir { at, scan } => {
+                self.tick(at);
+                self.link.on_kvdir(at, scan);
+            }
+            Msg::NetDev { at, read } => {
+                self.tick(at);
+                self.link.on_netdev(at, read);
+            }
             Msg::LogLines { source, at, lines, state, counts } => {
                 self.tick(at);
                 if let Some(logs) = &mut self.logs {
@@ -152,6 +175,11 @@ impl AppState {
                 self.tick(at);
                 self.push_event(at, EventKind::SourceError, format!("{source}: {error}"));
                 self.source_errors.push((source, error));
+                // A collector that keeps failing (it is restarted) must not
+                // grow the state without bound; the newest ones are shown.
+                if self.source_errors.len() > SOURCE_ERRORS_CAP {
+                    self.source_errors.remove(0);
+                }
             }
             Msg::Discovered { instance, at, endpoint } => {
                 self.tick(at);
@@ -230,8 +258,19 @@ impl AppState {
             self.push_event(at, EventKind::Restart, text);
         }
         match role {
-            Role::Prefill => self.misses.on_prefill_interval(&iv),
+            Role::Prefill => {
+                use crate::metrics::model::Counter;
+                self.link.on_prefill_tokens(
+                    iv.t,
+                    iv.counter(Counter::PromptTokens),
+                    iv.counter(Counter::RequestsOk),
+                );
+                self.misses.on_prefill_interval(&iv);
+            }
             Role::Decode => {
+                if let Some(h) = iv.hists.get(&Hist::NixlBytes) {
+                    self.link.on_nixl(iv.t, h.sum, h.total());
+                }
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
                     self.push_miss_event(&ev);
                 }
@@ -252,18 +291,38 @@ impl AppState {
 
     /// A role's histogram over the sliding window, merged across instances.
     pub fn window_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
-        let since = self.now - self.window_secs;
-        self.merge_role(role, |i| i.hist_since(hist, since))
+        self.window_hist_of(role, hist, None)
     }
 
     /// A role's histogram since pdtop started, merged across instances.
     pub fn total_hist(&self, role: Role, hist: Hist) -> Option<Histogram> {
-        self.merge_role(role, |i| i.total_hists.get(&hist).cloned())
+        self.total_hist_of(role, hist, None)
     }
 
-    fn merge_role(&self, role: Role, f: impl Fn(&InstanceState) -> Option<Histogram>) -> Option<Histogram> {
+    /// As `window_hist`, but only instance `only` when it has this role
+    /// (the drill-down into one instance).
+    pub fn window_hist_of(&self, role: Role, hist: Hist, only: Option<usize>) -> Option<Histogram> {
+        let since = self.now - self.window_secs;
+        self.merge_role(role, only, |i| i.hist_since(hist, since))
+    }
+
+    pub fn total_hist_of(&self, role: Role, hist: Hist, only: Option<usize>) -> Option<Histogram> {
+        self.merge_role(role, only, |i| i.total_hists.get(&hist).cloned())
+    }
+
+    fn merge_role(
+        &self,
+        role: Role,
+        only: Option<usize>,
+        f: impl Fn(&InstanceState) -> Option<Histogram>,
+    ) -> Option<Histogram> {
+        let focus = only.and_then(|i| self.instances.get(i)).filter(|i| i.endpoint.role == role);
         let mut out: Option<Histogram> = None;
-        for h in self.instances_of(role).filter_map(f) {
+        let chosen: Vec<&InstanceState> = match focus {
+            Some(i) => vec![i],
+            None => self.instances_of(role).collect(),
+        };
+        for h in chosen.into_iter().filter_map(f) {
             out.get_or_insert_with(Histogram::default).merge(&h);
         }
         out

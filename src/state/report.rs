@@ -24,6 +24,20 @@ pub struct RequestCounts {
     pub pending: u64,
 }
 
+impl From<&crate::traces::Counts> for RequestCounts {
+    fn from(c: &crate::traces::Counts) -> Self {
+        RequestCounts {
+            seen: c.seen as u64,
+            loaded: c.loaded as u64,
+            silent_miss: c.silent_miss as u64,
+            no_prefill: c.no_prefill as u64,
+            error: c.error as u64,
+            unknown: c.unknown as u64,
+            pending: c.pending as u64,
+        }
+    }
+}
+
 impl From<Outcomes> for RequestCounts {
     fn from(o: Outcomes) -> Self {
         RequestCounts {
@@ -59,9 +73,80 @@ pub struct Report {
     pub decode_ttft_ms_loaded: Option<Quantiles>,
     pub decode_ttft_ms_computed: Option<Quantiles>,
     pub duration_s: f64,
+    /// Link bytes against the KV size the model predicts.
+    pub kv: KvReport,
     /// Misses, restarts and outages, oldest first (the last 100).
     pub events: Vec<EventReport>,
+    /// Things that make the numbers above less than they seem: an endpoint
+    /// that answers without vLLM metrics, a detector the version lacks.
+    pub warnings: Vec<String>,
     pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KvReport {
+    pub bytes_per_token: Option<u64>,
+    /// Where it came from: --model-config, /v1/models' root, --kv-bytes-per-token.
+    pub bytes_per_token_source: Option<String>,
+    /// Prefill requests completed: their KV should have moved.
+    pub requests_with_bytes: u64,
+    /// The best observation: "nixl_bytes_transferred", "kv_dir" or "interface_rx".
+    pub observed_source: Option<&'static str>,
+    pub observed_bytes: Option<f64>,
+    /// Prompt tokens processed by the prefill side × bytes per token.
+    pub predicted_bytes: Option<f64>,
+    pub ratio: Option<f64>,
+    pub verdict: super::link::LinkVerdict,
+    pub nixl_bytes: f64,
+    pub kv_dir_bytes: f64,
+    pub kv_dir_folders: usize,
+    pub iface: Option<IfaceReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IfaceReport {
+    pub name: String,
+    pub rx_bytes: f64,
+    pub tx_bytes: f64,
+    pub resets: u32,
+    pub error: Option<String>,
+}
+
+impl KvReport {
+    pub fn from_state(state: &AppState) -> KvReport {
+        let l = &state.link;
+        let model = l.model.as_ref();
+        let predicted = model.map(|_| l.predicted.total_bytes);
+        let observed = l.observed_since(f64::NEG_INFINITY);
+        let ratio = match (observed, predicted) {
+            (Some((_, o)), Some(p)) if p > 0.0 => Some((o / p * 1000.0).round() / 1000.0),
+            _ => None,
+        };
+        let verdict = match (observed, predicted) {
+            (Some((_, o)), Some(p)) => super::link::verdict(o, p),
+            _ => super::link::LinkVerdict::TooLittle,
+        };
+        KvReport {
+            bytes_per_token: model.map(|m| m.bytes_per_token),
+            bytes_per_token_source: model.map(|m| m.source.clone()),
+            requests_with_bytes: l.predicted.total_count.round() as u64,
+            observed_source: observed.map(|(s, _)| s),
+            observed_bytes: observed.map(|(_, b)| b),
+            predicted_bytes: predicted,
+            ratio,
+            verdict,
+            nixl_bytes: l.nixl.total_bytes,
+            kv_dir_bytes: l.kvdir.total_bytes,
+            kv_dir_folders: l.kvdir_folders,
+            iface: l.iface.as_ref().map(|name| IfaceReport {
+                name: name.clone(),
+                rx_bytes: l.iface_rx.total_bytes,
+                tx_bytes: l.iface_tx.total_bytes,
+                resets: l.iface_resets,
+                error: l.iface_error.clone(),
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -175,15 +260,7 @@ impl Report {
         let metrics = RequestCounts::from(state.misses.outcomes);
         let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| {
             let c = l.correlator.counts();
-            let counts = RequestCounts {
-                seen: c.seen as u64,
-                loaded: c.loaded as u64,
-                silent_miss: c.silent_miss as u64,
-                no_prefill: c.no_prefill as u64,
-                error: c.error as u64,
-                unknown: c.unknown as u64,
-                pending: c.pending as u64,
-            };
+            let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
         let (requests, silent_miss_ids, unattributed, source) = match traced {
@@ -202,7 +279,33 @@ impl Report {
                 }
             )
         });
-        let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up);
+        let mut warnings = Vec::new();
+        // A 200 that holds no vLLM sample (a login page, the wrong port):
+        // reachable, but nothing is being watched, so not "ok".
+        let not_vllm: Vec<&str> = state
+            .instances
+            .iter()
+            .filter(|i| i.health.up && i.health.no_vllm_metrics)
+            .map(|i| i.endpoint.display.as_str())
+            .collect();
+        for ep in &not_vllm {
+            warnings
+                .push(format!("{ep} answers but with no vllm: metrics (wrong port? --disable-log-stats?)"));
+        }
+        if source == "metrics" && state.misses.supported == Some(false) {
+            // Zero misses from a detector that cannot run is not a zero.
+            warnings.push(
+                "silent misses cannot be counted from metrics: the decode instance has no \
+                 vllm:request_prefill_kv_computed_tokens (vLLM < 0.13); tail its log (--decode-log) to name them"
+                    .into(),
+            );
+        }
+        if !by_source_known(state) {
+            warnings.push(
+                "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
+            );
+        }
+        let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up) || !not_vllm.is_empty();
         let restarted = instances.iter().any(|i| i.restarts > 0);
         // Either count is enough for the verdict: metrics see misses that
         // logs without shared ids cannot name.
@@ -234,6 +337,7 @@ impl Report {
             decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
             decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
             duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),
+            kv: KvReport::from_state(state),
             events: state
                 .events
                 .iter()
@@ -242,6 +346,7 @@ impl Report {
                 .rev()
                 .map(|e| EventReport { t: e.t, kind: e.kind.name(), text: e.text.clone() })
                 .collect(),
+            warnings,
             verdict,
         }
     }
@@ -252,4 +357,11 @@ impl Report {
 fn last_kv_usage(state: &AppState, role: Role) -> Option<f64> {
     let vals: Vec<f64> = state.instances_of(role).filter_map(|i| i.latest.as_ref()?.kv_usage).collect();
     (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+}
+
+/// False once a decode instance answered without the by-source family
+/// (and none with it); true before any scrape, when "no tokens yet" is right.
+pub fn by_source_known(state: &AppState) -> bool {
+    let mut scraped = state.instances_of(Role::Decode).filter_map(|i| i.latest.as_ref()).peekable();
+    scraped.peek().is_none() || scraped.any(|s| s.counters.contains_key(&Counter::PromptExternal))
 }

@@ -17,7 +17,16 @@ pub fn role_style(role: Role, theme: &Theme) -> Style {
 }
 
 /// One line per instance: who it is and whether it is healthy.
+/// More instances than this get one summary line per role instead.
+pub const MAX_INSTANCE_ROWS: usize = 4;
+
 pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    if state.instances.len() > MAX_INSTANCE_ROWS {
+        let lines: Vec<Line> =
+            [Role::Prefill, Role::Decode].into_iter().map(|r| role_summary(state, r, theme)).collect();
+        frame.render_widget(Paragraph::new(lines), area);
+        return;
+    }
     let endpoint_w =
         state.instances.iter().map(|i| i.endpoint.display.chars().count()).max().unwrap_or(0).clamp(12, 40);
     let lines: Vec<Line> = state
@@ -78,6 +87,52 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, endpoint_w: usize, the
     }
     if h.restarts > 0 {
         spans.push(Span::styled(format!(" ↻ {} restart(s)", h.restarts), theme.fg("warn")));
+    }
+    Line::from(spans)
+}
+
+/// A fleet's role in one line: how many are up, load, KV, restarts, and
+/// which are down.
+fn role_summary(state: &AppState, role: Role, theme: &Theme) -> Line<'static> {
+    let all: Vec<&InstanceState> = state.instances_of(role).collect();
+    let up = all.iter().filter(|i| i.health.up).count();
+    let sum = |f: fn(&crate::metrics::model::InstanceSample) -> Option<f64>| -> f64 {
+        all.iter().filter(|i| i.health.up).filter_map(|i| i.latest.as_ref().and_then(f)).sum()
+    };
+    let kvs: Vec<f64> =
+        all.iter().filter(|i| i.health.up).filter_map(|i| i.latest.as_ref()?.kv_usage).collect();
+    let mean = if kvs.is_empty() { None } else { Some(kvs.iter().sum::<f64>() / kvs.len() as f64) };
+    let max = kvs.iter().copied().fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let restarts: u32 = all.iter().map(|i| i.health.restarts).sum();
+    let mut spans = vec![
+        Span::styled(format!(" {:<7} ", role.name().to_uppercase()), role_style(role, theme)),
+        Span::styled(format!("{} instances ", all.len()), theme.text()),
+        Span::styled(format!("● {up} up "), theme.fg("ok")),
+    ];
+    if up < all.len() {
+        spans.push(Span::styled(format!("✖ {} down ", all.len() - up), theme.fg("error")));
+    }
+    spans.push(Span::styled(
+        format!(
+            " run {} wait {}  KV mean {} max {}",
+            fmt::count(sum(|s| s.running)),
+            fmt::count(sum(|s| s.waiting)),
+            fmt::pct(mean),
+            fmt::pct(max)
+        ),
+        theme.text(),
+    ));
+    if restarts > 0 {
+        spans.push(Span::styled(format!("  ↻ {restarts} restart(s)"), theme.fg("warn")));
+    }
+    let down: Vec<&str> = all
+        .iter()
+        .filter(|i| !i.health.up && i.health.scrapes_failed > 0)
+        .map(|i| i.endpoint.display.as_str())
+        .take(3)
+        .collect();
+    if !down.is_empty() {
+        spans.push(Span::styled(format!("  down: {}", down.join(", ")), theme.fg("error")));
     }
     Line::from(spans)
 }
@@ -147,4 +202,16 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         spans.push(Span::raw("   "));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The newest collector failure, kept on screen: a collector that stopped
+/// must not look like a quiet source.
+pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let Some((source, error)) = state.source_errors.last() else {
+        return;
+    };
+    let more = state.source_errors.len() - 1;
+    let more = if more > 0 { format!(" (+{more} earlier, see Events)") } else { String::new() };
+    let text = format!(" ✖ {source}: {error}{more}");
+    frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
 }

@@ -15,6 +15,8 @@ pub mod events;
 pub mod fmt;
 pub mod header;
 pub mod hist;
+pub mod instances;
+pub mod link;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;
@@ -33,17 +35,21 @@ use crate::theme::Theme;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     Overview,
+    Instances,
     Requests,
+    Link,
     Events,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Overview, View::Requests, View::Events];
+    pub const ALL: [View; 5] = [View::Overview, View::Instances, View::Requests, View::Link, View::Events];
 
     pub fn title(self) -> &'static str {
         match self {
             View::Overview => "Overview",
+            View::Instances => "Instances",
             View::Requests => "Requests",
+            View::Link => "Link",
             View::Events => "Events",
         }
     }
@@ -83,6 +89,12 @@ pub struct ViewState {
     pub searching: bool,
     pub detail: bool,
     pub followed: Option<String>,
+    /// Title-bar text of a replay (position, speed).
+    pub badge: Option<String>,
+    /// Instances view: selected row, sort column; the instance drilled into.
+    pub inst_selected: usize,
+    pub inst_sort: instances::SortKey,
+    pub focus: Option<usize>,
 }
 
 impl Default for ViewState {
@@ -99,6 +111,10 @@ impl Default for ViewState {
             searching: false,
             detail: false,
             followed: None,
+            badge: None,
+            inst_selected: 0,
+            inst_sort: instances::SortKey::Role,
+            focus: None,
         }
     }
 }
@@ -107,14 +123,19 @@ impl Default for ViewState {
 pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Theme) {
     let state = view.frozen.as_deref().unwrap_or(live);
     let area = frame.area();
-    let header_rows = state.instances.len().min(8) as u16;
+    // A pair gets a row per instance; a fleet a summary per role (the
+    // Instances view has the rows).
+    let header_rows =
+        if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
     let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
     let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
     let logs_row = u16::from(state.logs.is_some());
-    let [top, instances, logs_area, banner_area, body, footer] = Layout::vertical([
+    let errors_row = u16::from(!state.source_errors.is_empty());
+    let [top, instances, logs_area, errors_area, banner_area, body, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(header_rows),
         Constraint::Length(logs_row),
+        Constraint::Length(errors_row),
         Constraint::Length(banner),
         Constraint::Min(0),
         Constraint::Length(1),
@@ -125,12 +146,17 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     if logs_row > 0 {
         header::logs_line(frame, logs_area, state, theme);
     }
+    if errors_row > 0 {
+        header::source_errors_line(frame, errors_area, state, theme);
+    }
     if banner > 0 {
         header::miss_banner(frame, banner_area, state, theme);
     }
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
+        View::Instances => instances::render(frame, body, state, view, theme),
         View::Requests => requests::render(frame, body, state, view, theme),
+        View::Link => link::render(frame, body, state, view, theme),
         View::Events => events::render(frame, body, state, view, theme),
     }
     footer_bar(frame, footer, theme);
@@ -162,7 +188,12 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
         HistWindow::Sliding => format!("last {:.0}s", state.window_secs),
         HistWindow::SinceStart => "since start".to_string(),
     };
-    let clock = format!("{window} · {} UTC ", fmt::clock(state.now));
+    let focus = view
+        .focus
+        .and_then(|i| state.instances.get(i))
+        .map(|i| format!("only {} (Esc: all) · ", i.endpoint.display))
+        .unwrap_or_default();
+    let clock = format!("{focus}{window} · {} UTC ", fmt::clock(state.now));
     let demo_long = view.demo.as_ref().map(|d| {
         format!("demo {} ×{:.0} loop {} {:.0}% · ", d.capture, d.speed, d.loop_no + 1, d.progress * 100.0)
     });
@@ -171,6 +202,8 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     let badge = if view.frozen.is_some() { " FROZEN  " } else { "" };
     // Widest form that fits beside the tabs: full, short demo, no clock.
     let room = (area.width as usize).saturating_sub(left_w);
+    let demo_long = demo_long.or_else(|| view.badge.clone());
+    let demo_short = demo_short.or_else(|| view.badge.clone());
     let candidates = [
         (demo_long.clone().unwrap_or_default(), clock.clone()),
         (demo_short.clone().unwrap_or_default(), clock.clone()),

@@ -26,8 +26,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         .any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime)));
     let strip = if nixl { 3 } else { 0 };
     let hist = |role, h| match view.window {
-        HistWindow::Sliding => state.window_hist(role, h),
-        HistWindow::SinceStart => state.total_hist(role, h),
+        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
+        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
     };
     let (p_ttft, d_ttft) = (hist(Role::Prefill, Hist::Ttft), hist(Role::Decode, Hist::Ttft));
     let (p_tpot, d_tpot) = (hist(Role::Prefill, Hist::Tpot), hist(Role::Decode, Hist::Tpot));
@@ -88,19 +88,7 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
     let (o, source, last) = match &traced {
-        Some(c) => (
-            RequestCounts {
-                seen: c.seen as u64,
-                loaded: c.loaded as u64,
-                silent_miss: c.silent_miss as u64,
-                no_prefill: c.no_prefill as u64,
-                error: c.error as u64,
-                unknown: c.unknown as u64,
-                pending: c.pending as u64,
-            },
-            "traces",
-            ("unknown", (c.unknown + c.pending) as u64),
-        ),
+        Some(c) => (RequestCounts::from(c), "traces", ("unknown", (c.unknown + c.pending) as u64)),
         None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
     };
     let block = Block::default()
@@ -173,8 +161,8 @@ fn worth_it_line(loaded: Option<f64>, computed: Option<f64>, theme: &Theme) -> L
 
 fn transfer_strip(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let hist = |role, h| match view.window {
-        HistWindow::Sliding => state.window_hist(role, h),
-        HistWindow::SinceStart => state.total_hist(role, h),
+        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
+        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
     };
     let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
     let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();

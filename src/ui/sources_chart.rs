@@ -37,6 +37,25 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             }
         }
     }
+    if !crate::state::report::by_source_known(state) {
+        // Older vLLM (< 0.18) has no `prompt_tokens_by_source`: zeros here
+        // would read as "nothing transferred", which is not known.
+        let title = Line::from(Span::styled(" decode prompt tokens by source: n/a ", theme.fg("title")));
+        let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let msg = "not reported by this vLLM (no prompt_tokens_by_source; added in 0.18)";
+        if inner.height > 0 {
+            frame.buffer_mut().set_stringn(
+                inner.x + 1,
+                inner.y,
+                msg,
+                inner.width.saturating_sub(1) as usize,
+                theme.dim(),
+            );
+        }
+        return;
+    }
     let mut title = vec![Span::styled(" decode prompt tokens by source ", theme.fg("title"))];
     for (k, (_, name, role)) in SOURCES.iter().enumerate() {
         title.push(Span::styled(format!("■ {name} {} ", fmt::count(totals[k])), theme.fg(role)));

@@ -1,0 +1,107 @@
+//! Headless replay of a one-hour recording (target: under 5 s), and one
+//! frame of the overview at 200x60 (target: under 2 ms).
+//!
+//! The hour is the embedded recording (146 s of a real vLLM pair: scrapes,
+//! three logs, interface counters, the connector directory) imported 25
+//! times back to back, written as a real recording file; the replay reads
+//! the file and folds every entry through `AppState::apply`, which is what
+//! `pdtop check --replay` and `pdtop replay` do.
+//!
+//! `cargo bench --bench replay`
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use pdtop::app::App;
+use pdtop::lab::{Capture, replay};
+use pdtop::record::{Entry, FORMAT, Header, Recording, VERSION, Writer};
+use pdtop::replay::Player;
+use pdtop::sources::Msg;
+use pdtop::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+/// One hour of recording: the capture looped with shifted times.
+fn hour_recording(capture: &Capture) -> Vec<u8> {
+    let once = replay::messages(capture, capture.t_end - capture.t0 + 1.0, true);
+    let span = capture.t_end - capture.t0 + 2.0;
+    let loops = (3600.0 / span).ceil() as usize;
+    let header = Header {
+        format: FORMAT.into(),
+        version: VERSION,
+        started: capture.t0,
+        prefill: vec!["127.0.0.1:8100".into()],
+        decode: vec!["127.0.0.1:8200".into()],
+        logs: vec![
+            ("prefill#0".into(), "prefill.log".into()),
+            ("decode#0".into(), "decode.log".into()),
+            ("proxy".into(), "proxy.log".into()),
+        ],
+        iface: Some("lo".into()),
+        kv_bytes_per_token: Some(147_456),
+        kv_source: Some("bench".into()),
+        window_secs: 60.0,
+    };
+    let mut out = Vec::new();
+    let mut w = Writer::new(&mut out, &header).expect("writer");
+    for l in 0..loops {
+        let shift = l as f64 * span;
+        for m in &once {
+            if let Some(mut e) = Entry::from_msg(m) {
+                shift_entry(&mut e, shift);
+                w.write(&e).expect("write");
+            }
+        }
+    }
+    drop(w);
+    out
+}
+
+fn shift_entry(e: &mut Entry, by: f64) {
+    match e {
+        Entry::Scrape { t, .. }
+        | Entry::ScrapeFailed { t, .. }
+        | Entry::Models { t, .. }
+        | Entry::Log { t, .. }
+        | Entry::KvDir { t, .. }
+        | Entry::NetDev { t, .. }
+        | Entry::SourceFailed { t, .. }
+        | Entry::Discovered { t, .. } => *t += by,
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let capture = Capture::embedded().expect("embedded capture");
+    let bytes = hour_recording(&capture);
+    let rec = Recording::read(&bytes[..]).expect("read");
+    let span =
+        rec.entries.last().map(Entry::t).unwrap_or(0.0) - rec.entries.first().map(Entry::t).unwrap_or(0.0);
+    println!("recording: {:.0} s, {} entries, {} bytes compressed", span, rec.entries.len(), bytes.len());
+
+    let mut g = c.benchmark_group("replay");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    g.bench_function("one_hour_headless", |b| {
+        b.iter(|| {
+            let rec = Recording::read(&bytes[..]).expect("read");
+            let mut state = pdtop::run::state_for(&rec.header).expect("state");
+            let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
+            state.finish(end);
+            black_box(pdtop::state::report::Report::from_state(&state))
+        })
+    });
+    g.finish();
+
+    // A frame of the overview, 60 s into the recording: misses, traces,
+    // histograms, the token chart.
+    let mut app = App::new(replay::state_at(&capture, 60.0, true), Theme::builtin("dark").expect("theme"));
+    app.on_msg(Msg::Tick { at: capture.t0 + 60.0 });
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("backend");
+    let mut g = c.benchmark_group("frame");
+    g.bench_function("overview_200x60", |b| b.iter(|| term.draw(|f| app.draw(f)).map(|_| ()).expect("draw")));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,210 @@
+//! Soak: 24 simulated hours of a prefill/decode pair scraped every second,
+//! replayed headless as fast as the machine goes, through the same
+//! `AppState::apply` the dashboard uses. Prints resident memory (VmRSS from
+//! /proc/self/status) at the start and every simulated hour, so a leak
+//! shows as a curve that keeps climbing after the rings are full.
+//!
+//! The embedded recording (about three minutes of a real vLLM pair, with
+//! silent misses and a decode restart) is looped. Each loop shifts time by
+//! the recording's length, advances every counter and histogram series by
+//! its final value in the recording (so deltas stay what the pair really
+//! did, and a loop boundary is not a restart), and renames the request ids
+//! in the log lines (so each loop's requests are new ones).
+//!
+//! `cargo run --release --example soak [-- HOURS]` (default 24).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use pdtop::lab::Capture;
+use pdtop::lab::replay::{endpoints, source_of};
+use pdtop::sources::Msg;
+use pdtop::sources::logtail::{TailCounts, TailState};
+use pdtop::state::{AppState, Role};
+use pdtop::traces::Source;
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A body split into text and the values of its cumulative series, so a
+/// loop only re-formats the numbers that move.
+struct Template {
+    /// (text before the value, value, is a counter-like series)
+    parts: Vec<(String, f64, bool)>,
+}
+
+fn cumulative(name: &str) -> bool {
+    let name = name.split('{').next().unwrap_or(name);
+    ["_total", "_bucket", "_count", "_sum"].iter().any(|s| name.ends_with(s))
+}
+
+impl Template {
+    fn new(body: &str) -> Template {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        for line in body.lines() {
+            match (line.starts_with('#'), line.rsplit_once(' ')) {
+                (false, Some((head, v))) if v.parse::<f64>().is_ok() => {
+                    text.push_str(head);
+                    text.push(' ');
+                    parts.push((std::mem::take(&mut text), v.parse().unwrap_or(0.0), cumulative(head)));
+                    text.push('\n');
+                }
+                _ => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+        parts.push((text, f64::NAN, false));
+        Template { parts }
+    }
+
+    /// The final value of each cumulative series, by its text.
+    fn finals(&self) -> HashMap<String, f64> {
+        self.parts.iter().filter(|p| p.2).map(|p| (p.0.trim_start().to_string(), p.1)).collect()
+    }
+
+    fn render(&self, loop_no: u32, finals: &HashMap<String, f64>, out: &mut String) {
+        use std::fmt::Write;
+        out.clear();
+        for (text, v, cum) in &self.parts {
+            out.push_str(text);
+            if v.is_nan() {
+                continue;
+            }
+            let add = if *cum {
+                finals.get(text.trim_start()).copied().unwrap_or(0.0) * f64::from(loop_no)
+            } else {
+                0.0
+            };
+            let _ = write!(out, "{}", v + add);
+        }
+    }
+}
+
+fn main() {
+    let hours: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(24.0);
+    let cap = Capture::embedded().expect("embedded capture");
+    let period = (cap.t_end - cap.t0).ceil() + 1.0;
+    // One scrape a second per instance, as the replay picks them.
+    let mut picked: Vec<(f64, usize, Option<Template>, String)> = Vec::new();
+    let mut last = [f64::MIN; 2];
+    for r in &cap.scrapes {
+        let i = usize::from(r.role == Role::Decode);
+        if r.t - last[i] >= 0.99 {
+            last[i] = r.t;
+            picked.push((
+                r.t - cap.t0,
+                i,
+                r.body.as_deref().map(Template::new),
+                r.error.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    let mut finals = [HashMap::new(), HashMap::new()];
+    for (_, i, t, _) in &picked {
+        if let Some(t) = t {
+            finals[*i] = t.finals();
+        }
+    }
+    let mut logs: Vec<(Source, Vec<(f64, String)>)> = cap
+        .logs
+        .iter()
+        .map(|l| (source_of(l.file_name), l.lines.iter().map(|(t, s)| (t - cap.t0, s.clone())).collect()))
+        .collect();
+    logs.sort_by_key(|(s, _)| match s {
+        Source::Prefill(_) => 0,
+        Source::Proxy => 1,
+        Source::Decode(_) => 2,
+    });
+    let log_names: Vec<(Source, String)> = logs.iter().map(|(s, _)| (*s, format!("{s}.log"))).collect();
+    let mut st = AppState::new(endpoints(), 60.0).with_logs(&log_names);
+
+    let total = hours * 3600.0;
+    let start = Instant::now();
+    println!("sim_hour  rss_kib  scrapes  log_lines  history  events  traces  wall_s");
+    let report = |h: u32, st: &AppState, scrapes: u64, lines: u64| {
+        let traces = st.logs.as_ref().map(|l| l.correlator.traces().count()).unwrap_or(0);
+        let history: usize = st.instances.iter().map(|i| i.history.len()).sum();
+        println!(
+            "{h:>8} {:>8} {scrapes:>8} {lines:>10} {history:>8} {:>7} {traces:>7} {:>7.1}",
+            rss_kib(),
+            st.events.len(),
+            start.elapsed().as_secs_f64()
+        );
+    };
+    report(0, &st, 0, 0);
+    let (mut scrapes, mut lines_fed) = (0u64, 0u64);
+    let mut next_hour = 1u32;
+    let mut body = String::with_capacity(64 << 10);
+    let mut loop_no = 0u32;
+    'outer: loop {
+        let base = cap.t0 + f64::from(loop_no) * period;
+        let tag = format!("lab{loop_no}-");
+        let mut next_line = vec![0usize; logs.len()];
+        let mut row = 0;
+        let mut t = 0.0;
+        while t < period {
+            let now = base + t;
+            if now - cap.t0 >= total {
+                break 'outer;
+            }
+            for (k, (src, lines)) in logs.iter().enumerate() {
+                let from = next_line[k];
+                let to = from + lines[from..].partition_point(|(lt, _)| *lt <= t);
+                if to > from {
+                    let batch: Vec<String> =
+                        lines[from..to].iter().map(|(_, l)| l.replace("lab-", &tag)).collect();
+                    lines_fed += batch.len() as u64;
+                    st.apply(Msg::LogLines {
+                        source: *src,
+                        at: now,
+                        lines: batch,
+                        state: TailState::Following,
+                        counts: TailCounts::default(),
+                    });
+                    next_line[k] = to;
+                }
+            }
+            while row < picked.len() && picked[row].0 <= t {
+                let (_, instance, tpl, error) = &picked[row];
+                st.apply(match tpl {
+                    Some(tpl) => {
+                        tpl.render(loop_no, &finals[*instance], &mut body);
+                        Msg::Scrape { instance: *instance, at: now, body: body.clone() }
+                    }
+                    None => Msg::ScrapeFailed { instance: *instance, at: now, error: error.clone() },
+                });
+                scrapes += 1;
+                row += 1;
+            }
+            st.apply(Msg::Tick { at: now });
+            if now - cap.t0 >= f64::from(next_hour) * 3600.0 {
+                report(next_hour, &st, scrapes, lines_fed);
+                next_hour += 1;
+            }
+            t += 0.5;
+        }
+        loop_no += 1;
+    }
+    st.finish(cap.t0 + total);
+    report(
+        next_hour.max(1) - 1 + u32::from(total >= f64::from(next_hour) * 3600.0 - 1.0),
+        &st,
+        scrapes,
+        lines_fed,
+    );
+    println!(
+        "done: {:.1} simulated hours, {loop_no} loops of {period:.0} s, {scrapes} scrapes ({:.0} per instance), {lines_fed} log lines, restarts {:?}, rss {} KiB, {:.1} s",
+        total / 3600.0,
+        scrapes as f64 / 2.0,
+        st.instances.iter().map(|i| i.health.restarts).collect::<Vec<_>>(),
+        rss_kib(),
+        start.elapsed().as_secs_f64()
+    );
+}

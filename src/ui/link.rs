@@ -1,0 +1,222 @@
+//! The Link view: did the KV bytes move, and were they the size the
+//! model's shape predicts?
+//!
+//! ```text
+//! ┌ KV size ───────────────────────────────────────────────────────────┐
+//! │ 147,456 B/token · 1,024-token prompt = 144 MiB: 1.2 s at 1 Gb/s …  │
+//! ├ observed vs predicted ─────────────────────────────────────────────┤
+//! │ source            last 60s: observed  predicted  ratio  verdict    │
+//! ├ throughput ────────────────────────────────────────────────────────┤
+//! │ ▁▂▅█▃                                                              │
+//! ├ requests with token counts (traces) ───────────────────────────────┤
+//! └────────────────────────────────────────────────────────────────────┘
+//! ```
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Sparkline};
+
+use super::{HistWindow, ViewState, fmt};
+use crate::kv::{LINK_RATES_GBPS, link_seconds};
+use crate::state::AppState;
+use crate::state::link::{LinkVerdict, Series, verdict};
+use crate::theme::Theme;
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let [size, table, spark, requests] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(8),
+        Constraint::Length(6),
+        Constraint::Min(0),
+    ])
+    .areas(area);
+    size_panel(frame, size, state, theme);
+    table_panel(frame, table, state, view, theme);
+    throughput(frame, spark, state, theme);
+    requests_panel(frame, requests, state, theme);
+}
+
+fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(title, theme.fg("title")))
+}
+
+fn size_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let l = &state.link;
+    let lines = match &l.model {
+        Some(m) => {
+            let prompt = 1024u64 * m.bytes_per_token;
+            let times: Vec<String> = LINK_RATES_GBPS
+                .iter()
+                .filter(|g| [1.0, 10.0, 100.0].contains(*g))
+                .filter_map(|g| {
+                    link_seconds(prompt, *g).map(|s| format!("{} at {g} Gb/s", fmt::secs(Some(s))))
+                })
+                .collect();
+            vec![
+                Line::from(vec![
+                    Span::styled(format!(" {} bytes/token ", group(m.bytes_per_token)), theme.text()),
+                    Span::styled(
+                        format!("({}) from {}", fmt::bytes(m.bytes_per_token as f64), m.source),
+                        theme.dim(),
+                    ),
+                ]),
+                Line::styled(
+                    format!(
+                        " a 1,024-token prompt is {} of KV: {}",
+                        fmt::bytes(prompt as f64),
+                        times.join(" · ")
+                    ),
+                    theme.dim(),
+                ),
+            ]
+        }
+        None => vec![
+            Line::styled(
+                " KV size unknown: give --model-config config.json or --kv-bytes-per-token N",
+                theme.fg("warn"),
+            ),
+            Line::styled(
+                l.model_error.clone().unwrap_or_else(|| {
+                    " (or run vLLM from a local model folder: /v1/models names it)".into()
+                }),
+                theme.dim(),
+            ),
+        ],
+    };
+    frame.render_widget(Paragraph::new(lines).block(block(" KV size the model predicts ", theme)), area);
+}
+
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let l = &state.link;
+    let since = match view.window {
+        HistWindow::Sliding => state.now - state.window_secs,
+        HistWindow::SinceStart => f64::NEG_INFINITY,
+    };
+    let (predicted, requests) = l.predicted.since(since);
+    let predicted = if l.model.is_some() { predicted } else { f64::NAN };
+    let mut lines = vec![Line::styled(
+        format!(" {:<22} {:>12} {:>12} {:>7}  verdict", "source", "observed", "predicted", "ratio"),
+        theme.dim(),
+    )];
+    // Only the path the KV really takes is judged: NIXL's own count, else
+    // the connector directory, else the interface.
+    let mut judged = false;
+    let mut row = |name: String, s: &Series, note: &str| {
+        let observed = s.since(since).0;
+        let ratio = if predicted > 0.0 { format!("{:.2}", observed / predicted) } else { "n/a".into() };
+        let v = if judged { None } else { Some(verdict(observed, predicted)) };
+        judged = true;
+        let (text, style) = match v.unwrap_or(LinkVerdict::TooLittle) {
+            _ if v.is_none() => ("not the KV's path here".to_string(), theme.dim()),
+            LinkVerdict::Ok => ("✔ as predicted".to_string(), theme.fg("ok")),
+            LinkVerdict::FarBelow => {
+                ("✖ far below: the KV did not move (a miss on the wire)".to_string(), theme.alarm())
+            }
+            LinkVerdict::FarAbove => {
+                ("⚠ far above: wrong config, TP replication or other traffic".to_string(), theme.fg("warn"))
+            }
+            LinkVerdict::TooLittle => ("too little traffic to judge".to_string(), theme.dim()),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!(" {name:<22} "), theme.text()),
+            Span::styled(
+                format!("{:>12} {:>12} {ratio:>7}  ", fmt::bytes(observed), fmt::bytes(predicted)),
+                theme.text(),
+            ),
+            Span::styled(format!("{text}{note}"), style),
+        ]));
+    };
+    if !l.nixl.points.is_empty() {
+        row("NIXL bytes transferred".into(), &l.nixl, "");
+    }
+    if l.kvdir_folders > 0 || l.kvdir_error.is_some() || !l.kvdir.points.is_empty() {
+        row("kv-dir bytes written".into(), &l.kvdir, " (a miss on decode also writes)");
+    }
+    if let Some(iface) = &l.iface {
+        row(format!("{iface} received"), &l.iface_rx, "");
+    }
+    if lines.len() == 1 {
+        lines.push(Line::styled(
+            " nothing observed: give --iface NAME, --kv-dir DIR, or use NixlConnector (its metrics count bytes)",
+            theme.dim(),
+        ));
+    }
+    let mut notes = vec![format!(" {} prefill request(s) in the window", fmt::count(requests))];
+    if let Some(e) = &l.iface_error {
+        notes.push(format!("interface: {e}"));
+    }
+    if l.iface_resets > 0 {
+        notes.push(format!("counters reset {}x", l.iface_resets));
+    }
+    if let Some(e) = &l.kvdir_error {
+        notes.push(format!("kv-dir: {e}"));
+    }
+    lines.push(Line::styled(notes.join(" · "), theme.dim()));
+    let title = match view.window {
+        HistWindow::Sliding => format!(" observed vs predicted · last {:.0}s ", state.window_secs),
+        HistWindow::SinceStart => " observed vs predicted · since start ".to_string(),
+    };
+    frame.render_widget(Paragraph::new(lines).block(block(&title, theme)), area);
+}
+
+fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let l = &state.link;
+    let (name, series) = if !l.nixl.points.is_empty() {
+        ("NIXL", &l.nixl)
+    } else if l.iface.is_some() {
+        ("interface rx", &l.iface_rx)
+    } else {
+        ("kv-dir", &l.kvdir)
+    };
+    let width = area.width.saturating_sub(2) as usize;
+    let data: Vec<u64> =
+        series.points.iter().rev().take(width).rev().map(|p| p.bytes.max(0.0) as u64).collect();
+    let peak = data.iter().copied().max().unwrap_or(0);
+    let title = format!(" {name} bytes per sample (peak {}) ", fmt::bytes(peak as f64));
+    frame.render_widget(
+        Sparkline::default().data(&data).style(theme.fg("source_external")).block(block(&title, theme)),
+        area,
+    );
+}
+
+fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    let bpt = state.link.model.as_ref().map(|m| m.bytes_per_token);
+    let mut lines = vec![Line::styled(
+        format!(" {:<24} {:>8} {:>12}  evidence", "request", "KV tok", "predicted"),
+        theme.dim(),
+    )];
+    if let Some(logs) = &state.logs {
+        for t in logs.correlator.traces().rev().take(area.height.saturating_sub(3) as usize) {
+            let Some(tokens) = t.remote_num_tokens.or(t.inject_tokens) else { continue };
+            let predicted =
+                bpt.map(|b| fmt::bytes((tokens as u64 * b) as f64)).unwrap_or_else(|| "n/a".into());
+            lines.push(Line::from(vec![
+                Span::styled(format!(" {:<24.24} {:>8} {:>12}  ", t.id, tokens, predicted), theme.text()),
+                Span::styled(t.evidence.clone(), theme.dim()),
+            ]));
+        }
+    }
+    if lines.len() == 1 {
+        lines.push(Line::styled(" no request with a token count yet (needs --decode-log)", theme.dim()));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(block(" requests and the KV they should move ", theme)),
+        area,
+    );
+}
