@@ -66,7 +66,8 @@ fn shift_entry(e: &mut Entry, by: f64) {
         | Entry::Log { t, .. }
         | Entry::KvDir { t, .. }
         | Entry::NetDev { t, .. }
-        | Entry::SourceFailed { t, .. } => *t += by,
+        | Entry::SourceFailed { t, .. }
+        | Entry::Discovered { t, .. } => *t += by,
     }
 }
 

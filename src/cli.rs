@@ -24,6 +24,8 @@ pub struct Cli {
     pub ui: UiArgs,
 }
 
+// Parsed once per run: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The dashboard against an embedded lab: a real vLLM pair's recording
@@ -110,6 +112,22 @@ pub struct Inputs {
     /// A config file instead of $XDG_CONFIG_HOME/pdtop/config.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Read the instances from this Prometheus server's query API instead of
+    /// scraping them (Thanos, Mimir, VictoriaMetrics work too). Bearer token
+    /// from PDTOP_PROMETHEUS_TOKEN.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["prefill", "decode"])]
+    pub prometheus: Option<String>,
+    /// With --prometheus: the label matcher of the prefill instances'
+    /// series, e.g. '{job="vllm-prefill"}'.
+    #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
+    pub prefill_match: Option<String>,
+    /// With --prometheus: the label matcher of the decode instances' series.
+    #[arg(long, value_name = "SELECTOR", requires = "prometheus")]
+    pub decode_match: Option<String>,
+    /// With --prometheus: basic-auth user; the password is read from
+    /// PDTOP_PROMETHEUS_PASSWORD.
+    #[arg(long, value_name = "USER", requires = "prometheus")]
+    pub prometheus_user: Option<String>,
     /// Run pdtop's clock this many times faster than real time, to watch a
     /// lab replayed at that speed (latencies in its histograms are in lab
     /// seconds).

@@ -16,6 +16,7 @@ use crate::config::{FileConfig, Settings};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
 use crate::record::{Entry, Header, Recording};
 use crate::replay::Player;
+use crate::sources::prometheus::PromOptions;
 use crate::sources::scrape::ScrapeOptions;
 use crate::sources::{self, Endpoint, Msg};
 use crate::state::link::{KvModel, LinkState};
@@ -31,6 +32,11 @@ pub const COLLECTOR_THREAD: &str = "pdtop-collectors";
 pub const TOKEN_ENV: &str = "PDTOP_BEARER_TOKEN";
 
 pub fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>, String> {
+    // Through a Prometheus server the instances are discovered there.
+    if inputs.prometheus.is_some() {
+        return PromOptions::from_inputs(inputs, Duration::from_secs(1), Duration::from_secs(1))
+            .map(|_| Vec::new());
+    }
     let mut out = Vec::new();
     for (role, list) in [(Role::Prefill, &inputs.prefill), (Role::Decode, &inputs.decode)] {
         for s in list {
@@ -116,6 +122,10 @@ fn scrape_options(settings: &Settings) -> ScrapeOptions {
     }
 }
 
+fn prometheus_options(inputs: &Inputs, settings: &Settings) -> Result<Option<PromOptions>, String> {
+    PromOptions::from_inputs(inputs, settings.interval, settings.timeout)
+}
+
 pub fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings, String> {
     let file = FileConfig::load(inputs.config.as_deref())?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -133,13 +143,18 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let (tx, rx) = mpsc::channel(1024);
     let clock = clock_for(&inputs);
     let opts = scrape_options(&settings);
+    let prom = prometheus_options(&inputs, &settings).map_err(|e| eyre!(e))?;
     let (eps2, logs2, poll) = (eps.clone(), logs.clone(), log_poll(&settings));
     let clock2 = clock.clone();
     let interval = settings.interval;
     spawn_collector_thread(move || async move {
         sources::spawn_log_tailers(&logs2, poll, clock2.clone(), tx.clone());
         sources::spawn_link_sources(kv_dir, net_dev, interval, clock2.clone(), tx.clone());
-        if let Err(e) = sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()) {
+        let started = match prom {
+            Some(p) => sources::prometheus::spawn(p, eps2.len(), clock2.clone(), tx.clone()),
+            None => sources::spawn_scrapers(&eps2, &opts, clock2.clone(), tx.clone()),
+        };
+        if let Err(e) = started {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
@@ -263,7 +278,10 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
         sources::spawn_log_tailers(&logs, log_poll(&settings), clock.clone(), tx.clone());
         let (kv_dir, net_dev) = (args.inputs.kv_dir.clone(), net_dev_path(&args.inputs));
         sources::spawn_link_sources(kv_dir, net_dev, settings.interval, clock.clone(), tx.clone());
-        sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
+        match prometheus_options(&args.inputs, &settings)? {
+            Some(p) => sources::prometheus::spawn(p, eps.len(), clock.clone(), tx)?,
+            None => sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?,
+        }
         let mut state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
         let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(duration);
         loop {
@@ -276,6 +294,10 @@ pub fn check(args: &CheckArgs) -> Result<Report, String> {
             }
         }
         state.finish(clock.now());
+        if args.inputs.prometheus.is_some() && state.instances.is_empty() {
+            let why = state.source_errors.last().map(|(s, e)| format!(": {s}: {e}")).unwrap_or_default();
+            return Err(format!("no instance matched on the Prometheus server{why}"));
+        }
         Ok(Report::from_state(&state))
     })
 }
@@ -508,7 +530,10 @@ pub fn record(args: &RecordArgs) -> Result<String, String> {
             clock.clone(),
             tx.clone(),
         );
-        sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?;
+        match prometheus_options(inputs, &settings)? {
+            Some(p) => sources::prometheus::spawn(p, eps.len(), clock.clone(), tx)?,
+            None => sources::spawn_scrapers(&eps, &scrape_options(&settings), clock.clone(), tx)?,
+        }
         let stop = async {
             use tokio::signal::unix::{SignalKind, signal};
             let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;

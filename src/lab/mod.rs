@@ -7,4 +7,4 @@ pub mod replay;
 pub mod server;
 
 pub use capture::Capture;
-pub use server::{LabHandle, LabOptions, start};
+pub use server::{LabHandle, LabOptions, start, start_at};

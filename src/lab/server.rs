@@ -84,11 +84,18 @@ impl LabClock {
 
 /// Starts the lab's servers and log writers on the current tokio runtime.
 pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHandle> {
+    start_at(capture, opts, Instant::now()).await
+}
+
+/// As [`start`], with the recording starting at `at`: until then the lab
+/// serves its first moment. Gives a slow observer (a Prometheus server
+/// takes seconds to begin scraping new targets) time to get going.
+pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::io::Result<LabHandle> {
     std::fs::create_dir_all(&opts.dir)?;
     let prefill = TcpListener::bind("127.0.0.1:0").await?;
     let decode = TcpListener::bind("127.0.0.1:0").await?;
     let clock = LabClock {
-        start: Instant::now(),
+        start: at,
         t0: capture.t0,
         t_end: capture.t_end,
         speed: opts.speed.max(0.01),

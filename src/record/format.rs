@@ -40,13 +40,53 @@ pub struct Header {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "k", rename_all = "snake_case")]
 pub enum Entry {
-    Scrape { t: f64, i: usize, body: String },
-    ScrapeFailed { t: f64, i: usize, error: String },
-    Models { t: f64, i: usize, id: String, root: Option<String>, max_model_len: Option<u64> },
-    Log { t: f64, src: String, lines: Vec<String>, state: String, counts: [u64; 4] },
-    KvDir { t: f64, folders: Option<BTreeMap<String, (u64, u64)>>, error: Option<String> },
-    NetDev { t: f64, ifaces: Option<BTreeMap<String, (u64, u64)>>, error: Option<String> },
-    SourceFailed { t: f64, source: String, error: String },
+    Scrape {
+        t: f64,
+        i: usize,
+        body: String,
+    },
+    ScrapeFailed {
+        t: f64,
+        i: usize,
+        error: String,
+    },
+    Models {
+        t: f64,
+        i: usize,
+        id: String,
+        root: Option<String>,
+        max_model_len: Option<u64>,
+    },
+    Log {
+        t: f64,
+        src: String,
+        lines: Vec<String>,
+        state: String,
+        counts: [u64; 4],
+    },
+    KvDir {
+        t: f64,
+        folders: Option<BTreeMap<String, (u64, u64)>>,
+        error: Option<String>,
+    },
+    NetDev {
+        t: f64,
+        ifaces: Option<BTreeMap<String, (u64, u64)>>,
+        error: Option<String>,
+    },
+    SourceFailed {
+        t: f64,
+        source: String,
+        error: String,
+    },
+    /// An instance found while watching (through a Prometheus server).
+    Discovered {
+        t: f64,
+        i: usize,
+        role: String,
+        display: String,
+        base_url: String,
+    },
 }
 
 impl Entry {
@@ -58,7 +98,8 @@ impl Entry {
             | Entry::Log { t, .. }
             | Entry::KvDir { t, .. }
             | Entry::NetDev { t, .. }
-            | Entry::SourceFailed { t, .. } => *t,
+            | Entry::SourceFailed { t, .. }
+            | Entry::Discovered { t, .. } => *t,
         }
     }
 
@@ -113,6 +154,13 @@ impl Entry {
             Msg::SourceFailed { source, at, error } => {
                 Entry::SourceFailed { t: *at, source: source.clone(), error: error.clone() }
             }
+            Msg::Discovered { instance, at, endpoint } => Entry::Discovered {
+                t: *at,
+                i: *instance,
+                role: endpoint.role.name().into(),
+                display: endpoint.display.clone(),
+                base_url: endpoint.base_url.clone(),
+            },
             Msg::Tick { .. } => return None,
         })
     }
@@ -173,6 +221,18 @@ impl Entry {
                 },
             },
             Entry::SourceFailed { t, source, error } => Msg::SourceFailed { source, at: t, error },
+            Entry::Discovered { t, i, role, display, base_url } => {
+                let role = match role.as_str() {
+                    "prefill" => crate::state::Role::Prefill,
+                    "decode" => crate::state::Role::Decode,
+                    _ => {
+                        let error = format!("unknown role {role:?} for {display} in recording");
+                        return Msg::SourceFailed { source: "recording".into(), at: t, error };
+                    }
+                };
+                let endpoint = crate::sources::Endpoint { role, display, base_url };
+                Msg::Discovered { instance: i, at: t, endpoint }
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod kvdir;
 pub mod logtail;
 pub mod netdev;
+pub mod prometheus;
 pub mod scrape;
 
 use crate::state::Role;
@@ -30,6 +31,10 @@ pub enum Msg {
     NetDev { at: f64, read: Result<netdev::NetDevSnapshot, String> },
     /// New lines from a tailed log, and how the file is doing.
     LogLines { source: Source, at: f64, lines: Vec<String>, state: TailState, counts: TailCounts },
+    /// A collector found another instance to watch (a Prometheus server's
+    /// fleet changes while pdtop runs). `instance` is the index the
+    /// collector will use for it: the next one after those the state has.
+    Discovered { instance: usize, at: f64, endpoint: Endpoint },
 }
 
 /// What `/v1/models` says about an instance.

@@ -2,6 +2,7 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+pub mod discovery;
 pub mod instance;
 pub mod link;
 pub mod logs;
@@ -179,6 +180,10 @@ impl AppState {
                 if self.source_errors.len() > SOURCE_ERRORS_CAP {
                     self.source_errors.remove(0);
                 }
+            }
+            Msg::Discovered { instance, at, endpoint } => {
+                self.tick(at);
+                self.add_instance(instance, endpoint);
             }
         }
     }
