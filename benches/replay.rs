@@ -59,16 +59,7 @@ fn hour_recording(capture: &Capture) -> Vec<u8> {
 }
 
 fn shift_entry(e: &mut Entry, by: f64) {
-    match e {
-        Entry::Scrape { t, .. }
-        | Entry::ScrapeFailed { t, .. }
-        | Entry::Models { t, .. }
-        | Entry::Log { t, .. }
-        | Entry::KvDir { t, .. }
-        | Entry::NetDev { t, .. }
-        | Entry::SourceFailed { t, .. }
-        | Entry::Discovered { t, .. } => *t += by,
-    }
+    *e.t_mut() += by;
 }
 
 fn bench(c: &mut Criterion) {

@@ -87,6 +87,10 @@ pub enum Entry {
         display: String,
         base_url: String,
     },
+    /// Every tailed log had been read up to `t`.
+    Polled {
+        t: f64,
+    },
 }
 
 impl Entry {
@@ -99,7 +103,23 @@ impl Entry {
             | Entry::KvDir { t, .. }
             | Entry::NetDev { t, .. }
             | Entry::SourceFailed { t, .. }
-            | Entry::Discovered { t, .. } => *t,
+            | Entry::Discovered { t, .. }
+            | Entry::Polled { t } => *t,
+        }
+    }
+
+    /// The time, to shift (building long recordings from short ones).
+    pub fn t_mut(&mut self) -> &mut f64 {
+        match self {
+            Entry::Scrape { t, .. }
+            | Entry::ScrapeFailed { t, .. }
+            | Entry::Models { t, .. }
+            | Entry::Log { t, .. }
+            | Entry::KvDir { t, .. }
+            | Entry::NetDev { t, .. }
+            | Entry::SourceFailed { t, .. }
+            | Entry::Discovered { t, .. }
+            | Entry::Polled { t } => t,
         }
     }
 
@@ -161,6 +181,9 @@ impl Entry {
                 display: endpoint.display.clone(),
                 base_url: endpoint.base_url.clone(),
             },
+            // Kept: a replay judges miss deadlines against how far the logs
+            // had been read, exactly as the live pdtop did.
+            Msg::LogsPolled { at } => Entry::Polled { t: *at },
             Msg::Tick { .. } => return None,
         })
     }
@@ -221,6 +244,7 @@ impl Entry {
                 },
             },
             Entry::SourceFailed { t, source, error } => Msg::SourceFailed { source, at: t, error },
+            Entry::Polled { t } => Msg::LogsPolled { at: t },
             Entry::Discovered { t, i, role, display, base_url } => {
                 let role = match role.as_str() {
                     "prefill" => crate::state::Role::Prefill,

@@ -29,6 +29,10 @@ pub enum Msg {
     KvDir { at: f64, scan: Result<kvdir::KvDirSnapshot, String> },
     /// Interface byte counters (or why they could not be read).
     NetDev { at: f64, read: Result<netdev::NetDevSnapshot, String> },
+    /// Every tailed file has been read up to this time (sent after each
+    /// polling round): a miss deadline is only judged against logs that
+    /// were actually read by then, so a stalled reader never invents one.
+    LogsPolled { at: f64 },
     /// New lines from a tailed log, and how the file is doing.
     LogLines { source: Source, at: f64, lines: Vec<String>, state: TailState, counts: TailCounts },
     /// A collector found another instance to watch (a Prometheus server's
@@ -201,6 +205,8 @@ async fn tail_files(
     let mut tailers: Vec<(Source, Tailer, Option<TailState>)> =
         files.into_iter().map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), None)).collect();
     loop {
+        // Taken before reading: everything written before it is read below.
+        let read_from = clock.now();
         // File I/O on the blocking pool, so a slow disk never stalls a runtime.
         let Ok((back, batches)) = tokio::task::spawn_blocking(move || {
             let batches: Vec<TailBatch> = tailers
@@ -227,6 +233,9 @@ async fn tail_files(
                     return;
                 }
             }
+        }
+        if tx.send(Msg::LogsPolled { at: read_from }).await.is_err() {
+            return;
         }
         if !more {
             tokio::time::sleep(interval).await;

@@ -20,6 +20,9 @@ pub struct LogSource {
 pub struct LogState {
     pub correlator: Correlator,
     pub sources: Vec<LogSource>,
+    /// Every tailed file was read up to here (None: no such report, as
+    /// in a replay, where lines arrive in order and the clock is theirs).
+    pub polled_at: Option<f64>,
 }
 
 impl std::fmt::Debug for LogState {
@@ -43,6 +46,7 @@ impl LogState {
                     last_line_at: None,
                 })
                 .collect(),
+            polled_at: None,
         }
     }
 

@@ -156,6 +156,12 @@ impl AppState {
                 }
             }
             Msg::Tick { at } => self.tick(at),
+            Msg::LogsPolled { at } => {
+                if let Some(logs) = &mut self.logs {
+                    logs.polled_at = Some(logs.polled_at.map_or(at, |p| p.max(at)));
+                }
+                self.tick(at);
+            }
             Msg::KvDir { at, scan } => {
                 self.tick(at);
                 self.link.on_kvdir(at, scan);
@@ -195,7 +201,9 @@ impl AppState {
             self.push_miss_event(&ev);
         }
         if let Some(logs) = &mut self.logs {
-            logs.correlator.on_tick(self.now);
+            // Deadlines are judged only as far as the files have been read.
+            let read_up_to = logs.polled_at.map_or(self.now, |p| p.min(self.now));
+            logs.correlator.on_tick(read_up_to);
         }
         self.collect_named_misses();
     }
