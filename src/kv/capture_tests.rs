@@ -1,4 +1,4 @@
-//! The arithmetic checked against real vLLM captures in `../shared/lab-captures`.
+//! The arithmetic checked against real vLLM captures in `tests/fixtures/lab-captures`.
 
 use super::*;
 use std::path::PathBuf;

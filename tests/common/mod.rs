@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: the real captures in
-//! `../shared/lab-captures/` (CI has `shared/` beside the checkout).
+//! `tests/fixtures/lab-captures/` (copies of the real recordings).
 #![allow(dead_code)]
 
 use std::path::PathBuf;
