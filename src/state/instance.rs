@@ -178,7 +178,12 @@ fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interv
             },
             _ => h.clone(),
         };
-        hists.insert(*k, d);
+        // An interval without observations keeps no histogram: most are
+        // idle, and an hour of them per instance would otherwise hold
+        // every bucket of every family.
+        if d.total() > 0.0 || d.sum > 0.0 {
+            hists.insert(*k, d);
+        }
     }
     Interval {
         t: at,

@@ -116,7 +116,9 @@ impl MissDetector {
         self.outcomes.seen += errors;
 
         let Some(computed) = iv.hists.get(&Hist::KvComputedTokens) else {
-            if self.supported.is_none() && iv.counters.contains_key(&Counter::RequestsOk) {
+            // Requests finished and none observed its computed tokens: this
+            // vLLM does not have the family (idle intervals prove nothing).
+            if self.supported.is_none() && iv.counter(Counter::RequestsOk) > 0.0 {
                 self.supported = Some(false);
             }
             return None;
