@@ -708,10 +708,10 @@ async fn send(req: reqwest::RequestBuilder, opts: &PromOptions) -> Result<Vec<u8
         Auth::Basic { user, password } => req.basic_auth(user, Some(password)),
         Auth::Bearer(token) => req.bearer_auth(token),
     };
-    let mut resp = req.send().await.map_err(|e| describe(&e))?;
+    let mut resp = req.send().await.map_err(|e| super::scrape::describe(&e))?;
     let status = resp.status();
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| super::scrape::describe(&e))? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(format!("answer larger than {} MiB", MAX_BODY_BYTES >> 20));
         }
@@ -726,28 +726,6 @@ async fn send(req: reqwest::RequestBuilder, opts: &PromOptions) -> Result<Vec<u8
         });
     }
     Ok(body)
-}
-
-fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error;
-    let mut msg = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "cannot connect".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = e.source();
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    if let Some(root) = last {
-        msg.push_str(": ");
-        msg.push_str(&root);
-    }
-    msg
 }
 
 /// `application/x-www-form-urlencoded` for one value.

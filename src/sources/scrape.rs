@@ -166,7 +166,7 @@ pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) ->
     if let Some(token) = &opts.bearer_token {
         req = req.bearer_auth(token);
     }
-    let mut resp = req.send().await.map_err(describe)?;
+    let mut resp = req.send().await.map_err(|e| describe(&e))?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("HTTP {status}"));
@@ -175,7 +175,7 @@ pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) ->
         return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(describe)? {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
         }
@@ -185,7 +185,7 @@ pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) ->
 }
 
 /// A short, readable cause for a reqwest error (its Display nests sources).
-fn describe(e: reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     use std::error::Error;
     let mut msg = if e.is_timeout() {
         "timed out".to_string()
