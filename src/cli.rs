@@ -100,6 +100,11 @@ pub struct Inputs {
     /// The instances' --kv-cache-dtype (auto, fp8, ...).
     #[arg(long, value_name = "DTYPE")]
     pub kv_cache_dtype: Option<String>,
+    /// Show the prompt text that vLLM prints in its logs (older versions at
+    /// INFO, newer at DEBUG) in the trace view. Off by default: logs hold
+    /// users' prompts.
+    #[arg(long)]
+    pub show_prompts: bool,
     /// Seconds between scrapes [default: 1].
     #[arg(long, value_name = "SECS")]
     pub interval: Option<f64>,

@@ -158,7 +158,10 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
             let _ = tx.send(Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e }).await;
         }
     })?;
-    let state = AppState::new(eps, settings.window_secs).with_logs(&logs).with_link(link);
+    let state = AppState::new(eps, settings.window_secs)
+        .with_logs(&logs)
+        .with_link(link)
+        .show_prompts(inputs.show_prompts);
     run_screen(App::new(state, theme), rx, clock, None)
 }
 
@@ -557,7 +560,10 @@ pub fn record(args: &RecordArgs) -> Result<String, String> {
             tokio::select! {
                 r = &mut stop => { r?; break; }
                 msg = rx.recv() => match msg {
-                    Some(m) => if let Some(e) = Entry::from_msg(&m) {
+                    Some(m) => if let Some(mut e) = Entry::from_msg(&m) {
+                        if !inputs.show_prompts {
+                            hide_prompts(&mut e);
+                        }
                         writer.write(&e).map_err(|e| e.to_string())?;
                     },
                     None => break,
@@ -576,6 +582,18 @@ pub fn record(args: &RecordArgs) -> Result<String, String> {
         args.out.display(),
         size
     ))
+}
+
+/// A recording keeps log lines verbatim, except the prompt text some vLLM
+/// versions print: that stays out unless `--show-prompts` was given.
+fn hide_prompts(e: &mut Entry) {
+    if let Entry::Log { lines, .. } = e {
+        for l in lines.iter_mut() {
+            if let Some(r) = crate::logs::vllm::redact_prompt(l) {
+                *l = r;
+            }
+        }
+    }
 }
 
 /// `pdtop import-lab`: a capture folder as a recording.

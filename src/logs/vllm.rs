@@ -448,6 +448,48 @@ fn url_port(url: &str) -> Option<u16> {
     leading_u64(port).and_then(|p| u16::try_from(p).ok())
 }
 
+/// Longest prompt text kept when prompts are asked for (`--show-prompts`).
+pub const MAX_PROMPT_CHARS: usize = 300;
+
+/// The prompt a line prints, with its request id: `Received request <id>:
+/// prompt: '...'` (≤0.11) or `Request <id> details: prompt: '...'` (DEBUG,
+/// ≥0.14). Only called when the user asked to see prompts; the normal
+/// parser never keeps them.
+pub fn prompt_of(line: &str) -> Option<(String, String)> {
+    let (id, start, end) = prompt_span(line)?;
+    let text: String = line[start..end].chars().take(MAX_PROMPT_CHARS).collect();
+    Some((id, text))
+}
+
+/// The line with its prompt text (if it prints one) replaced, so that a
+/// recording does not carry users' prompts unless asked to.
+pub fn redact_prompt(line: &str) -> Option<String> {
+    let (_, start, end) = prompt_span(line)?;
+    Some(format!("{}'<prompt hidden by pdtop>'{}", &line[..start], &line[end..]))
+}
+
+/// (request id, byte range of the prompt's repr) in a line that prints one.
+fn prompt_span(line: &str) -> Option<(String, usize, usize)> {
+    let (id, rest) = if let Some(i) = line.find("Received request ") {
+        let r = &line[i + "Received request ".len()..];
+        let (id, rest) = r.split_once(": ")?;
+        (id, rest)
+    } else {
+        let i = line.find("] Request ")?;
+        let r = &line[i + "] Request ".len()..];
+        let (id, rest) = r.split_once(" details: ")?;
+        (id, rest)
+    };
+    let p = rest.strip_prefix("prompt: ")?;
+    let mut c = Cursor::new(p);
+    if !c.skip_value() {
+        return None;
+    }
+    let start = line.len() - p.len();
+    let end = line.len() - c.rest().len();
+    Some((id.to_string(), start, end))
+}
+
 /// `Received request <id>: params: SamplingParams(...), lora_request: ...`
 /// (≥0.14) or `Received request <id>: prompt: '...', params: ...` (≤0.11).
 fn parse_received(r: &str) -> VllmEvent {
@@ -896,6 +938,18 @@ mod tests {
         let l = parse_vllm_line("INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK").expect("line");
         assert_eq!(l.timestamp, None);
         assert!(matches!(l.event, VllmEvent::Access(ref a) if a.path == "/metrics" && a.status == 200));
+    }
+
+    #[test]
+    fn prompts_only_when_asked() {
+        let line = r#"INFO 01-02 03:04:05 [logger.py:43] Received request cmpl-abc-0: prompt: 'say "hi", please', params: SamplingParams(n=1, max_tokens=7), lora_request: None."#;
+        assert_eq!(prompt_of(line), Some(("cmpl-abc-0".into(), r#"'say "hi", please'"#.into())));
+        let debug = "(APIServer pid=1) DEBUG 11-30 06:25:31 [request_logger.py:50] Request cmpl-x-0 details: prompt: 'secret', prompt_token_ids: [1], prompt_embeds shape: None.";
+        assert_eq!(prompt_of(debug), Some(("cmpl-x-0".into(), "'secret'".into())));
+        assert_eq!(prompt_of("INFO Received request cmpl-y-0: params: SamplingParams(n=1)"), None);
+        let hidden = redact_prompt(line).unwrap();
+        assert!(!hidden.contains("please") && hidden.contains("max_tokens=7"), "{hidden}");
+        assert_eq!(parse_vllm_line(&hidden).map(|l| l.event), parse_vllm_line(line).map(|l| l.event));
     }
 
     #[test]

@@ -119,6 +119,14 @@ impl AppState {
         self
     }
 
+    /// `--show-prompts`: traces keep the prompt text the logs print.
+    pub fn show_prompts(mut self, on: bool) -> AppState {
+        if let Some(logs) = &mut self.logs {
+            logs.correlator.set_keep_prompts(on);
+        }
+        self
+    }
+
     /// The end of a `check`: everything decidable is decided.
     pub fn finish(&mut self, at: f64) {
         self.tick(at);

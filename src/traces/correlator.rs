@@ -92,6 +92,11 @@ impl Correlator {
         }
     }
 
+    /// Keep (or stop keeping) the prompt text lines carry: `--show-prompts`.
+    pub fn set_keep_prompts(&mut self, on: bool) {
+        self.opts.keep_prompts = on;
+    }
+
     /// One line of one source, read at `at` (unix seconds).
     pub fn on_line(&mut self, src: Source, line: &str, at: f64) {
         // A NaN or infinite read time would poison every window comparison.
@@ -110,6 +115,14 @@ impl Correlator {
                 None => false,
             },
         };
+        if self.opts.keep_prompts
+            && !matches!(src, Source::Proxy)
+            && let Some((id, prompt)) = crate::logs::vllm::prompt_of(line)
+            && let Some(s) = self.store.latest(super::ids::base_id(&id))
+            && let Some(e) = self.store.get_mut(s)
+        {
+            e.trace.prompt = Some(prompt);
+        }
         let st = self.stats.entry(src).or_insert_with(|| SourceStats::new(src));
         if used {
             st.parsed += 1;

@@ -124,6 +124,8 @@ pub struct Trace {
     pub first_seen: f64,
     /// The `now` (or read time) at which the verdict was reached.
     pub decided_at: Option<f64>,
+    /// The prompt as vLLM printed it, only with `--show-prompts`.
+    pub prompt: Option<String>,
 }
 
 impl Trace {
@@ -142,6 +144,7 @@ impl Trace {
             confidence: Confidence::Sure,
             first_seen: at,
             decided_at: None,
+            prompt: None,
         }
     }
 
@@ -271,6 +274,9 @@ pub struct CorrelatorOptions {
     pub max_pending: usize,
     /// Fixed year for vLLM timestamps; `None`: the UTC year of the read time.
     pub year: Option<i32>,
+    /// Keep the prompt text vLLM prints (`--show-prompts`); off by default:
+    /// logs can hold users' prompts.
+    pub keep_prompts: bool,
 }
 
 impl Default for CorrelatorOptions {
@@ -286,6 +292,7 @@ impl Default for CorrelatorOptions {
             proxy_window_s: 3.0,
             max_pending: 4096,
             year: None,
+            keep_prompts: false,
         }
     }
 }

@@ -199,6 +199,9 @@ fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme:
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    if let Some(p) = &t.prompt {
+        lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
+    }
     let ids: Vec<String> = t.engine_ids.iter().map(|(s, id)| format!("{s}: {id}")).collect();
     if !ids.is_empty() {
         lines.push(Line::styled(format!(" vLLM ids: {}", ids.join(" · ")), theme.dim()));
