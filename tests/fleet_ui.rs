@@ -9,8 +9,6 @@ use pdtop::sources::{Endpoint, Msg};
 use pdtop::state::{AppState, Role};
 use pdtop::theme::Theme;
 use pdtop::ui::View;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
 /// A fleet fed from the real recording: every prefill instance serves the
 /// recorded prefill scrapes, every decode the decode ones; the third
@@ -54,10 +52,7 @@ fn fleet(p: usize, d: usize, secs: f64) -> AppState {
 }
 
 fn text(app: &App, w: u16, h: u16) -> String {
-    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-    term.draw(|f| app.draw(f)).unwrap();
-    let buf = term.backend().buffer();
-    (0..h).map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n").collect()
+    common::screen_text(app, w, h)
 }
 
 #[test]

@@ -122,7 +122,6 @@ fn connector_directory_deleted_is_a_state_on_screen() {
     use pdtop::app::App;
     use pdtop::sources::{Msg, kvdir};
     use pdtop::state::link::{KvModel, LinkState};
-    use ratatui::{Terminal, backend::TestBackend};
     let dir = std::env::temp_dir().join(format!("pdtop-kvdir-gone-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("prompt-a")).unwrap();
     std::fs::write(dir.join("prompt-a/model.layers.0.self_attn.attn.safetensors"), vec![0u8; 4096]).unwrap();
@@ -138,11 +137,6 @@ fn connector_directory_deleted_is_a_state_on_screen() {
     assert!(st.link.kvdir_error.as_deref().unwrap().contains("pdtop-kvdir-gone"));
     let mut app = App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
     app.view.view = pdtop::ui::View::Link;
-    let mut term = Terminal::new(TestBackend::new(140, 40)).unwrap();
-    term.draw(|f| app.draw(f)).unwrap();
-    let buf = term.backend().buffer();
-    let text: String = (0..buf.area.height)
-        .map(|y| (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
-        .collect();
+    let text = common::screen_text(&app, 140, 40);
     assert!(text.contains("kv-dir: ") && text.contains("No such file"), "{text}");
 }

@@ -9,8 +9,6 @@ use pdtop::state::AppState;
 use pdtop::theme::Theme;
 use pdtop::traces::Source;
 use pdtop::ui::View;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 
 const PROMPT: &str = "the launch code is 0000";
 
@@ -34,10 +32,7 @@ fn screen(show: bool) -> String {
     let mut app = App::new(st, Theme::builtin("dark").unwrap());
     app.view.view = View::Requests;
     app.view.detail = true;
-    let mut term = Terminal::new(TestBackend::new(160, 40)).unwrap();
-    term.draw(|f| app.draw(f)).unwrap();
-    let buf = term.backend().buffer();
-    (0..40).map(|y| (0..160).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n").collect()
+    common::screen_text(&app, 160, 40)
 }
 
 #[test]

@@ -29,14 +29,7 @@ fn draw(app: &App, w: u16, h: u16) -> Buffer {
 }
 
 fn text(buf: &Buffer) -> String {
-    let mut out = String::new();
-    for y in 0..buf.area.height {
-        for x in 0..buf.area.width {
-            out.push_str(buf[(x, y)].symbol());
-        }
-        out.push('\n');
-    }
-    out
+    common::buffer_text(buf)
 }
 
 fn dark() -> Theme {

@@ -66,3 +66,22 @@ pub fn replay_metrics_only(name: &str, secs: f64) -> AppState {
     let cap = pdtop::lab::Capture::from_dir(&capture_dir(name)).unwrap();
     pdtop::lab::replay::state_at(&cap, secs, false)
 }
+
+/// The symbols of a rendered buffer, one line per row.
+pub fn buffer_text(buf: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One frame of the app on a `w` x `h` TestBackend, as text.
+pub fn screen_text(app: &pdtop::app::App, w: u16, h: u16) -> String {
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
+    buffer_text(term.backend().buffer())
+}
