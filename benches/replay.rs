@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use pdtop::app::App;
+use pdtop::feed::Msg;
 use pdtop::lab::{Capture, replay};
 use pdtop::record::{Entry, FORMAT, Header, Recording, VERSION, Writer};
 use pdtop::replay::Player;
-use pdtop::sources::Msg;
 use pdtop::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -16,12 +16,13 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use pdtop::feed::LogOrigin;
+use pdtop::feed::Msg;
+use pdtop::feed::Role;
+use pdtop::feed::{TailCounts, TailState};
 use pdtop::lab::Capture;
 use pdtop::lab::replay::{endpoints, source_of};
-use pdtop::sources::Msg;
-use pdtop::sources::logtail::{TailCounts, TailState};
-use pdtop::state::{AppState, Role};
-use pdtop::traces::Source;
+use pdtop::state::AppState;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -112,17 +113,17 @@ fn main() {
             finals[*i] = t.finals();
         }
     }
-    let mut logs: Vec<(Source, Vec<(f64, String)>)> = cap
+    let mut logs: Vec<(LogOrigin, Vec<(f64, String)>)> = cap
         .logs
         .iter()
         .map(|l| (source_of(l.file_name), l.lines.iter().map(|(t, s)| (t - cap.t0, s.clone())).collect()))
         .collect();
     logs.sort_by_key(|(s, _)| match s {
-        Source::Prefill(_) => 0,
-        Source::Proxy => 1,
-        Source::Decode(_) => 2,
+        LogOrigin::Prefill(_) => 0,
+        LogOrigin::Proxy => 1,
+        LogOrigin::Decode(_) => 2,
     });
-    let log_names: Vec<(Source, String)> = logs.iter().map(|(s, _)| (*s, format!("{s}.log"))).collect();
+    let log_names: Vec<(LogOrigin, String)> = logs.iter().map(|(s, _)| (*s, format!("{s}.log"))).collect();
     let mut st = AppState::new(endpoints(), 60.0).with_logs(&log_names);
 
     let total = hours * 3600.0;

@@ -11,9 +11,9 @@ use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
 use tokio::time::Instant;
 
 use crate::clock::Clock;
+use crate::feed::Msg;
 use crate::keymap::{Action, action_for};
 use crate::lab::server::LabClock;
-use crate::sources::Msg;
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::ui::{self, DemoInfo, HistWindow, View, ViewState};

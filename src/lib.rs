@@ -13,6 +13,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod feed;
 pub mod keymap;
 pub mod kv;
 pub mod lab;

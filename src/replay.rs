@@ -3,8 +3,8 @@
 //! through `AppState::apply` takes seconds, so there is no need to keep
 //! snapshots.
 
+use crate::feed::Msg;
 use crate::record::{Entry, Recording};
-use crate::sources::Msg;
 use crate::state::AppState;
 
 fn speed_label(s: f64) -> String {

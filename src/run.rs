@@ -13,17 +13,19 @@ use crate::app::{self, App, Input};
 use crate::cli::{CheckArgs, DemoArgs, ImportLabArgs, Inputs, RecordArgs, ReplayArgs, UiArgs};
 use crate::clock::{Clock, ScaledClock, SystemClock};
 use crate::config::{FileConfig, Settings};
+use crate::feed::LogOrigin;
+use crate::feed::Role;
+use crate::feed::{Endpoint, Msg};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
 use crate::record::{Entry, Header, Recording};
 use crate::replay::Player;
+use crate::sources;
 use crate::sources::prometheus::PromOptions;
 use crate::sources::scrape::ScrapeOptions;
-use crate::sources::{self, Endpoint, Msg};
+use crate::state::AppState;
 use crate::state::link::{KvModel, LinkState};
 use crate::state::report::Report;
-use crate::state::{AppState, Role};
 use crate::theme::{self, Theme};
-use crate::traces::Source;
 
 /// The collectors' thread name; the panic hook leaves the screen alone for
 /// panics there (the supervisor turns them into an error state).
@@ -61,16 +63,16 @@ fn clock_for(inputs: &Inputs) -> Arc<dyn Clock> {
 }
 
 /// The tailed logs, tied to the instance each belongs to.
-pub fn log_sources(inputs: &Inputs) -> Result<Vec<(Source, String)>, String> {
+pub fn log_sources(inputs: &Inputs) -> Result<Vec<(LogOrigin, String)>, String> {
     if inputs.prefill_log.len() > inputs.prefill.len().max(1)
         || inputs.decode_log.len() > inputs.decode.len().max(1)
     {
         return Err("give at most one --prefill-log per --prefill and one --decode-log per --decode, in the same order".into());
     }
-    let mut out: Vec<(Source, String)> = Vec::new();
-    out.extend(inputs.prefill_log.iter().enumerate().map(|(i, p)| (Source::Prefill(i), p.clone())));
-    out.extend(inputs.decode_log.iter().enumerate().map(|(i, p)| (Source::Decode(i), p.clone())));
-    out.extend(inputs.proxy_log.iter().map(|p| (Source::Proxy, p.clone())));
+    let mut out: Vec<(LogOrigin, String)> = Vec::new();
+    out.extend(inputs.prefill_log.iter().enumerate().map(|(i, p)| (LogOrigin::Prefill(i), p.clone())));
+    out.extend(inputs.decode_log.iter().enumerate().map(|(i, p)| (LogOrigin::Decode(i), p.clone())));
+    out.extend(inputs.proxy_log.iter().map(|p| (LogOrigin::Proxy, p.clone())));
     if out.iter().filter(|(_, p)| p == "-").count() > 1 {
         return Err("only one log can be read from stdin (-)".into());
     }
@@ -241,12 +243,12 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     result
 }
 
-fn lab_logs(h: &LabHandle) -> Vec<(Source, String)> {
+fn lab_logs(h: &LabHandle) -> Vec<(LogOrigin, String)> {
     let mut logs = vec![
-        (Source::Prefill(0), h.prefill_log.display().to_string()),
-        (Source::Decode(0), h.decode_log.display().to_string()),
+        (LogOrigin::Prefill(0), h.prefill_log.display().to_string()),
+        (LogOrigin::Decode(0), h.decode_log.display().to_string()),
     ];
-    logs.extend(h.proxy_log.iter().map(|p| (Source::Proxy, p.display().to_string())));
+    logs.extend(h.proxy_log.iter().map(|p| (LogOrigin::Proxy, p.display().to_string())));
     logs
 }
 
@@ -477,7 +479,7 @@ pub fn state_for(h: &Header) -> Result<AppState, String> {
             eps.push(Endpoint::parse(role, s)?);
         }
     }
-    let logs: Vec<(Source, String)> = h
+    let logs: Vec<(LogOrigin, String)> = h
         .logs
         .iter()
         .filter_map(|(s, p)| Some((crate::record::format::parse_source(s)?, p.clone())))
@@ -494,7 +496,12 @@ pub fn state_for(h: &Header) -> Result<AppState, String> {
     )))
 }
 
-fn header_for(inputs: &Inputs, settings: &Settings, link: &LinkState, logs: &[(Source, String)]) -> Header {
+fn header_for(
+    inputs: &Inputs,
+    settings: &Settings,
+    link: &LinkState,
+    logs: &[(LogOrigin, String)],
+) -> Header {
     Header {
         format: crate::record::FORMAT.into(),
         version: crate::record::VERSION,

@@ -105,7 +105,7 @@ fn metrics_alone_find_the_silent_misses() {
 /// every `stride`-th recorded tick, the decode instance read `skew` seconds
 /// after (or before) the prefill instance.
 fn replay_skewed(cap: &str, skew: f64, stride: usize) -> pdtop::state::AppState {
-    use pdtop::sources::Msg;
+    use pdtop::feed::Msg;
     let mut st = pdtop::state::AppState::new(common::pair_endpoints(), 60.0);
     let mut rows: Vec<(f64, usize, Option<String>)> = common::scrapes(cap)
         .into_iter()

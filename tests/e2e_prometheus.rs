@@ -283,9 +283,10 @@ fn prometheus_flags_are_checked() {
 #[test]
 fn the_dashboard_draws_while_the_fleet_is_discovered() {
     use pdtop::app::App;
+    use pdtop::feed::Role;
+    use pdtop::feed::{Endpoint, Msg};
     use pdtop::keymap::Action;
-    use pdtop::sources::{Endpoint, Msg};
-    use pdtop::state::{AppState, Role};
+    use pdtop::state::AppState;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 

@@ -13,12 +13,14 @@ use std::time::Duration;
 
 use pdtop::app::App;
 use pdtop::clock::SystemClock;
-use pdtop::sources::logtail::TailState;
-use pdtop::sources::{self, Endpoint, Msg};
+use pdtop::feed::LogOrigin;
+use pdtop::feed::Role;
+use pdtop::feed::TailState;
+use pdtop::feed::{Endpoint, Msg};
+use pdtop::sources;
+use pdtop::state::AppState;
 use pdtop::state::logs::LogSource;
-use pdtop::state::{AppState, Role};
 use pdtop::theme::Theme;
-use pdtop::traces::Source;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::mpsc::Receiver;
@@ -52,7 +54,7 @@ struct Watch {
 
 impl Watch {
     fn start(path: &std::path::Path) -> Watch {
-        let logs = vec![(Source::Decode(0), path.display().to_string())];
+        let logs = vec![(LogOrigin::Decode(0), path.display().to_string())];
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
         sources::spawn_log_tailers(&logs, Duration::from_millis(20), Arc::new(SystemClock), tx);
         let eps = vec![Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap()];

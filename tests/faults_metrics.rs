@@ -5,10 +5,11 @@
 mod common;
 
 use pdtop::app::App;
+use pdtop::feed::Role;
+use pdtop::feed::{Endpoint, Msg};
 use pdtop::metrics::model::Counter;
-use pdtop::sources::{Endpoint, Msg};
+use pdtop::state::AppState;
 use pdtop::state::report::Report;
-use pdtop::state::{AppState, Role};
 use pdtop::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -4,9 +4,10 @@
 mod common;
 
 use pdtop::app::App;
+use pdtop::feed::Role;
+use pdtop::feed::{Endpoint, Msg};
 use pdtop::keymap::Action;
-use pdtop::sources::{Endpoint, Msg};
-use pdtop::state::{AppState, Role};
+use pdtop::state::AppState;
 use pdtop::theme::Theme;
 use pdtop::ui::View;
 

@@ -120,7 +120,8 @@ fn replayed_example_connector_lab_counts_the_directory() {
 #[test]
 fn connector_directory_deleted_is_a_state_on_screen() {
     use pdtop::app::App;
-    use pdtop::sources::{Msg, kvdir};
+    use pdtop::feed::Msg;
+    use pdtop::sources::kvdir;
     use pdtop::state::link::{KvModel, LinkState};
     let dir = std::env::temp_dir().join(format!("pdtop-kvdir-gone-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("prompt-a")).unwrap();

@@ -3,17 +3,18 @@
 mod common;
 
 use pdtop::app::App;
-use pdtop::sources::Msg;
-use pdtop::sources::logtail::{TailCounts, TailState};
+use pdtop::feed::LogOrigin;
+use pdtop::feed::Msg;
+use pdtop::feed::{TailCounts, TailState};
 use pdtop::state::AppState;
 use pdtop::theme::Theme;
-use pdtop::traces::Source;
 use pdtop::ui::View;
 
 const PROMPT: &str = "the launch code is 0000";
 
 fn screen(show: bool) -> String {
-    let logs = vec![(Source::Prefill(0), "p.log".to_string()), (Source::Decode(0), "d.log".to_string())];
+    let logs =
+        vec![(LogOrigin::Prefill(0), "p.log".to_string()), (LogOrigin::Decode(0), "d.log".to_string())];
     let mut st = AppState::new(common::pair_endpoints(), 60.0).with_logs(&logs).show_prompts(show);
     let line = |role: &str, max: u32| {
         format!(
@@ -27,8 +28,8 @@ fn screen(show: bool) -> String {
         state: TailState::Following,
         counts: TailCounts::default(),
     };
-    st.apply(batch(Source::Prefill(0), vec![line("APIServer", 1)], 1_796_019_931.0));
-    st.apply(batch(Source::Decode(0), vec![line("APIServer", 64)], 1_796_019_931.5));
+    st.apply(batch(LogOrigin::Prefill(0), vec![line("APIServer", 1)], 1_796_019_931.0));
+    st.apply(batch(LogOrigin::Decode(0), vec![line("APIServer", 64)], 1_796_019_931.5));
     let mut app = App::new(st, Theme::builtin("dark").unwrap());
     app.view.view = View::Requests;
     app.view.detail = true;

@@ -149,17 +149,18 @@ fn prompt_text_in_logs_never_comes_out() {
     // And on screen: the requests view and an opened trace, drawn from a
     // state that read the same lines.
     use pdtop::app::App;
+    use pdtop::feed::LogOrigin;
+    use pdtop::feed::Role;
+    use pdtop::feed::{Endpoint, Msg};
+    use pdtop::feed::{TailCounts, TailState};
     use pdtop::keymap::Action;
-    use pdtop::sources::logtail::{TailCounts, TailState};
-    use pdtop::sources::{Endpoint, Msg};
-    use pdtop::state::{AppState, Role};
-    use pdtop::traces::Source;
-    let logs = vec![(Source::Decode(0), log.display().to_string())];
+    use pdtop::state::AppState;
+    let logs = vec![(LogOrigin::Decode(0), log.display().to_string())];
     let mut st =
         AppState::new(vec![Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap()], 60.0).with_logs(&logs);
     let lines: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(str::to_owned).collect();
     st.apply(Msg::LogLines {
-        source: Source::Decode(0),
+        source: LogOrigin::Decode(0),
         at: 1.0,
         lines,
         state: TailState::Following,

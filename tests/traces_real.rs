@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+use pdtop::feed::LogOrigin;
 use pdtop::logs::vllm::{VllmEvent, parse_vllm_line};
-use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, Source, anchor, base_id};
+use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, anchor, base_id};
 use proptest::prelude::*;
 
 fn capture(rel: &str) -> String {
@@ -97,7 +98,7 @@ fn proxy_lines(dir: &str) -> Lines {
 
 /// Merges the sources in time order (each file keeps its own order, as a
 /// tail reads it), ticks every whole second, finishes 10 s after the end.
-fn run(feeds: Vec<(Source, Lines)>, opts: CorrelatorOptions) -> Correlator {
+fn run(feeds: Vec<(LogOrigin, Lines)>, opts: CorrelatorOptions) -> Correlator {
     let mut c = Correlator::new(opts);
     let mut pos = vec![0usize; feeds.len()];
     let mut tick: Option<f64> = None;
@@ -124,13 +125,13 @@ fn run(feeds: Vec<(Source, Lines)>, opts: CorrelatorOptions) -> Correlator {
     c
 }
 
-fn full_feeds(dir: &str) -> Vec<(Source, Lines)> {
+fn full_feeds(dir: &str) -> Vec<(LogOrigin, Lines)> {
     let hint = start_hint(dir);
     let f = |name: &str| capture(&format!("{dir}/{name}"));
     vec![
-        (Source::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
-        (Source::Decode(0), instance_lines(&[f("vllm-decode.log"), f("vllm-decode2.log")], hint)),
-        (Source::Proxy, proxy_lines(dir)),
+        (LogOrigin::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (LogOrigin::Decode(0), instance_lines(&[f("vllm-decode.log"), f("vllm-decode2.log")], hint)),
+        (LogOrigin::Proxy, proxy_lines(dir)),
     ]
 }
 
@@ -198,7 +199,7 @@ fn qwen3_example_connector() {
     let ok = c.get("lab-disagg-1").expect("trace");
     assert!(ok.evidence.starts_with("Inject 2032 tokens after prefill on prefill#0"), "{}", ok.evidence);
     let st = c.stats();
-    let decode = st.sources.iter().find(|s| s.source == Source::Decode(0)).expect("decode stats");
+    let decode = st.sources.iter().find(|s| s.source == LogOrigin::Decode(0)).expect("decode stats");
     assert_eq!(decode.starts, 2, "the restart is seen");
     assert_eq!(decode.connector.as_deref(), Some("ExampleConnector"));
     assert_eq!(st.orphan_hits, 0);
@@ -258,7 +259,7 @@ fn nixl_params() {
 #[test]
 fn proxy_log_alone_never_says_miss() {
     for dir in ["qwen3-shape-restart", "nixl-llama-shape"] {
-        let c = run(vec![(Source::Proxy, proxy_lines(dir))], CorrelatorOptions::default());
+        let c = run(vec![(LogOrigin::Proxy, proxy_lines(dir))], CorrelatorOptions::default());
         let n = c.counts();
         assert_eq!(n.silent_miss, 0, "{dir}: {n:?}");
         assert_eq!(n.loaded + n.no_prefill + n.error + n.pending, 0, "{dir}: {n:?}");
@@ -311,12 +312,12 @@ fn without_shared_ids_no_miss_comes_from_a_guess() {
         let mut bases: Vec<String> = requests(dir).into_iter().map(|r| r.id).collect();
         // Longest first, so `lab-steady-1` never eats into `lab-steady-10`.
         bases.sort_by_key(|b| std::cmp::Reverse(b.len()));
-        let feeds: Vec<(Source, Lines)> = full_feeds(dir)
+        let feeds: Vec<(LogOrigin, Lines)> = full_feeds(dir)
             .into_iter()
             .map(|(src, lines)| match src {
-                Source::Prefill(_) => (src, strip_ids(lines, 0, &bases)),
-                Source::Decode(_) => (src, strip_ids(lines, 1, &bases)),
-                Source::Proxy => (src, lines),
+                LogOrigin::Prefill(_) => (src, strip_ids(lines, 0, &bases)),
+                LogOrigin::Decode(_) => (src, strip_ids(lines, 1, &bases)),
+                LogOrigin::Proxy => (src, lines),
             })
             .collect();
         let joined = feeds[1].1.iter().any(|(_, l)| l.contains("cmpl-lab-"));
@@ -348,21 +349,21 @@ fn ring_stays_at_its_cap() {
         let id = format!("syn-{n}");
         let lines = [
             (
-                Source::Prefill(0),
+                LogOrigin::Prefill(0),
                 format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
             ),
-            (Source::Prefill(0), format!("Added request cmpl-{id}-0-0123abcd.")),
+            (LogOrigin::Prefill(0), format!("Added request cmpl-{id}-0-0123abcd.")),
             (
-                Source::Prefill(0),
+                LogOrigin::Prefill(0),
                 "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK".to_string(),
             ),
             (
-                Source::Decode(0),
+                LogOrigin::Decode(0),
                 format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=64)"),
             ),
-            (Source::Decode(0), format!("Added request cmpl-{id}-0-89abcdef.")),
-            (Source::Decode(0), "External Cache Hit!".to_string()),
-            (Source::Decode(0), "Inject KV cache of 96 tokens to the paged memory".to_string()),
+            (LogOrigin::Decode(0), format!("Added request cmpl-{id}-0-89abcdef.")),
+            (LogOrigin::Decode(0), "External Cache Hit!".to_string()),
+            (LogOrigin::Decode(0), "Inject KV cache of 96 tokens to the paged memory".to_string()),
         ];
         for (src, l) in lines {
             c.on_line(src, &l, at);
@@ -372,16 +373,16 @@ fn ring_stays_at_its_cap() {
         if n % 10 == 0 {
             let id = format!("syn-miss-{n}");
             c.on_line(
-                Source::Prefill(0),
+                LogOrigin::Prefill(0),
                 &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
                 at,
             );
             c.on_line(
-                Source::Decode(0),
+                LogOrigin::Decode(0),
                 &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=64)"),
                 at,
             );
-            c.on_line(Source::Decode(0), &format!("Added request cmpl-{id}-0-89abcdef."), at);
+            c.on_line(LogOrigin::Decode(0), &format!("Added request cmpl-{id}-0-89abcdef."), at);
             at += 2.0;
             c.on_tick(at);
         }
@@ -421,11 +422,11 @@ proptest! {
         let mut c = Correlator::new(CorrelatorOptions { capacity: 8, max_pending: 4, ..CorrelatorOptions::default() });
         for (k, line, at) in &input {
             let src = match k {
-                0 => Source::Prefill(0),
-                1 => Source::Prefill(1),
-                2 => Source::Decode(0),
-                3 => Source::Decode(1),
-                _ => Source::Proxy,
+                0 => LogOrigin::Prefill(0),
+                1 => LogOrigin::Prefill(1),
+                2 => LogOrigin::Decode(0),
+                3 => LogOrigin::Decode(1),
+                _ => LogOrigin::Proxy,
             };
             c.on_line(src, line, *at);
             c.on_tick(*at);
@@ -445,27 +446,27 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     let mut c = Correlator::new(CorrelatorOptions::default());
     let at = 1_800_000_000.0;
     c.on_line(
-        Source::Decode(0),
+        LogOrigin::Decode(0),
         "KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')",
         at,
     );
     for id in ["a", "b"] {
         c.on_line(
-            Source::Prefill(0),
+            LogOrigin::Prefill(0),
             &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
             at,
         );
     }
     for id in ["a", "b"] {
         c.on_line(
-            Source::Decode(0),
+            LogOrigin::Decode(0),
             &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=9)"),
             at,
         );
-        c.on_line(Source::Decode(0), &format!("Added request cmpl-{id}-0-00000000."), at);
+        c.on_line(LogOrigin::Decode(0), &format!("Added request cmpl-{id}-0-00000000."), at);
     }
-    c.on_line(Source::Decode(0), "External Cache Hit!", at);
-    c.on_line(Source::Decode(0), "Inject KV cache of 32 tokens to the paged memory", at);
+    c.on_line(LogOrigin::Decode(0), "External Cache Hit!", at);
+    c.on_line(LogOrigin::Decode(0), "Inject KV cache of 32 tokens to the paged memory", at);
     c.on_tick(at + 1.0);
     assert_eq!(c.get("a").map(|t| (t.outcome, t.confidence)), Some((Outcome::Loaded, Confidence::Likely)));
     assert_eq!(c.get("b").map(|t| t.outcome), Some(Outcome::Pending));
@@ -477,16 +478,16 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     assert!(c.drain_new_misses().is_empty());
     // The same pair one at a time is sure: b alone, with no hit, missed.
     c.on_line(
-        Source::Prefill(0),
+        LogOrigin::Prefill(0),
         "Received request cmpl-c-0: params: SamplingParams(max_tokens=1)",
         at + 10.0,
     );
     c.on_line(
-        Source::Decode(0),
+        LogOrigin::Decode(0),
         "Received request cmpl-c-0: params: SamplingParams(max_tokens=9)",
         at + 10.0,
     );
-    c.on_line(Source::Decode(0), "Added request cmpl-c-0-00000000.", at + 10.0);
+    c.on_line(LogOrigin::Decode(0), "Added request cmpl-c-0-00000000.", at + 10.0);
     c.on_tick(at + 11.0);
     assert_eq!(c.get("c").map(|t| t.outcome), Some(Outcome::Pending));
     c.on_tick(at + 11.5);
@@ -499,23 +500,23 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
 fn errors_and_deaths() {
     let mut c = Correlator::new(CorrelatorOptions::default());
     let at = 1_800_000_000.0;
-    c.on_line(Source::Prefill(0), "Received request cmpl-e1-0: params: SamplingParams(max_tokens=1)", at);
+    c.on_line(LogOrigin::Prefill(0), "Received request cmpl-e1-0: params: SamplingParams(max_tokens=1)", at);
     c.on_line(
-        Source::Prefill(0),
+        LogOrigin::Prefill(0),
         "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 500 Internal Server Error",
         at,
     );
-    c.on_line(Source::Prefill(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=1)", at);
-    c.on_line(Source::Decode(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=9)", at);
-    c.on_line(Source::Decode(0), "ERROR 11-30 06:25:31 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.", at);
-    c.on_line(Source::Proxy, "Error occurred in disagg proxy server", at);
-    c.on_line(Source::Proxy, "ERROR:root:Request failed with status 500: boom", at);
+    c.on_line(LogOrigin::Prefill(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=1)", at);
+    c.on_line(LogOrigin::Decode(0), "Received request cmpl-e2-0: params: SamplingParams(max_tokens=9)", at);
+    c.on_line(LogOrigin::Decode(0), "ERROR 11-30 06:25:31 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.", at);
+    c.on_line(LogOrigin::Proxy, "Error occurred in disagg proxy server", at);
+    c.on_line(LogOrigin::Proxy, "ERROR:root:Request failed with status 500: boom", at);
     c.on_line(
-        Source::Proxy,
+        LogOrigin::Proxy,
         r#"{"ts": 1800000001.0, "request_id": "e3", "event": "decode_start", "instance": "127.0.0.1:8200"}"#,
         at,
     );
-    c.on_line(Source::Proxy, r#"{"ts": 1800000001.5, "request_id": "e3", "event": "error", "status": 502, "error": "decode unreachable"}"#, at);
+    c.on_line(LogOrigin::Proxy, r#"{"ts": 1800000001.5, "request_id": "e3", "event": "error", "status": 502, "error": "decode unreachable"}"#, at);
     let e1 = c.get("e1").expect("e1");
     assert_eq!(e1.outcome, Outcome::Error);
     assert!(e1.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", e1.evidence);
@@ -530,7 +531,7 @@ fn errors_and_deaths() {
         e3.evidence
     );
     let st = c.stats();
-    let d = st.sources.iter().find(|s| s.source == Source::Decode(0)).expect("decode");
+    let d = st.sources.iter().find(|s| s.source == LogOrigin::Decode(0)).expect("decode");
     assert_eq!(d.deaths, 1);
     assert!(d.last_death.as_ref().is_some_and(|x| x.text.contains("died unexpectedly")));
     // The proxy's two lines about one failure make one synthetic trace.
@@ -545,21 +546,21 @@ fn errors_and_deaths() {
 fn reused_ids_start_new_traces() {
     let mut c = Correlator::new(CorrelatorOptions::default());
     let mut at = 1_800_000_000.0;
-    c.on_line(Source::Decode(0), "KVTransferConfig(kv_connector='ExampleConnector')", at);
+    c.on_line(LogOrigin::Decode(0), "KVTransferConfig(kv_connector='ExampleConnector')", at);
     for round in 0..2 {
         c.on_line(
-            Source::Prefill(0),
+            LogOrigin::Prefill(0),
             "Received request cmpl-loop-0: params: SamplingParams(max_tokens=1)",
             at,
         );
         c.on_line(
-            Source::Decode(0),
+            LogOrigin::Decode(0),
             "Received request cmpl-loop-0: params: SamplingParams(max_tokens=9)",
             at,
         );
-        c.on_line(Source::Decode(0), "Added request cmpl-loop-0-0000000a.", at);
+        c.on_line(LogOrigin::Decode(0), "Added request cmpl-loop-0-0000000a.", at);
         if round == 0 {
-            c.on_line(Source::Decode(0), "External Cache Hit!", at);
+            c.on_line(LogOrigin::Decode(0), "External Cache Hit!", at);
         }
         at += 5.0;
         c.on_tick(at);

@@ -5,8 +5,8 @@
 mod common;
 
 use pdtop::app::App;
+use pdtop::feed::Msg;
 use pdtop::keymap::Action;
-use pdtop::sources::Msg;
 use pdtop::state::AppState;
 use pdtop::theme::Theme;
 use pdtop::ui::View;

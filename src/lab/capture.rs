@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::state::Role;
+use crate::feed::Role;
 
 /// One recorded `/metrics` fetch.
 #[derive(Debug, Clone)]

@@ -4,20 +4,21 @@
 //! them. Screenshots and tests use it; it is also the headless replay.
 
 use super::capture::Capture;
-use crate::sources::kvdir::{FolderStat, KvDirSnapshot};
-use crate::sources::logtail::{TailCounts, TailState};
+use crate::feed::LogOrigin;
+use crate::feed::Role;
+use crate::feed::{Endpoint, Msg};
+use crate::feed::{FolderStat, KvDirSnapshot};
+use crate::feed::{TailCounts, TailState};
 use crate::sources::netdev::parse_net_dev;
-use crate::sources::{Endpoint, Msg};
+use crate::state::AppState;
 use crate::state::link::{KvModel, LinkState};
-use crate::state::{AppState, Role};
-use crate::traces::Source;
 
 /// Where each of a capture's logs belongs.
-pub fn source_of(file: &str) -> Source {
+pub fn source_of(file: &str) -> LogOrigin {
     match file {
-        "prefill.log" => Source::Prefill(0),
-        "proxy.log" => Source::Proxy,
-        _ => Source::Decode(0),
+        "prefill.log" => LogOrigin::Prefill(0),
+        "proxy.log" => LogOrigin::Proxy,
+        _ => LogOrigin::Decode(0),
     }
 }
 
@@ -42,7 +43,7 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
 /// A fresh state watching what the recorded lab had: its endpoints, its
 /// logs, the loopback interface and the model's KV size.
 pub fn initial_state(capture: &Capture, with_logs: bool) -> AppState {
-    let logs: Vec<(Source, String)> = if with_logs {
+    let logs: Vec<(LogOrigin, String)> = if with_logs {
         capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
     } else {
         Vec::new()
@@ -60,9 +61,9 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut out = Vec::new();
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
     order.sort_by_key(|i| match source_of(capture.logs[*i].file_name) {
-        Source::Prefill(_) => 0,
-        Source::Proxy => 1,
-        Source::Decode(_) => 2,
+        LogOrigin::Prefill(_) => 0,
+        LogOrigin::Proxy => 1,
+        LogOrigin::Decode(_) => 2,
     });
     let mut next_line = vec![0usize; capture.logs.len()];
     let mut row = 0;

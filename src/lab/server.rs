@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 use super::capture::Capture;
-use crate::state::Role;
+use crate::feed::Role;
 
 /// How often the lab looks at its clock (in real time).
 const STEP: Duration = Duration::from_millis(20);

@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sources::kvdir::{FolderStat, KvDirSnapshot};
-use crate::sources::logtail::{TailCounts, TailState};
-use crate::sources::netdev::{IfaceBytes, NetDevSnapshot};
-use crate::sources::{ModelInfo, Msg};
-use crate::traces::Source;
+use crate::feed::LogOrigin;
+use crate::feed::{FolderStat, KvDirSnapshot};
+use crate::feed::{IfaceBytes, NetDevSnapshot};
+use crate::feed::{ModelInfo, Msg};
+use crate::feed::{TailCounts, TailState};
 
 pub const FORMAT: &str = "pdtop-recording";
 pub const VERSION: u32 = 1;
@@ -247,14 +247,14 @@ impl Entry {
             Entry::Polled { t } => Msg::LogsPolled { at: t },
             Entry::Discovered { t, i, role, display, base_url } => {
                 let role = match role.as_str() {
-                    "prefill" => crate::state::Role::Prefill,
-                    "decode" => crate::state::Role::Decode,
+                    "prefill" => crate::feed::Role::Prefill,
+                    "decode" => crate::feed::Role::Decode,
                     _ => {
                         let error = format!("unknown role {role:?} for {display} in recording");
                         return Msg::SourceFailed { source: "recording".into(), at: t, error };
                     }
                 };
-                let endpoint = crate::sources::Endpoint { role, display, base_url };
+                let endpoint = crate::feed::Endpoint { role, display, base_url };
                 Msg::Discovered { instance: i, at: t, endpoint }
             }
         }
@@ -262,15 +262,15 @@ impl Entry {
 }
 
 /// `prefill#0`, `decode#1`, `proxy` back to a source.
-pub fn parse_source(s: &str) -> Option<Source> {
+pub fn parse_source(s: &str) -> Option<LogOrigin> {
     if s == "proxy" {
-        return Some(Source::Proxy);
+        return Some(LogOrigin::Proxy);
     }
     let (role, i) = s.split_once('#')?;
     let i = i.parse().ok()?;
     match role {
-        "prefill" => Some(Source::Prefill(i)),
-        "decode" => Some(Source::Decode(i)),
+        "prefill" => Some(LogOrigin::Prefill(i)),
+        "decode" => Some(LogOrigin::Decode(i)),
         _ => None,
     }
 }

@@ -176,7 +176,7 @@ fn read_line(r: &mut impl BufRead, out: &mut Vec<u8>) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::Msg;
+    use crate::feed::Msg;
 
     fn header() -> Header {
         Header {
@@ -241,12 +241,12 @@ mod tests {
 
     #[test]
     fn every_message_kind_survives() {
-        use crate::sources::logtail::{TailCounts, TailState};
-        use crate::traces::Source;
+        use crate::feed::LogOrigin;
+        use crate::feed::{TailCounts, TailState};
         let msgs = vec![
             Msg::ScrapeFailed { instance: 1, at: 2.0, error: "refused".into() },
             Msg::LogLines {
-                source: Source::Decode(0),
+                source: LogOrigin::Decode(0),
                 at: 3.0,
                 lines: vec!["a".into()],
                 state: TailState::Missing,

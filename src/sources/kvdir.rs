@@ -3,18 +3,9 @@
 //! prompt stored; the bytes of its files are what was written. For this
 //! connector those bytes are the transfer.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One stored prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FolderStat {
-    pub files: u64,
-    pub bytes: u64,
-}
-
-/// The directory at one moment: folder name → its files and bytes.
-pub type KvDirSnapshot = BTreeMap<String, FolderStat>;
+use crate::feed::{FolderStat, KvDirSnapshot};
 
 /// Lists the folders and sums their files. A missing directory is an error
 /// the UI shows ("connector directory missing"), never a panic.

@@ -53,40 +53,7 @@ impl Default for TailOptions {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TailState {
-    /// The file is open and being followed.
-    Following,
-    /// The file does not exist (yet, or any more); polling continues.
-    Missing,
-    /// The source reached its end (stdin closed). Files never end.
-    Ended,
-    /// Reading failed for another reason (e.g. permission denied); retried
-    /// every interval. Only produced by the async runners.
-    Error(String),
-}
-
-/// Counters, as deltas in a [`TailBatch`] and as totals from [`Tailer::totals`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TailCounts {
-    pub truncations: u64,
-    pub rotations: u64,
-    pub long_lines_skipped: u64,
-    pub invalid_utf8_lines: u64,
-}
-
-impl TailCounts {
-    fn add(&mut self, o: &TailCounts) {
-        self.truncations += o.truncations;
-        self.rotations += o.rotations;
-        self.long_lines_skipped += o.long_lines_skipped;
-        self.invalid_utf8_lines += o.invalid_utf8_lines;
-    }
-
-    pub fn is_zero(&self) -> bool {
-        *self == TailCounts::default()
-    }
-}
+use crate::feed::{TailCounts, TailState};
 
 /// What one poll produced.
 #[derive(Debug, Clone, PartialEq, Eq)]

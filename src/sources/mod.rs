@@ -7,83 +7,7 @@ pub mod netdev;
 pub mod prometheus;
 pub mod scrape;
 
-use crate::state::Role;
-use crate::traces::Source;
-use logtail::{TailCounts, TailState};
-
-/// Everything a collector can tell the app. Timestamps are unix seconds from
-/// the injected clock, so the state itself never reads a clock.
-#[derive(Debug, Clone)]
-pub enum Msg {
-    /// A `/metrics` body was fetched.
-    Scrape { instance: usize, at: f64, body: String },
-    /// A fetch failed (refused, timeout, HTTP status, body too large...).
-    ScrapeFailed { instance: usize, at: f64, error: String },
-    /// `/v1/models` answered, after a (re)connect.
-    Models { instance: usize, at: f64, info: ModelInfo },
-    /// The clock moved (ages on screen depend on it).
-    Tick { at: f64 },
-    /// A collector task ended unexpectedly (a panic is caught and reported).
-    SourceFailed { source: String, at: f64, error: String },
-    /// The connector directory's folders (or why it could not be read).
-    KvDir { at: f64, scan: Result<kvdir::KvDirSnapshot, String> },
-    /// Interface byte counters (or why they could not be read).
-    NetDev { at: f64, read: Result<netdev::NetDevSnapshot, String> },
-    /// Every tailed file has been read up to this time (sent after each
-    /// polling round): a miss deadline is only judged against logs that
-    /// were actually read by then, so a stalled reader never invents one.
-    LogsPolled { at: f64 },
-    /// New lines from a tailed log, and how the file is doing.
-    LogLines { source: Source, at: f64, lines: Vec<String>, state: TailState, counts: TailCounts },
-    /// A collector found another instance to watch (a Prometheus server's
-    /// fleet changes while pdtop runs). `instance` is the index the
-    /// collector will use for it: the next one after those the state has.
-    Discovered { instance: usize, at: f64, endpoint: Endpoint },
-}
-
-/// What `/v1/models` says about an instance.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct ModelInfo {
-    pub id: String,
-    pub root: Option<String>,
-    pub max_model_len: Option<u64>,
-    /// `config.json` of `root`, when that is a local directory holding one
-    /// (read by the collector: the state does no I/O).
-    #[serde(skip)]
-    pub config_json: Option<String>,
-}
-
-/// One instance to watch.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint {
-    pub role: Role,
-    /// As the user wrote it (`127.0.0.1:8100`), for display.
-    pub display: String,
-    /// Base URL without a trailing slash (`http://127.0.0.1:8100`).
-    pub base_url: String,
-}
-
-impl Endpoint {
-    /// Accepts `host:port` (as vLLM's demo proxy takes it) or a full URL.
-    pub fn parse(role: Role, s: &str) -> Result<Endpoint, String> {
-        let s = s.trim();
-        if s.is_empty() {
-            return Err("empty endpoint".into());
-        }
-        let base = if s.starts_with("http://") || s.starts_with("https://") {
-            s.trim_end_matches('/').trim_end_matches("/metrics").to_string()
-        } else if s.contains("://") {
-            return Err(format!("{s}: only http:// and https:// are supported"));
-        } else {
-            if !s.contains(':') {
-                return Err(format!("{s}: expected HOST:PORT or a URL"));
-            }
-            format!("http://{}", s.trim_end_matches('/'))
-        };
-        let display = base.trim_start_matches("http://").trim_start_matches("https://").to_string();
-        Ok(Endpoint { role, display, base_url: base })
-    }
-}
+use crate::feed::{Endpoint, LogOrigin, Msg, TailState};
 
 /// Starts one scraper per endpoint on the current runtime, each under a
 /// supervisor: a collector that panics becomes a [`Msg::SourceFailed`] (an
@@ -155,17 +79,17 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 /// just because one file happened to be polled later. Stdin (`-`) is read
 /// on its own.
 pub fn spawn_log_tailers(
-    logs: &[(Source, String)],
+    logs: &[(LogOrigin, String)],
     interval: std::time::Duration,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
 ) {
-    let rank = |s: &Source| match s {
-        Source::Prefill(_) => 0,
-        Source::Proxy => 1,
-        Source::Decode(_) => 2,
+    let rank = |s: &LogOrigin| match s {
+        LogOrigin::Prefill(_) => 0,
+        LogOrigin::Proxy => 1,
+        LogOrigin::Decode(_) => 2,
     };
-    let mut files: Vec<(Source, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
+    let mut files: Vec<(LogOrigin, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
     files.sort_by_key(|(s, _)| rank(s));
     if !files.is_empty() {
         let task = tokio::spawn(tail_files(files, interval, clock.clone(), tx.clone()));
@@ -196,13 +120,13 @@ pub fn spawn_log_tailers(
 
 /// One polling round after another over every file, in the given order.
 async fn tail_files(
-    files: Vec<(Source, String)>,
+    files: Vec<(LogOrigin, String)>,
     interval: std::time::Duration,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
 ) {
     use logtail::{TailBatch, Tailer};
-    let mut tailers: Vec<(Source, Tailer, Option<TailState>)> =
+    let mut tailers: Vec<(LogOrigin, Tailer, Option<TailState>)> =
         files.into_iter().map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), None)).collect();
     loop {
         // Taken before reading: everything written before it is read below.
@@ -317,20 +241,4 @@ pub fn supervise(
                 .await;
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_from_host_port_and_urls() {
-        let e = Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap();
-        assert_eq!(e.base_url, "http://127.0.0.1:8100");
-        assert_eq!(e.display, "127.0.0.1:8100");
-        let e = Endpoint::parse(Role::Decode, "https://gw.example/v/metrics").unwrap();
-        assert_eq!(e.base_url, "https://gw.example/v");
-        assert!(Endpoint::parse(Role::Decode, "localhost").is_err());
-        assert!(Endpoint::parse(Role::Decode, "ftp://x:1").is_err());
-    }
 }

@@ -12,19 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-/// Received and transmitted byte counters of one interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IfaceBytes {
-    pub rx_bytes: u64,
-    pub tx_bytes: u64,
-}
-
-/// One read of `/proc/net/dev`: interface name → counters. A `BTreeMap` so
-/// iteration (and display) order is stable.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetDevSnapshot {
-    pub ifaces: BTreeMap<String, IfaceBytes>,
-}
+use crate::feed::{IfaceBytes, NetDevSnapshot};
 
 #[derive(Debug)]
 pub enum NetDevError {

@@ -32,7 +32,7 @@ use tokio::sync::mpsc::Sender;
 
 use super::{Endpoint, Msg, scrape};
 use crate::clock::Clock;
-use crate::state::Role;
+use crate::feed::Role;
 
 /// Environment variable holding a bearer token for the server.
 pub const TOKEN_ENV: &str = "PDTOP_PROMETHEUS_TOKEN";
@@ -636,8 +636,12 @@ async fn run(
                     Msg::ScrapeFailed { instance: index, at: clock.now(), error }
                 }
                 Out::Model { index, name } => {
-                    let info =
-                        super::ModelInfo { id: name, root: None, max_model_len: None, config_json: None };
+                    let info = crate::feed::ModelInfo {
+                        id: name,
+                        root: None,
+                        max_model_len: None,
+                        config_json: None,
+                    };
                     Msg::Models { instance: index, at: clock.now(), info }
                 }
                 Out::Warn(text) => {

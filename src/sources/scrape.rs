@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
 
-use super::{Endpoint, ModelInfo, Msg};
 use crate::clock::Clock;
+use crate::feed::{Endpoint, ModelInfo, Msg};
 
 /// A body larger than this is refused (a vLLM scrape is about 50 KB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn per_endpoint_token_names() {
-        use crate::state::Role;
+        use crate::feed::Role;
         let ep = |s| Endpoint::parse(Role::Decode, s).unwrap();
         assert_eq!(endpoint_token_var(&ep("127.0.0.1:8100")), "PDTOP_BEARER_TOKEN_127_0_0_1_8100");
         assert_eq!(endpoint_token_var(&ep("https://gw.example/v1")), "PDTOP_BEARER_TOKEN_GW_EXAMPLE_443");

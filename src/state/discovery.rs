@@ -4,7 +4,7 @@
 
 use super::instance::InstanceState;
 use super::{AppState, EventKind};
-use crate::sources::Endpoint;
+use crate::feed::Endpoint;
 
 impl AppState {
     /// Adds an instance at `index`, the next free one. The same endpoint
@@ -30,8 +30,8 @@ impl AppState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::Msg;
-    use crate::state::Role;
+    use crate::feed::Msg;
+    use crate::feed::Role;
 
     fn ep(s: &str) -> Endpoint {
         Endpoint::parse(Role::Decode, s).unwrap_or_else(|e| panic!("{e}"))

@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::feed::{Endpoint, ModelInfo};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist, InstanceSample};
-use crate::sources::{Endpoint, ModelInfo};
 
 /// Intervals kept per instance (one per successful scrape): an hour at 1 s.
 pub const HISTORY_CAP: usize = 3600;

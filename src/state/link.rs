@@ -11,9 +11,10 @@
 
 use std::collections::VecDeque;
 
+use crate::feed::KvDirSnapshot;
+use crate::feed::NetDevSnapshot;
 use crate::kv::{KvCacheDtype, ModelShape, bytes_per_token};
-use crate::sources::kvdir::KvDirSnapshot;
-use crate::sources::netdev::{NetDevSnapshot, byte_delta};
+use crate::sources::netdev::byte_delta;
 
 /// Samples kept per series (an hour at 1 s).
 const SERIES_CAP: usize = 3600;
@@ -268,7 +269,7 @@ mod tests {
 
     #[test]
     fn kvdir_new_and_growing_folders() {
-        use crate::sources::kvdir::FolderStat;
+        use crate::feed::FolderStat;
         let mut l = LinkState::default();
         let snap = |v: &[(&str, u64)]| -> KvDirSnapshot {
             v.iter().map(|(n, b)| (n.to_string(), FolderStat { files: 1, bytes: *b })).collect()

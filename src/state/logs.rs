@@ -1,13 +1,14 @@
 //! What the tailed logs add to the state: the per-request correlator, and
 //! each log's own health (following, missing, rotated, bad lines).
 
-use crate::sources::logtail::{TailCounts, TailState};
-use crate::traces::{Correlator, CorrelatorOptions, Source};
+use crate::feed::LogOrigin;
+use crate::feed::{TailCounts, TailState};
+use crate::traces::{Correlator, CorrelatorOptions};
 
 /// One tailed log.
 #[derive(Debug, Clone)]
 pub struct LogSource {
-    pub source: Source,
+    pub source: LogOrigin,
     pub path: String,
     pub state: Option<TailState>,
     /// Run-long totals of truncations, rotations, skipped lines.
@@ -32,7 +33,7 @@ impl std::fmt::Debug for LogState {
 }
 
 impl LogState {
-    pub fn new(logs: &[(Source, String)]) -> LogState {
+    pub fn new(logs: &[(LogOrigin, String)]) -> LogState {
         LogState {
             correlator: Correlator::new(CorrelatorOptions::default()),
             sources: logs
@@ -53,12 +54,12 @@ impl LogState {
     /// Per-request verdicts need a decode instance's log: proxy lines alone
     /// never decide a request.
     pub fn has_decode_log(&self) -> bool {
-        self.sources.iter().any(|s| matches!(s.source, Source::Decode(_)))
+        self.sources.iter().any(|s| matches!(s.source, LogOrigin::Decode(_)))
     }
 
     pub fn on_lines(
         &mut self,
-        source: Source,
+        source: LogOrigin,
         at: f64,
         lines: &[String],
         state: TailState,

@@ -11,30 +11,15 @@ pub mod report;
 
 use std::collections::VecDeque;
 
+use crate::feed::{Endpoint, Msg};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Hist, InstanceSample};
-use crate::sources::{Endpoint, Msg};
 
 use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
 
-/// Which side of the split an instance is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Prefill,
-    Decode,
-}
-
-impl Role {
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Prefill => "prefill",
-            Role::Decode => "decode",
-        }
-    }
-}
+use crate::feed::Role;
 
 /// Something worth a line in the event log.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +97,7 @@ impl AppState {
     }
 
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
-    pub fn with_logs(mut self, logs: &[(crate::traces::Source, String)]) -> AppState {
+    pub fn with_logs(mut self, logs: &[(crate::feed::LogOrigin, String)]) -> AppState {
         if !logs.is_empty() {
             self.logs = Some(Box::new(LogState::new(logs)));
         }

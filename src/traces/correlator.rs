@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::hits::HitQueue;
 use super::model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, Source, SourceStats,
-    Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
 use super::store::{Store, Track};
+use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
 use crate::logs::vllm::parse_vllm_line;
 
@@ -21,11 +21,11 @@ const MAX_NEW_MISSES: usize = 1024;
 pub struct Correlator {
     pub(super) opts: CorrelatorOptions,
     pub(super) store: Store,
-    pub(super) stats: BTreeMap<Source, SourceStats>,
+    pub(super) stats: BTreeMap<LogOrigin, SourceStats>,
     /// ExampleConnector hit attribution, per decode index.
     pub(super) hits: HashMap<usize, HitQueue>,
     /// Requests in arrival order awaiting their uvicorn access line, per source.
-    pub(super) access_wait: HashMap<Source, VecDeque<u64>>,
+    pub(super) access_wait: HashMap<LogOrigin, VecDeque<u64>>,
     /// Prefill traces with no decode yet, oldest first (order joins).
     pub(super) unpaired_prefills: VecDeque<u64>,
     /// Undecided traces, checked on every tick.
@@ -45,7 +45,7 @@ pub struct Correlator {
     pub(super) synthetic: u64,
     /// Last id-less error trace per source, so one failure printed as
     /// several lines stays one trace: (serial, read time).
-    pub(super) last_error: HashMap<Source, (u64, f64)>,
+    pub(super) last_error: HashMap<LogOrigin, (u64, f64)>,
     pub(super) last_at: f64,
     /// Decode indexes whose requests have arrived with `kv_transfer_params`.
     pub(super) params_seen: std::collections::HashSet<usize>,
@@ -98,7 +98,7 @@ impl Correlator {
     }
 
     /// One line of one source, read at `at` (unix seconds).
-    pub fn on_line(&mut self, src: Source, line: &str, at: f64) {
+    pub fn on_line(&mut self, src: LogOrigin, line: &str, at: f64) {
         // A NaN or infinite read time would poison every window comparison.
         let at = if at.is_finite() { at } else { self.last_at };
         self.last_at = at;
@@ -106,17 +106,17 @@ impl Correlator {
         st.lines += 1;
         st.last_at = Some(at);
         let used = match src {
-            Source::Proxy => match parse_proxy_line(line) {
+            LogOrigin::Proxy => match parse_proxy_line(line) {
                 Some(ev) => self.on_proxy(ev, at),
                 None => false,
             },
-            Source::Prefill(_) | Source::Decode(_) => match parse_vllm_line(line) {
+            LogOrigin::Prefill(_) | LogOrigin::Decode(_) => match parse_vllm_line(line) {
                 Some(l) => self.on_instance(src, l, at),
                 None => false,
             },
         };
         if self.opts.keep_prompts
-            && !matches!(src, Source::Proxy)
+            && !matches!(src, LogOrigin::Proxy)
             && let Some((id, prompt)) = crate::logs::vllm::prompt_of(line)
             && let Some(s) = self.store.latest(super::ids::base_id(&id))
             && let Some(e) = self.store.get_mut(s)
@@ -203,7 +203,7 @@ impl Correlator {
     /// The decode's connector style: its configured name first (the
     /// `KVTransferConfig` at startup), else what its requests have shown.
     pub(super) fn style(&self, i: usize) -> Style {
-        let name = self.stats.get(&Source::Decode(i)).and_then(|s| s.connector.as_deref());
+        let name = self.stats.get(&LogOrigin::Decode(i)).and_then(|s| s.connector.as_deref());
         if let Some(n) = name {
             if PARAMS_CONNECTORS.contains(&n) {
                 return Style::Params;
@@ -241,7 +241,7 @@ impl Correlator {
         }
     }
 
-    pub(super) fn stat(&mut self, src: Source) -> &mut SourceStats {
+    pub(super) fn stat(&mut self, src: LogOrigin) -> &mut SourceStats {
         self.stats.entry(src).or_insert_with(|| SourceStats::new(src))
     }
 
@@ -280,7 +280,7 @@ impl Correlator {
         &mut self,
         serial: u64,
         hop: Hop,
-        src: Source,
+        src: LogOrigin,
         process: Option<String>,
         start: f64,
         f: impl FnOnce(&mut Phase),
@@ -308,14 +308,14 @@ impl Correlator {
 
     /// A failure on `hop`: the trace becomes `Error` (an earlier verdict of
     /// `Loaded` or a miss is kept only in the evidence).
-    pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: Source, text: String, t: f64, now: f64) {
+    pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: LogOrigin, text: String, t: f64, now: f64) {
         self.with_phase(serial, hop, src, None, t, |p| {
             p.error = Some(text.clone());
             p.end.get_or_insert(t);
         });
         let prior = self.store.get(serial).map(|e| (e.trace.outcome, e.trace.evidence.clone()));
         let what = match (hop, src) {
-            (h, Source::Proxy) if h != Hop::Proxy => {
+            (h, LogOrigin::Proxy) if h != Hop::Proxy => {
                 format!("{hop} failed (reported by the proxy): {text}")
             }
             _ => format!("{hop} on {src}: {text}"),

@@ -4,7 +4,8 @@
 use super::correlator::{Correlator, Style};
 use super::hits::{Claim, Waiting};
 use super::ids::looks_random;
-use super::model::{Confidence, Hop, Join, Outcome, Source};
+use super::model::{Confidence, Hop, Join, Outcome};
+use crate::feed::LogOrigin;
 
 /// Longest a request waits for its access line before its slot is dropped.
 const ACCESS_WAIT_S: f64 = 120.0;
@@ -93,7 +94,7 @@ impl Correlator {
                     return false;
                 }
                 let id_known = !looks_random(&tr.id) || self.ids_shared;
-                let prefill_read = self.stats.keys().any(|k| matches!(k, Source::Prefill(_)));
+                let prefill_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_)));
                 let (o, c, ev) = if !prefill_read {
                     (
                         Outcome::Unknown,
@@ -217,7 +218,7 @@ impl Correlator {
 
     /// A hit attributed to a request: `Loaded`, as sure as the queue allows.
     pub(super) fn apply_claim(&mut self, i: usize, c: Claim, t: f64, at: f64) {
-        self.with_phase(c.serial, Hop::Connector, Source::Decode(i), None, t, |p| {
+        self.with_phase(c.serial, Hop::Connector, LogOrigin::Decode(i), None, t, |p| {
             p.detail = "External Cache Hit".into();
         });
         if let Some(e) = self.store.get_mut(c.serial) {

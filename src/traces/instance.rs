@@ -4,7 +4,8 @@ use super::clock::anchor;
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::hits::Waiting;
 use super::ids::{base_id, external_of_internal, looks_random};
-use super::model::{Confidence, Hop, Join, Outcome, Source};
+use super::model::{Confidence, Hop, Join, Outcome};
+use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 
 /// One `Received`/`Added` line, as the handlers need it.
@@ -20,7 +21,7 @@ pub(super) struct Arrival<'a> {
 
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
-    pub(super) fn on_instance(&mut self, src: Source, line: VllmLine, at: f64) -> bool {
+    pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64) -> bool {
         let t = line.timestamp.and_then(|s| anchor(s, at, self.opts.year)).unwrap_or(at);
         let process = process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
@@ -30,24 +31,24 @@ impl Correlator {
             (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
                 let a = Arrival { id, max_tokens: *max_tokens, params: kv_params.as_ref(), t, at, process };
                 match src {
-                    Source::Prefill(i) => {
+                    LogOrigin::Prefill(i) => {
                         self.prefill_arrival(i, &a);
                     }
-                    Source::Decode(i) => {
+                    LogOrigin::Decode(i) => {
                         self.decode_arrival(i, &a);
                     }
-                    Source::Proxy => {}
+                    LogOrigin::Proxy => {}
                 }
             }
-            (VllmEvent::Added { internal_id, external_id }, Source::Prefill(i)) => {
+            (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
                 self.prefill_added(i, internal_id, external_id, t, at, process);
             }
-            (VllmEvent::Added { internal_id, external_id }, Source::Decode(i)) => {
+            (VllmEvent::Added { internal_id, external_id }, LogOrigin::Decode(i)) => {
                 self.decode_added(i, internal_id, external_id, t, at, process);
             }
-            (VllmEvent::ExternalCacheHit, Source::Decode(i)) => self.on_hit(i, t, at),
-            (VllmEvent::InjectKv { tokens }, Source::Decode(i)) => self.on_inject(i, *tokens, t),
-            (VllmEvent::KvExpired { id, retrieved_by }, Source::Prefill(i)) => {
+            (VllmEvent::ExternalCacheHit, LogOrigin::Decode(i)) => self.on_hit(i, t, at),
+            (VllmEvent::InjectKv { tokens }, LogOrigin::Decode(i)) => self.on_inject(i, *tokens, t),
+            (VllmEvent::KvExpired { id, retrieved_by }, LogOrigin::Prefill(i)) => {
                 self.on_expired(i, id, *retrieved_by, t, at);
             }
             (VllmEvent::Aborted { ids }, _) => {
@@ -78,13 +79,13 @@ impl Correlator {
                 if s.external_hit_pct.is_some() {
                     st.external_hit_pct = s.external_hit_pct;
                 }
-                if let Source::Decode(i) = src {
+                if let LogOrigin::Decode(i) = src {
                     // The line comes every 10 s: a queue it reports may last that long.
                     let until = if s.waiting > 0 { at + 15.0 } else { at };
                     self.busy_until.insert(i, until);
                 }
             }
-            (VllmEvent::KvTransferMetrics(m), Source::Decode(i)) => {
+            (VllmEvent::KvTransferMetrics(m), LogOrigin::Decode(i)) => {
                 self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), at);
             }
             (VllmEvent::Access(a), _) => {
@@ -99,7 +100,7 @@ impl Correlator {
     }
 
     fn prefill_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
-        let src = Source::Prefill(i);
+        let src = LogOrigin::Prefill(i);
         let base = base_id(a.id).to_string();
         let reuse = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| {
@@ -156,7 +157,7 @@ impl Correlator {
         at: f64,
         process: Option<String>,
     ) {
-        let src = Source::Prefill(i);
+        let src = LogOrigin::Prefill(i);
         let base = base_id(external);
         let found = self.store.latest(base).filter(|s| {
             self.store
@@ -179,7 +180,7 @@ impl Correlator {
     }
 
     fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
-        let src = Source::Decode(i);
+        let src = LogOrigin::Decode(i);
         let base = base_id(a.id).to_string();
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
         let takes = |c: &Correlator, s: u64| {
@@ -295,7 +296,7 @@ impl Correlator {
     fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
         let rid = p.remote_request_id.clone().unwrap_or_else(|| "?".into());
         let tokens = p.remote_num_tokens.map_or("?".into(), |n| n.to_string());
-        self.with_phase(s, Hop::Connector, Source::Decode(i), None, t, |ph| {
+        self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |ph| {
             ph.detail = format!("pull {tokens} tokens from {rid}");
         });
         let (conf, ev) = match prefill {
@@ -328,7 +329,7 @@ impl Correlator {
         at: f64,
         process: Option<String>,
     ) {
-        let src = Source::Decode(i);
+        let src = LogOrigin::Decode(i);
         let base = base_id(external);
         let found = self.store.latest(base).filter(|s| {
             self.store.get(*s).is_some_and(|e| e.trace.decode == Some(i) && e.track.decode_added_at.is_none())
@@ -396,7 +397,7 @@ impl Correlator {
         let Some(s) = self.hits.get_mut(&i).and_then(|q| q.inject()) else {
             return;
         };
-        self.with_phase(s, Hop::Connector, Source::Decode(i), None, t, |p| {
+        self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |p| {
             p.end = Some(t);
             p.detail = format!("External Cache Hit, Inject {tokens} tokens");
         });
@@ -413,7 +414,7 @@ impl Correlator {
 
     pub(super) fn connector_name(&self, i: usize) -> String {
         self.stats
-            .get(&Source::Decode(i))
+            .get(&LogOrigin::Decode(i))
             .and_then(|s| s.connector.clone())
             .unwrap_or_else(|| "its connector".to_string())
     }
@@ -431,10 +432,10 @@ impl Correlator {
     }
 }
 
-pub(super) fn hop_of(src: Source) -> Hop {
+pub(super) fn hop_of(src: LogOrigin) -> Hop {
     match src {
-        Source::Prefill(_) => Hop::Producer,
-        Source::Decode(_) => Hop::Consumer,
-        Source::Proxy => Hop::Proxy,
+        LogOrigin::Prefill(_) => Hop::Producer,
+        LogOrigin::Decode(_) => Hop::Consumer,
+        LogOrigin::Proxy => Hop::Proxy,
     }
 }

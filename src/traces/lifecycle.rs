@@ -4,7 +4,8 @@
 use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
 use super::instance::hop_of;
-use super::model::{Confidence, Death, Hop, Join, Outcome, Source};
+use super::model::{Confidence, Death, Hop, Join, Outcome};
+use crate::feed::LogOrigin;
 
 impl Correlator {
     pub(super) fn on_expired(
@@ -28,7 +29,7 @@ impl Correlator {
             return;
         };
         let note = format!("prefill#{i} released its KV unread (lease expired)");
-        self.with_phase(s, Hop::Connector, Source::Prefill(i), None, t, |p| {
+        self.with_phase(s, Hop::Connector, LogOrigin::Prefill(i), None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
         });
@@ -65,7 +66,7 @@ impl Correlator {
         }
     }
 
-    pub(super) fn on_death(&mut self, src: Source, text: &str, t: f64, at: f64) {
+    pub(super) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
         let st = self.stat(src);
         st.deaths += 1;
         st.last_death = Some(Death { at: t, text: text.to_string() });
@@ -82,15 +83,15 @@ impl Correlator {
         for s in victims {
             self.fail(s, hop_of(src), src, format!("engine died: {text}"), t, at);
         }
-        if let Source::Decode(i) = src {
+        if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
         }
     }
 
-    pub(super) fn on_restart(&mut self, src: Source, at: f64) {
+    pub(super) fn on_restart(&mut self, src: LogOrigin, at: f64) {
         self.stat(src).starts += 1;
         self.access_wait.remove(&src);
-        if let Source::Decode(i) = src {
+        if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
             self.busy_until.remove(&i);
         }
@@ -151,7 +152,7 @@ impl Correlator {
         }
     }
 
-    pub(super) fn on_instance_access(&mut self, src: Source, status: u16, t: f64, at: f64) {
+    pub(super) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
         let mut serial = None;
         if let Some(q) = self.access_wait.get_mut(&src) {
             while let Some(s) = q.pop_front() {
@@ -164,7 +165,7 @@ impl Correlator {
         let ok = (200..300).contains(&status);
         match (serial, ok) {
             (Some(s), true) => {
-                if let Source::Prefill(_) = src {
+                if let LogOrigin::Prefill(_) = src {
                     self.with_phase(s, Hop::Producer, src, None, t, |p| p.end = Some(t));
                     if let Some(e) = self.store.get_mut(s) {
                         e.track.prefill_done = Some(t);
@@ -183,7 +184,7 @@ impl Correlator {
     }
 
     /// An error no request can be named for: one synthetic trace per burst.
-    pub(super) fn error_trace(&mut self, src: Source, text: String, t: f64, at: f64) {
+    pub(super) fn error_trace(&mut self, src: LogOrigin, text: String, t: f64, at: f64) {
         if let Some((s, when)) = self.last_error.get(&src).copied()
             && at - when <= 1.0
             && self.store.get(s).is_some()
@@ -199,9 +200,9 @@ impl Correlator {
         self.fail(s, hop_of(src), src, text, t, at);
         if let Some(e) = self.store.get_mut(s) {
             match src {
-                Source::Prefill(i) => e.trace.prefill = Some(i),
-                Source::Decode(i) => e.trace.decode = Some(i),
-                Source::Proxy => e.track.proxy_seen = true,
+                LogOrigin::Prefill(i) => e.trace.prefill = Some(i),
+                LogOrigin::Decode(i) => e.trace.decode = Some(i),
+                LogOrigin::Proxy => e.track.proxy_seen = true,
             }
         }
         self.last_error.insert(src, (s, at));

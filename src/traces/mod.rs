@@ -32,6 +32,6 @@ pub use clock::anchor;
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
 pub use model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, Source,
-    SourceStats, Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
+    Trace,
 };

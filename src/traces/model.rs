@@ -3,24 +3,7 @@
 
 use std::fmt;
 
-/// Which tailed log a line came from. The index is the order of the
-/// `--prefill` / `--decode` endpoints on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Source {
-    Prefill(usize),
-    Decode(usize),
-    Proxy,
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Source::Prefill(i) => write!(f, "prefill#{i}"),
-            Source::Decode(i) => write!(f, "decode#{i}"),
-            Source::Proxy => f.write_str("proxy"),
-        }
-    }
-}
+use crate::feed::LogOrigin;
 
 /// One step of a disaggregated request, in the order a healthy one takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -49,7 +32,7 @@ impl fmt::Display for Hop {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Phase {
     pub hop: Hop,
-    pub source: Source,
+    pub source: LogOrigin,
     /// `"APIServer pid=3126"` when the line carried a process prefix.
     pub process: Option<String>,
     /// Unix seconds: the vLLM timestamp anchored to a year, or the read time
@@ -107,7 +90,7 @@ pub struct Trace {
     /// synthetic one (`proxy-12`, `decode#0-error-3`).
     pub id: String,
     /// vLLM's own ids per instance (`cmpl-…-0`, `cmpl-…-0-<8hex>`).
-    pub engine_ids: Vec<(Source, String)>,
+    pub engine_ids: Vec<(LogOrigin, String)>,
     pub phases: Vec<Phase>,
     pub prefill: Option<usize>,
     pub decode: Option<usize>,
@@ -186,7 +169,7 @@ pub struct Death {
 /// Per-source line accounting and lifecycle, for the UI.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceStats {
-    pub source: Source,
+    pub source: LogOrigin,
     pub lines: u64,
     /// Lines that produced an event the correlator understands.
     pub parsed: u64,
@@ -211,7 +194,7 @@ pub struct SourceStats {
 }
 
 impl SourceStats {
-    pub(crate) fn new(source: Source) -> Self {
+    pub(crate) fn new(source: LogOrigin) -> Self {
         SourceStats {
             source,
             lines: 0,
@@ -234,7 +217,7 @@ impl SourceStats {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct CorrelatorStats {
-    /// One entry per source that has sent at least one line, in `Source` order.
+    /// One entry per source that has sent at least one line, in `LogOrigin` order.
     pub sources: Vec<SourceStats>,
     /// `External Cache Hit!` lines no waiting request could take.
     pub orphan_hits: u64,

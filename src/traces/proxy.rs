@@ -9,7 +9,8 @@
 
 use super::correlator::Correlator;
 use super::instance::hop_of;
-use super::model::{Confidence, Hop, Outcome, Source};
+use super::model::{Confidence, Hop, Outcome};
+use crate::feed::LogOrigin;
 use crate::logs::proxy::{ProxyEvent, RequestEvent, Stage};
 
 /// How far back (in ring entries) an id-less access line looks for its trace.
@@ -19,11 +20,11 @@ impl Correlator {
     pub(super) fn on_proxy(&mut self, ev: ProxyEvent, at: f64) -> bool {
         match ev {
             ProxyEvent::Startup { .. } => {
-                self.stat(Source::Proxy).starts += 1;
+                self.stat(LogOrigin::Proxy).starts += 1;
                 true
             }
             ProxyEvent::Shutdown => {
-                self.stat(Source::Proxy).shutdowns += 1;
+                self.stat(LogOrigin::Proxy).shutdowns += 1;
                 true
             }
             ProxyEvent::Access(a) => {
@@ -33,18 +34,18 @@ impl Correlator {
                 if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
-                    self.stat(Source::Proxy).unattributed_errors += 1;
-                    self.error_trace(Source::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
+                    self.stat(LogOrigin::Proxy).unattributed_errors += 1;
+                    self.error_trace(LogOrigin::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
                 }
                 true
             }
             ProxyEvent::Error { status, text, .. } => {
-                self.stat(Source::Proxy).unattributed_errors += 1;
+                self.stat(LogOrigin::Proxy).unattributed_errors += 1;
                 let text = match status {
                     Some(s) => format!("proxy error (HTTP {s}): {text}"),
                     None => format!("proxy error: {text}"),
                 };
-                self.error_trace(Source::Proxy, text, at, at);
+                self.error_trace(LogOrigin::Proxy, text, at, at);
                 true
             }
             ProxyEvent::Request(r) => {
@@ -76,7 +77,7 @@ impl Correlator {
                 (self.new_trace(id, at), format!("HTTP {status}"))
             }
         };
-        self.with_phase(s, Hop::Proxy, Source::Proxy, None, at, |p| p.detail = detail);
+        self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
         if let Some(e) = self.store.get_mut(s) {
             e.track.proxy_seen = true;
         }
@@ -104,7 +105,7 @@ impl Correlator {
             _ => self.new_trace(id.to_string(), at),
         };
         let stage = format!("{:?}", r.stage);
-        self.with_phase(s, Hop::Proxy, Source::Proxy, None, t, |p| {
+        self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, t, |p| {
             p.detail = match r.status {
                 Some(st) => format!("{stage} (HTTP {st})"),
                 None => stage.clone(),
@@ -145,13 +146,15 @@ impl Correlator {
                 (None, None) => "failed".to_string(),
             };
             let src = match hop {
-                Hop::Producer => {
-                    self.store.get(s).and_then(|e| e.trace.prefill).map_or(Source::Proxy, Source::Prefill)
-                }
+                Hop::Producer => self
+                    .store
+                    .get(s)
+                    .and_then(|e| e.trace.prefill)
+                    .map_or(LogOrigin::Proxy, LogOrigin::Prefill),
                 Hop::Consumer => {
-                    self.store.get(s).and_then(|e| e.trace.decode).map_or(Source::Proxy, Source::Decode)
+                    self.store.get(s).and_then(|e| e.trace.decode).map_or(LogOrigin::Proxy, LogOrigin::Decode)
                 }
-                _ => Source::Proxy,
+                _ => LogOrigin::Proxy,
             };
             let text = if hop_of(src) == hop { format!("proxy reports {text}") } else { text };
             self.fail(s, hop, src, text, t, at);

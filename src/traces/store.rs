@@ -6,7 +6,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::model::{Outcome, Source, Trace};
+use super::model::{Outcome, Trace};
+use crate::feed::LogOrigin;
 
 /// What the correlator knows about a trace beyond what it shows.
 #[derive(Debug, Clone, Default)]
@@ -155,11 +156,11 @@ impl Store {
 
     /// Sources helper for death handling: does this trace have an undecided
     /// phase on `src`?
-    pub fn touches(e: &Entry, src: Source) -> bool {
+    pub fn touches(e: &Entry, src: LogOrigin) -> bool {
         match src {
-            Source::Prefill(i) => e.trace.prefill == Some(i),
-            Source::Decode(i) => e.trace.decode == Some(i),
-            Source::Proxy => e.track.proxy_seen,
+            LogOrigin::Prefill(i) => e.trace.prefill == Some(i),
+            LogOrigin::Decode(i) => e.trace.decode == Some(i),
+            LogOrigin::Proxy => e.track.proxy_seen,
         }
     }
 }

@@ -8,8 +8,9 @@ use ratatui::widgets::Paragraph;
 
 use super::fmt;
 use super::hist::bar;
+use crate::feed::Role;
+use crate::state::AppState;
 use crate::state::instance::InstanceState;
-use crate::state::{AppState, Role};
 use crate::theme::Theme;
 
 pub fn role_style(role: Role, theme: &Theme) -> Style {
@@ -171,7 +172,7 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
     };
     let mut spans = vec![Span::styled(" LOGS    ", theme.dim())];
     for s in &logs.sources {
-        use crate::sources::logtail::TailState;
+        use crate::feed::TailState;
         let name = std::path::Path::new(&s.path)
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

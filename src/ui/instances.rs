@@ -17,9 +17,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::{ViewState, fmt, hist::bar};
+use crate::feed::Role;
 use crate::metrics::model::{Counter, Hist};
+use crate::state::AppState;
 use crate::state::instance::InstanceState;
-use crate::state::{AppState, Role};
 use crate::theme::Theme;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,10 +14,11 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
+use crate::feed::Role;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
+use crate::state::AppState;
 use crate::state::report::RequestCounts;
-use crate::state::{AppState, Role};
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {

@@ -10,8 +10,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
+use crate::feed::Role;
 use crate::metrics::model::Counter;
-use crate::state::{AppState, Role};
+use crate::state::AppState;
 use crate::theme::Theme;
 
 const SOURCES: [(Counter, &str, &str); 3] = [

@@ -4,8 +4,9 @@
 
 use std::path::PathBuf;
 
-use pdtop::sources::{Endpoint, Msg};
-use pdtop::state::{AppState, Role};
+use pdtop::feed::Role;
+use pdtop::feed::{Endpoint, Msg};
+use pdtop::state::AppState;
 
 pub const CAPTURES: [&str; 2] = ["qwen3-shape-restart", "nixl-llama-shape"];
 

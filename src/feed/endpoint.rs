@@ -1,0 +1,81 @@
+//! What is watched: an instance's role, address and what it serves.
+
+use serde::{Deserialize, Serialize};
+
+/// Which side of the split an instance is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Prefill,
+    Decode,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
+/// What `/v1/models` says about an instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub id: String,
+    pub root: Option<String>,
+    pub max_model_len: Option<u64>,
+    /// `config.json` of `root`, when that is a local directory holding one
+    /// (read by the collector: the state does no I/O). Recorded too, so a
+    /// replay predicts the same KV size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_json: Option<String>,
+}
+
+/// One instance to watch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub role: Role,
+    /// As the user wrote it (`127.0.0.1:8100`), for display.
+    pub display: String,
+    /// Base URL without a trailing slash (`http://127.0.0.1:8100`).
+    pub base_url: String,
+}
+
+impl Endpoint {
+    /// Accepts `host:port` (as vLLM's demo proxy takes it) or a full URL.
+    pub fn parse(role: Role, s: &str) -> Result<Endpoint, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("empty endpoint".into());
+        }
+        let base = if s.starts_with("http://") || s.starts_with("https://") {
+            s.trim_end_matches('/').trim_end_matches("/metrics").to_string()
+        } else if s.contains("://") {
+            return Err(format!("{s}: only http:// and https:// are supported"));
+        } else {
+            if !s.contains(':') {
+                return Err(format!("{s}: expected HOST:PORT or a URL"));
+            }
+            format!("http://{}", s.trim_end_matches('/'))
+        };
+        let display = base.trim_start_matches("http://").trim_start_matches("https://").to_string();
+        Ok(Endpoint { role, display, base_url: base })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_from_host_port_and_urls() {
+        let e = Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap();
+        assert_eq!(e.base_url, "http://127.0.0.1:8100");
+        assert_eq!(e.display, "127.0.0.1:8100");
+        let e = Endpoint::parse(Role::Decode, "https://gw.example/v/metrics").unwrap();
+        assert_eq!(e.base_url, "https://gw.example/v");
+        assert!(Endpoint::parse(Role::Decode, "localhost").is_err());
+        assert!(Endpoint::parse(Role::Decode, "ftp://x:1").is_err());
+    }
+}

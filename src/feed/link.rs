@@ -1,0 +1,30 @@
+//! What the link collectors read: the connector directory and interface
+//! byte counters.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One folder of the connector directory: its files and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FolderStat {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// The directory at one moment: folder name → its files and bytes.
+pub type KvDirSnapshot = BTreeMap<String, FolderStat>;
+
+/// Received and transmitted byte counters of one interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IfaceBytes {
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+/// One read of `/proc/net/dev`: interface name → counters. A `BTreeMap` so
+/// iteration (and display) order is stable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetDevSnapshot {
+    pub ifaces: BTreeMap<String, IfaceBytes>,
+}
