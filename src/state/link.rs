@@ -22,7 +22,7 @@ const SERIES_CAP: usize = 3600;
 pub const MIN_PREDICTED_BYTES: f64 = 1024.0 * 1024.0;
 
 /// Where the bytes-per-token figure came from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KvModel {
     pub bytes_per_token: u64,
     pub source: String,
