@@ -1,5 +1,7 @@
 //! Collectors: each runs as its own task, sends owned data to the app over a
-//! channel, and never touches the terminal or the state.
+//! channel, and never touches the terminal or the state. Every time a
+//! message carries is read from the injected [`Clock`](crate::clock::Clock)
+//! (a test or a sped-up lab drives its own); real time only paces the waits.
 
 pub mod kvdir;
 pub mod logtail;

@@ -1,6 +1,6 @@
-//! Starting the collectors on the current runtime, each under a
-//! supervisor: a collector that panics becomes a [`Msg::SourceFailed`] (an
-//! error state on screen), never a torn terminal or a silent stop.
+//! Starting the collectors on the current runtime: scrapers, log tailers,
+//! the connector directory and interface counters, each under a
+//! supervisor ([`supervise`]).
 
 use super::{kvdir, logtail, netdev, scrape};
 use crate::feed::{Endpoint, LogOrigin, Msg};

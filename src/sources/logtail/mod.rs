@@ -3,9 +3,9 @@
 //! The core, [`Tailer`], is synchronous and poll-driven: each [`Tailer::poll`]
 //! reads what was appended since the last call. That keeps it trivial to test
 //! against real files; the collector that polls every tailed file in turn
-//! (`sources::spawn_log_tailers`) adds the timer and the channel, and
-//! [`ChangeFilter`] says which batches are news. Polling (not inotify) because it behaves the same
-//! on every filesystem, including network mounts and container volumes, and
+//! ([`spawn_log_tailers`]) adds the timer and the channel, and
+//! [`ChangeFilter`] says which batches are news. Polling (not inotify)
+//! because it behaves the same on every filesystem, including network mounts and container volumes, and
 //! a log pane refreshed a few times a second needs nothing faster.
 //!
 //! What it copes with, since vLLM and its proxies are restarted and their
@@ -21,6 +21,9 @@
 //!
 //! A truncation followed by a rewrite past the old offset between two polls
 //! cannot be seen from size alone; `tail -F` has the same blind spot.
+//!
+//! [`TailState::Missing`]: crate::feed::TailState::Missing
+//! [`spawn_log_tailers`]: crate::sources::spawn_log_tailers
 
 mod batch;
 mod lines;

@@ -26,6 +26,8 @@
 //! The parts: `options` (the command line), `api` (requests and answers),
 //! `tracker` (answers to findings, no I/O), `exposition` (series back to
 //! text), `collector` (the task, and placing server times on pdtop's clock).
+//!
+//! [`Msg::Scrape`]: crate::feed::Msg::Scrape
 
 mod api;
 mod collector;
