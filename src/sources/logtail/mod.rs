@@ -5,8 +5,9 @@
 //! against real files; the collector that polls every tailed file in turn
 //! ([`spawn_log_tailers`]) adds the timer and the channel, and
 //! [`ChangeFilter`] says which batches are news. Polling (not inotify)
-//! because it behaves the same on every filesystem, including network mounts and container volumes, and
-//! a log pane refreshed a few times a second needs nothing faster.
+//! because it behaves the same on every filesystem, including network
+//! mounts and container volumes, and a log pane refreshed a few times a
+//! second needs nothing faster.
 //!
 //! What it copes with, since vLLM and its proxies are restarted and their
 //! logs rotated while the dashboard runs:
