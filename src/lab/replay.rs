@@ -10,6 +10,7 @@ use crate::feed::{Endpoint, Msg};
 use crate::feed::{FolderStat, KvDirSnapshot};
 use crate::feed::{TailCounts, TailState};
 use crate::pipeline::Session;
+use crate::record::Recording;
 use crate::sources::netdev::parse_net_dev;
 use crate::state::AppState;
 use crate::state::link::KvModel;
@@ -72,6 +73,14 @@ impl Session {
             collect: None,
         }
     }
+}
+
+/// The whole capture as a recording (what `import-lab` writes): the
+/// session it had and every observation, clock ticks left out.
+pub fn recording(capture: &Capture) -> Recording {
+    let span = capture.t_end - capture.t0 + 1.0;
+    let messages = messages(capture, span, true).into_iter().filter(Msg::is_observation).collect();
+    Recording { session: Session::from_capture(capture, true), version: crate::record::VERSION, messages }
 }
 
 /// Every message a live pdtop would have received in the first `secs` of

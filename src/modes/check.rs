@@ -8,13 +8,12 @@ use crate::cli::{CheckArgs, UiArgs};
 use crate::error::{Error, Result, RuntimeContext};
 use crate::feed::Msg;
 use crate::pipeline::{CHANNEL, Player, Session, spawn_collectors};
-use crate::record::Recording;
 use crate::state::AppState;
 use crate::state::report::Report;
 
 pub fn check(args: &CheckArgs) -> Result<Report> {
     if let Some(file) = &args.replay {
-        let rec = Recording::open(file).map_err(Error::runtime)?;
+        let rec = super::open_recording(file)?;
         let mut state = rec.session.state();
         let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
         state.finish(end);

@@ -17,9 +17,13 @@ pub use record::{import_lab, record};
 pub use replay::replay;
 pub use screenshots::screenshots;
 
+use std::path::Path;
+
 use crate::cli::{Inputs, UiArgs};
 use crate::config::{FileConfig, Settings};
-use crate::error::{Result, UsageContext};
+use crate::error::{Error, Result, UsageContext};
+use crate::lab::Capture;
+use crate::record::Recording;
 use crate::theme::{self, Theme};
 
 /// CLI > config file > defaults.
@@ -31,4 +35,15 @@ fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings> {
 
 fn theme(settings: &Settings) -> Result<Theme> {
     Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).usage()
+}
+
+/// A recording file, or a capture folder (`lab-captures` layout) played as
+/// one, so a capture needs no `import-lab` first.
+fn open_recording(path: &Path) -> Result<Recording> {
+    if path.is_dir() {
+        let capture =
+            Capture::from_dir(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+        return Ok(crate::lab::replay::recording(&capture));
+    }
+    Recording::open(path).map_err(Error::runtime)
 }

@@ -90,12 +90,11 @@ fn hide_prompts(m: &mut Msg) {
 /// A capture folder as a recording.
 pub fn import_lab(args: &ImportLabArgs) -> Result<String> {
     let capture = Capture::from_dir(&args.dir).map_err(Error::usage)?;
-    let session = Session::from_capture(&capture, true);
+    let rec = lab::replay::recording(&capture);
     let file =
         std::fs::File::create(&args.out).map_err(|e| Error::Usage(format!("{}: {e}", args.out.display())))?;
-    let mut w = Writer::new(std::io::BufWriter::new(file), &session).runtime("recording")?;
-    let span = capture.t_end - capture.t0 + 1.0;
-    for m in lab::replay::messages(&capture, span, true).iter().filter(|m| m.is_observation()) {
+    let mut w = Writer::new(std::io::BufWriter::new(file), &rec.session).runtime("recording")?;
+    for m in &rec.messages {
         w.write(m).runtime("recording")?;
     }
     let n = w.entries;

@@ -3,12 +3,11 @@
 use super::screen::run_screen;
 use crate::app::App;
 use crate::cli::{Inputs, ReplayArgs};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pipeline::{Feed, Player};
-use crate::record::Recording;
 
 pub fn replay(args: ReplayArgs) -> Result<()> {
-    let rec = Recording::open(&args.file).map_err(Error::runtime)?;
+    let rec = super::open_recording(&args.file)?;
     let settings = super::settings(&Inputs::default(), &args.ui)?;
     let theme = super::theme(&settings)?;
     let name = args.file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
