@@ -7,7 +7,10 @@ mod common;
 use std::process::Command;
 
 fn check(arg: &str) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_pdtop")).args(["check", "--replay", arg, "--json"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--replay", arg, "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.code().is_some_and(|c| c <= 1), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -16,7 +19,8 @@ fn check(arg: &str) -> serde_json::Value {
 fn a_capture_folder_replays_as_its_imported_recording() {
     for name in common::CAPTURES {
         let dir = common::capture_dir(name);
-        let file = std::env::temp_dir().join(format!("pdtop-replay-capture-{name}-{}.rec", std::process::id()));
+        let file =
+            std::env::temp_dir().join(format!("pdtop-replay-capture-{name}-{}.rec", std::process::id()));
         let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
             .args(["import-lab", &dir.display().to_string(), "-o", &file.display().to_string()])
             .output()
