@@ -1,0 +1,152 @@
+//! What an instance's own startup log says it runs. vLLM prints its
+//! non-default arguments (model, served name, block size, max length, the
+//! `kv_transfer_config` with connector and `kv_role`), the engine's full
+//! config with its version, and the connector's config when it starts:
+//!
+//! ```text
+//! [api_utils.py:345]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.26.0
+//! [api_utils.py:273] non-default args: {'model': '/models/x', 'max_model_len': 8192, 'served_model_name': ['lab-8b'], 'block_size': 16, 'kv_transfer_config': KVTransferConfig(kv_connector='ExampleConnector', ..., kv_role='kv_consumer', ..., kv_connector_extra_config={'shared_storage_path': '/lab/kv'}, ...)}
+//! [core.py:116] Initializing a V1 LLM engine (v0.26.0) with config: model='/models/x', ..., max_seq_len=8192, ..., kv_cache_dtype=auto, ..., served_model_name=lab-8b, ...
+//! [example_connector.py:106] KVTransferConfig(kv_connector='ExampleConnector', ..., kv_role='kv_producer', ...)
+//! ```
+//!
+//! A restarted instance prints them again; the latest start wins.
+
+/// The fields pdtop compares across roles, as the log gave them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartupConfig {
+    pub model: Option<String>,
+    pub served_name: Option<String>,
+    pub max_model_len: Option<u64>,
+    pub block_size: Option<u32>,
+    pub cache_dtype: Option<String>,
+    /// `none` when the arguments were seen and held no `kv_transfer_config`.
+    pub connector: Option<String>,
+    pub kv_role: Option<String>,
+    /// The ExampleConnector's folder (`shared_storage_path`).
+    pub storage_path: Option<String>,
+    pub version: Option<String>,
+}
+
+/// What `/version` and the log call the same release look alike: `0.26.0`.
+pub fn normalize_version(v: &str) -> String {
+    v.trim().trim_start_matches('v').to_string()
+}
+
+impl StartupConfig {
+    /// Cheap test for the lines worth reading (every log line passes here).
+    pub fn is_config_line(line: &str) -> bool {
+        line.contains("non-default args")
+            || line.contains("KVTransferConfig(")
+            || line.contains("LLM engine (v")
+            || line.contains(" version ")
+    }
+
+    /// Reads one line; true when it changed what is known.
+    pub fn on_line(&mut self, line: &str) -> bool {
+        let before = self.clone();
+        if let Some(rest) = after(line, "non-default args: ") {
+            self.on_args(rest);
+        } else if let Some(rest) = after(line, "Initializing a V1 LLM engine (v") {
+            // The engine's whole config: fills what the arguments left at default.
+            if let Some(v) = rest.split(')').next().filter(|v| looks_like_version(v)) {
+                self.version = Some(normalize_version(v));
+            }
+            let set = |slot: &mut Option<String>, v: Option<&str>| {
+                if let Some(v) = v.filter(|v| !v.is_empty() && *v != "None") {
+                    *slot = Some(v.to_string());
+                }
+            };
+            set(&mut self.model, quoted(rest, "config: model='"));
+            set(&mut self.cache_dtype, bare(rest, "kv_cache_dtype="));
+            set(&mut self.served_name, bare(rest, "served_model_name="));
+            if let Some(n) = number(rest, "max_seq_len=") {
+                self.max_model_len = Some(n);
+            }
+        } else if line.contains("KVTransferConfig(") {
+            self.on_kv_config(line);
+        } else if let Some(v) = banner_version(line) {
+            self.version = Some(v);
+        }
+        *self != before
+    }
+
+    /// `non-default args: {...}`: printed once per start, before anything
+    /// else of that start, so what it lacks is back to unknown (or none).
+    fn on_args(&mut self, args: &str) {
+        self.model = quoted(args, "'model': '").map(str::to_owned);
+        // A list (`['lab-8b']`) or a plain string.
+        self.served_name = after(args, "'served_model_name': ")
+            .and_then(|r| quoted(r.trim_start_matches('['), "'"))
+            .map(str::to_owned);
+        self.max_model_len = number(args, "'max_model_len': ");
+        self.block_size = number(args, "'block_size': ").and_then(|n| u32::try_from(n).ok());
+        self.cache_dtype = quoted(args, "'kv_cache_dtype': '").map(str::to_owned);
+        if args.contains("KVTransferConfig(") || args.contains("'kv_transfer_config': {") {
+            self.on_kv_config(args);
+        } else {
+            self.connector = Some("none".into());
+            self.kv_role = None;
+            self.storage_path = None;
+        }
+    }
+
+    /// `KVTransferConfig(kv_connector='X', ..., kv_role='Y', ...)`, or the
+    /// same given as JSON-ish dict keys.
+    fn on_kv_config(&mut self, text: &str) {
+        let connector = quoted(text, "kv_connector='").or_else(|| quoted(text, "'kv_connector': '"));
+        if let Some(c) = connector {
+            self.connector = Some(c.to_string());
+        }
+        let role = quoted(text, "kv_role='").or_else(|| quoted(text, "'kv_role': '"));
+        if let Some(r) = role {
+            self.kv_role = Some(r.to_string());
+        }
+        if let Some(p) = quoted(text, "'shared_storage_path': '") {
+            self.storage_path = Some(p.to_string());
+        }
+    }
+}
+
+fn after<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    s.find(key).map(|i| &s[i + key.len()..])
+}
+
+/// The text after `key` up to the next `'` (key ends with the opening quote).
+fn quoted<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    let rest = after(s, key)?;
+    rest.find('\'').map(|end| &rest[..end])
+}
+
+/// An unquoted value: up to `,`, `)` or whitespace.
+fn bare<'a>(s: &'a str, key: &str) -> Option<&'a str> {
+    let rest = after(s, key)?;
+    let end = rest.find([',', ')', ' ']).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+fn number(s: &str, key: &str) -> Option<u64> {
+    let rest = after(s, key)?;
+    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+fn looks_like_version(v: &str) -> bool {
+    let v = v.trim_start_matches('v');
+    v.split('.').count() >= 2
+        && v.split('.').next().is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The start banner: `vLLM API server version 0.x` (older) or the ASCII
+/// logo ending in `version 0.26.0` (newer).
+fn banner_version(line: &str) -> Option<String> {
+    let rest = if let Some(r) = after(line, "vLLM API server version ") {
+        r
+    } else if line.contains('█') {
+        after(line, " version ")?
+    } else {
+        return None;
+    };
+    let v = rest.split_whitespace().next()?;
+    looks_like_version(v).then(|| normalize_version(v))
+}
