@@ -284,3 +284,108 @@ pub fn likely_miss_cause(mismatches: &[Mismatch]) -> Option<String> {
     }
     mismatches.iter().find(|m| m.effect == Effect::Risk).map(|m| format!("possible cause: {}", m.why))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::Endpoint;
+    use crate::metrics::model::InstanceSample;
+
+    /// A real idle scrape of the recorded prefill instance.
+    fn idle_body() -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/prefill-metrics-idle.txt")).unwrap()
+    }
+
+    fn instance(role: Role, addr: &str, body: &str) -> InstanceState {
+        let mut i = InstanceState::new(Endpoint::parse(role, addr).unwrap());
+        i.on_scrape(1.0, InstanceSample::from_text(body));
+        i
+    }
+
+    fn pair(decode_body: &str) -> Vec<InstanceState> {
+        vec![
+            instance(Role::Prefill, "127.0.0.1:8100", &idle_body()),
+            instance(Role::Decode, "127.0.0.1:8200", decode_body),
+        ]
+    }
+
+    #[test]
+    fn the_same_scrape_on_both_sides_agrees() {
+        assert!(find(&pair(&idle_body())).is_empty());
+    }
+
+    #[test]
+    fn a_block_size_changed_in_a_copy_of_the_real_scrape_is_named() {
+        // Only the block_size label of the real scrape is changed.
+        let body = idle_body().replace("block_size=\"16\"", "block_size=\"32\"");
+        let found = find(&pair(&body));
+        assert_eq!(found.len(), 1, "{found:?}");
+        let m = &found[0];
+        assert_eq!(m.field, "block_size");
+        assert_eq!(
+            m.why,
+            "prefill block 16, decode block 32: decode looks for blocks the prefill never stores"
+        );
+        assert_eq!(m.effect, Effect::Misses);
+        assert_eq!(m.values[1], ("127.0.0.1:8200".into(), Role::Decode, Value::Num(32)));
+        assert!(likely_miss_cause(&found).unwrap().starts_with("likely cause: prefill block 16"));
+    }
+
+    #[test]
+    fn a_field_one_side_lacks_is_not_a_mismatch() {
+        let mut insts = pair(&idle_body());
+        insts[0].version = Some("0.26.0".into());
+        insts[0].startup.connector = Some("ExampleConnector".into());
+        assert!(find(&insts).is_empty());
+        insts[1].version = Some("0.18.1".into());
+        let found = find(&insts);
+        assert_eq!(found[0].field, "vllm_version");
+        assert_eq!(found[0].effect, Effect::Risk);
+    }
+
+    #[test]
+    fn auto_dtype_differs_only_from_a_quantized_one() {
+        let mut insts = pair(&idle_body());
+        insts[1].latest.as_mut().unwrap().cache_dtype = Some("bfloat16".into());
+        assert!(find(&insts).is_empty());
+        insts[1].latest.as_mut().unwrap().cache_dtype = Some("fp8_e4m3".into());
+        assert_eq!(
+            find(&insts)[0].why,
+            "prefill KV dtype auto, decode KV dtype fp8_e4m3: decode cannot use the KV the prefill stores"
+        );
+    }
+
+    #[test]
+    fn roles_on_the_wrong_side_are_said_but_producer_and_consumer_are_not() {
+        let mut insts = pair(&idle_body());
+        insts[0].startup.kv_role = Some("kv_producer".into());
+        insts[1].startup.kv_role = Some("kv_consumer".into());
+        assert!(find(&insts).is_empty());
+        insts[1].startup.kv_role = Some("kv_producer".into());
+        let found = find(&insts);
+        assert_eq!(found[0].field, "kv_role");
+        assert!(
+            found[0].why.contains("--decode 127.0.0.1:8200 runs kv_role=kv_producer"),
+            "{}",
+            found[0].why
+        );
+        insts[0].startup.kv_role = Some("kv_consumer".into());
+        assert!(find(&insts)[0].why.starts_with("the roles look swapped"));
+        insts[1].startup.kv_role = Some("kv_both".into());
+        assert!(find(&insts)[0].why.contains("--prefill 127.0.0.1:8100 runs kv_role=kv_consumer"));
+    }
+
+    #[test]
+    fn with_two_decodes_the_odd_one_is_named_by_endpoint() {
+        let body = idle_body().replace("block_size=\"16\"", "block_size=\"32\"");
+        let mut insts = pair(&idle_body());
+        insts.push(instance(Role::Decode, "127.0.0.1:8201", &body));
+        let found = find(&insts);
+        assert_eq!(
+            found[0].why,
+            "prefill block 16, decode 127.0.0.1:8200 block 16, decode 127.0.0.1:8201 block 32: decode looks for blocks the prefill never stores"
+        );
+        assert_eq!(found[0].values.len(), 3);
+    }
+}

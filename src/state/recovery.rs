@@ -181,7 +181,8 @@ impl Recovery {
                 }
             }
         }
-        self.watches.retain(|w| w.next == Next::Pending || !matches!(w.kv, Kv::Idle(..) | Kv::Held(_)));
+        // Held KV stays watched after the next request: its release is news.
+        self.watches.retain(|w| w.next == Next::Pending || !matches!(w.kv, Kv::Idle(..)));
         out
     }
 
@@ -240,5 +241,82 @@ fn kv_words(kv: &Kv) -> String {
         Kv::Idle(_, u) => format!("KV back to idle ({:.1}% with nothing running)", u * 100.0),
         Kv::HeldSince(_, u) => format!("KV still at {:.1}% with nothing running", u * 100.0),
         Kv::Held(_) => "KV not released".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::model::Counter;
+
+    /// A scrape interval ending at `t`: what ran, the KV, and what finished.
+    fn iv(t: f64, running: f64, kv: f64, ok: f64, errored: f64) -> Interval {
+        let mut iv = Interval { t, dt: 1.0, ..Default::default() };
+        iv.running = Some(running);
+        iv.waiting = Some(0.0);
+        iv.kv_usage = Some(kv);
+        iv.counters.insert(Counter::RequestsOk, ok);
+        iv.counters.insert(Counter::RequestsErrored, errored);
+        iv
+    }
+
+    #[test]
+    fn back_to_idle_and_the_next_request_succeeds() {
+        let mut r = Recovery::default();
+        r.start(1, Trigger::Restart, 9.0);
+        assert!(r.on_interval(1, &iv(10.0, 0.0, 0.0, 0.0, 0.0), "d").is_empty());
+        let found = r.on_interval(1, &iv(11.0, 1.0, 0.02, 1.0, 0.0), "d");
+        let [Finding::Next { ok: true, text, .. }] = found.as_slice() else { panic!("{found:?}") };
+        assert_eq!(
+            text,
+            "d: after its restart, the next request succeeded (1 finished); KV back to idle (0.0% with nothing running)"
+        );
+        assert!(r.watches.is_empty());
+    }
+
+    #[test]
+    fn kv_held_with_nothing_running_is_not_released_until_it_drops() {
+        let mut r = Recovery::default();
+        r.start(0, Trigger::Cancelled(1), 5.0);
+        // Requests that finished before the cancel's interval do not count.
+        assert!(r.on_interval(0, &iv(5.5, 0.0, 0.05, 3.0, 0.0), "p").is_empty());
+        assert!(r.on_interval(0, &iv(10.0, 0.0, 0.05, 0.0, 0.0), "p").is_empty());
+        let found = r.on_interval(0, &iv(15.5, 0.0, 0.05, 0.0, 0.0), "p");
+        let [Finding::KvNotReleased { text, .. }] = found.as_slice() else { panic!("{found:?}") };
+        assert!(text.starts_with("p: 5.0% of KV still held 10 s after a cancelled request"), "{text}");
+        // Busy scrapes judge nothing; the next request then fails.
+        let found = r.on_interval(0, &iv(17.0, 2.0, 0.3, 0.0, 1.0), "p");
+        assert!(matches!(found.as_slice(), [Finding::Next { ok: false, .. }]), "{found:?}");
+        let found = r.on_interval(0, &iv(30.0, 0.0, 0.0, 0.0, 0.0), "p");
+        assert!(matches!(found.as_slice(), [Finding::KvReleased { .. }]), "{found:?}");
+        assert!(r.watches.is_empty());
+    }
+
+    #[test]
+    fn going_down_first_is_not_a_recovery_and_the_outage_is_watched() {
+        let mut r = Recovery::default();
+        r.start(1, Trigger::Cancelled(2), 1.0);
+        let found = r.on_down(1, 3.0, "d");
+        let [Finding::Next { ok: false, text, .. }] = found.as_slice() else { panic!("{found:?}") };
+        assert!(text.contains("after 2 cancelled requests, it went down"), "{text}");
+        assert_eq!(r.watching(1).map(|w| &w.trigger), Some(&Trigger::Outage));
+        // A producer's KV watch never replaces the instance's own watch.
+        r.start(1, Trigger::PeerLeft("x".into()), 4.0);
+        assert_eq!(r.watching(1).map(|w| &w.trigger), Some(&Trigger::Outage));
+        let found = r.finish(|_| false, |_| "d".into());
+        assert!(
+            matches!(&found[..], [Finding::Next { ok: false, text, .. }] if text.ends_with("still down at the end"))
+        );
+    }
+
+    #[test]
+    fn no_request_by_the_end_is_unknown() {
+        let mut r = Recovery::default();
+        r.start(0, Trigger::Restart, 0.0);
+        r.on_interval(0, &iv(1.0, 0.0, 0.0, 0.0, 0.0), "p");
+        let found = r.finish(|_| true, |_| "p".into());
+        assert!(
+            matches!(&found[..], [Finding::Unknown { text, .. }] if text.contains("unknown; KV back to idle"))
+        );
     }
 }

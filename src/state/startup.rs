@@ -150,3 +150,77 @@ fn banner_version(line: &str) -> Option<String> {
     let v = rest.split_whitespace().next()?;
     looks_like_version(v).then(|| normalize_version(v))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of a real recorded instance log, read as a tailer would.
+    fn read_log(capture: &str, file: &str) -> StartupConfig {
+        let path = format!("{}/tests/fixtures/lab-captures/{capture}/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut c = StartupConfig::default();
+        for line in text.lines().filter(|l| StartupConfig::is_config_line(l)) {
+            c.on_line(line);
+        }
+        c
+    }
+
+    #[test]
+    fn the_recorded_pair_says_what_it_runs() {
+        let p = read_log("qwen3-shape-restart", "vllm-prefill.log");
+        assert_eq!(p.model.as_deref(), Some("/models/lab-qwen3-8b-shape"));
+        assert_eq!(p.served_name.as_deref(), Some("lab-8b"));
+        assert_eq!(p.max_model_len, Some(8192));
+        assert_eq!(p.block_size, Some(16));
+        assert_eq!(p.cache_dtype.as_deref(), Some("auto"));
+        assert_eq!(p.connector.as_deref(), Some("ExampleConnector"));
+        assert_eq!(p.kv_role.as_deref(), Some("kv_producer"));
+        assert_eq!(p.storage_path.as_deref(), Some("/lab/kv"));
+        assert_eq!(p.version.as_deref(), Some("0.26.0"));
+        let d = read_log("qwen3-shape-restart", "vllm-decode.log");
+        assert_eq!(d.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!(d.block_size, Some(16));
+        let n = read_log("nixl-llama-shape", "vllm-decode2.log");
+        assert_eq!(n.connector.as_deref(), Some("NixlConnector"));
+        assert_eq!(n.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!(n.storage_path, None);
+        assert_eq!(n.version.as_deref(), Some("0.26.0"));
+    }
+
+    #[test]
+    fn a_new_start_replaces_what_the_old_one_said() {
+        let mut c = read_log("qwen3-shape-restart", "vllm-decode.log");
+        // The same instance started again without a connector or block size.
+        assert!(c.on_line(
+            "(APIServer pid=9) INFO 12-01 07:30:00 [api_utils.py:273] non-default args: {'model': '/models/other', 'max_model_len': 4096}"
+        ));
+        assert_eq!(c.model.as_deref(), Some("/models/other"));
+        assert_eq!(c.max_model_len, Some(4096));
+        assert_eq!(c.block_size, None);
+        assert_eq!(c.connector.as_deref(), Some("none"));
+        assert_eq!(c.kv_role, None);
+    }
+
+    #[test]
+    fn odd_lines_give_nothing_and_never_panic() {
+        let mut c = StartupConfig::default();
+        for line in [
+            "non-default args: ",
+            "non-default args: {'block_size': 99999999999999999999, 'model': '",
+            "Initializing a V1 LLM engine (v",
+            "KVTransferConfig(kv_role='",
+            "INFO Using FlashAttention version 3",
+            "█ version",
+            "vLLM API server version ",
+        ] {
+            c.on_line(line);
+        }
+        assert_eq!(c.block_size, None);
+        assert_eq!(c.version, None);
+        assert_eq!(c.kv_role, None);
+        assert!(
+            !StartupConfig::default().on_line("INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK")
+        );
+    }
+}
