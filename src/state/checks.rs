@@ -144,3 +144,72 @@ impl AppState {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::{Endpoint, LogOrigin, Msg, Role, TailCounts, TailState};
+    use crate::state::recovery::Trigger;
+    use crate::state::{AppState, EventKind};
+
+    fn real(file: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap()
+    }
+
+    fn state(decodes: usize) -> AppState {
+        let mut eps = vec![Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap()];
+        for k in 0..decodes {
+            eps.push(Endpoint::parse(Role::Decode, &format!("127.0.0.1:82{k:02}")).unwrap());
+        }
+        AppState::new(eps, 60.0)
+    }
+
+    fn mismatch_events(st: &AppState) -> Vec<String> {
+        st.events.iter().filter(|e| e.kind == EventKind::Mismatch).map(|e| e.text.clone()).collect()
+    }
+
+    #[test]
+    fn one_event_per_disagreement_not_per_instance() {
+        let mut st = state(2);
+        let body = real("decode-metrics-idle.txt");
+        // The real scrape with only its block size changed.
+        let odd = body.replace("block_size=\"16\"", "block_size=\"32\"");
+        st.apply(Msg::Scrape { instance: 0, at: 1.0, body: real("prefill-metrics-idle.txt") });
+        st.apply(Msg::Scrape { instance: 1, at: 1.0, body: odd.clone() });
+        st.apply(Msg::Scrape { instance: 2, at: 1.0, body: odd });
+        assert_eq!(
+            mismatch_events(&st),
+            ["prefill block 16, decode block 32: decode looks for blocks the prefill never stores"]
+        );
+        assert_eq!(st.mismatches[0].values.len(), 3);
+        st.apply(Msg::Version { instance: 0, at: 2.0, version: "0.26.0".into() });
+        st.apply(Msg::Version { instance: 1, at: 2.0, version: "v0.26.0".into() });
+        assert_eq!(mismatch_events(&st).len(), 1);
+        st.apply(Msg::Version { instance: 2, at: 2.0, version: "0.18.1".into() });
+        assert_eq!(mismatch_events(&st).len(), 2);
+        assert!(st.miss_cause().unwrap().starts_with("likely cause: prefill block 16"));
+    }
+
+    #[test]
+    fn an_instance_log_gives_its_config_and_its_cancels() {
+        let mut st = state(1);
+        let lines: Vec<String> = real("vllm-decode.log").lines().map(str::to_owned).collect();
+        let msg = |lines| Msg::LogLines {
+            source: LogOrigin::Decode(0),
+            at: 5.0,
+            lines,
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        };
+        st.apply(msg(lines));
+        assert_eq!(st.instances[1].startup.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!(st.instances[0].startup.kv_role, None);
+        // A real line of the demo-proxy recording's decode log.
+        let aborted = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.";
+        st.apply(msg(vec![aborted.to_string()]));
+        assert_eq!(st.recovery.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(1)));
+        // The proxy's log belongs to no instance.
+        assert_eq!(st.instance_of(LogOrigin::Proxy), None);
+        assert_eq!(st.instance_of(LogOrigin::Decode(1)), None);
+    }
+}
