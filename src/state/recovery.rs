@@ -3,9 +3,9 @@
 //! consumer-restart and cancelled-request tests:
 //!
 //! - did its KV usage go back to idle: `kv_cache_usage_perc` about 0 in a
-//!   scrape where no request runs or waits (blocks still held then belong
-//!   to requests that are gone: a cancelled stream, a transfer that a dead
-//!   consumer will never pull);
+//!   quiet scrape, where no request runs, waits or just finished (blocks
+//!   still held then belong to requests that are gone: a cancelled stream,
+//!   a transfer that a dead consumer will never pull);
 //! - did the next request succeed: the first requests that finish after it
 //!   end well, or they error, or the instance goes down first.
 //!
@@ -131,7 +131,10 @@ impl Recovery {
         use crate::metrics::model::Counter;
         let mut out = Vec::new();
         for w in self.watches.iter_mut().filter(|w| w.instance == instance && iv.t >= w.since) {
-            let idle = iv.running == Some(0.0) && iv.waiting == Some(0.0);
+            // Quiet: nothing runs, waits or just finished (a producer keeps a
+            // finished request's KV until the consumer pulls it).
+            let finished = iv.counter(Counter::RequestsOk) + iv.counter(Counter::RequestsErrored);
+            let idle = iv.running == Some(0.0) && iv.waiting == Some(0.0) && finished == 0.0;
             if let (true, Some(u)) = (idle, iv.kv_usage) {
                 match w.kv {
                     Kv::Unknown | Kv::HeldSince(..) if u <= IDLE_KV => w.kv = Kv::Idle(iv.t, u),
@@ -278,12 +281,14 @@ mod tests {
     fn kv_held_with_nothing_running_is_not_released_until_it_drops() {
         let mut r = Recovery::default();
         r.start(0, Trigger::Cancelled(1), 5.0);
-        // Requests that finished before the cancel's interval do not count.
+        // Requests that finished in the cancel's interval do not count, and
+        // KV right after requests finished is not judged.
         assert!(r.on_interval(0, &iv(5.5, 0.0, 0.05, 3.0, 0.0), "p").is_empty());
         assert!(r.on_interval(0, &iv(10.0, 0.0, 0.05, 0.0, 0.0), "p").is_empty());
-        let found = r.on_interval(0, &iv(15.5, 0.0, 0.05, 0.0, 0.0), "p");
+        assert!(r.on_interval(0, &iv(19.0, 0.0, 0.05, 0.0, 0.0), "p").is_empty());
+        let found = r.on_interval(0, &iv(20.0, 0.0, 0.05, 0.0, 0.0), "p");
         let [Finding::KvNotReleased { text, .. }] = found.as_slice() else { panic!("{found:?}") };
-        assert!(text.starts_with("p: 5.0% of KV still held 10 s after a cancelled request"), "{text}");
+        assert!(text.starts_with("p: 5.0% of KV still held 15 s after a cancelled request"), "{text}");
         // Busy scrapes judge nothing; the next request then fails.
         let found = r.on_interval(0, &iv(17.0, 2.0, 0.3, 0.0, 1.0), "p");
         assert!(matches!(found.as_slice(), [Finding::Next { ok: false, .. }]), "{found:?}");
