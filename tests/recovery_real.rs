@@ -93,3 +93,59 @@ fn the_recorded_pairs_agree_on_everything() {
         }
     }
 }
+
+/// The same recording served over loopback by the lab with its logs, and
+/// `pdtop check` run against it: the cancellation is read from the decode
+/// log as it grows, the rest from the scrapes.
+#[tokio::test]
+async fn check_over_the_lab_judges_the_cancel_the_restart_and_the_kill() {
+    use pdtop::lab::{self, LabOptions};
+    let cap = capture("demo-proxy-qwen3");
+    let speed = 5.0;
+    let secs = (cap.t_end - cap.t0) / speed + 1.0;
+    let dir = std::env::temp_dir().join(format!("pdtop-recovery-lab-{}", std::process::id()));
+    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
+    let (prefill, decode) = (lab.prefill.to_string(), lab.decode.to_string());
+    let mut args: Vec<String> =
+        ["check", "--json", "--prefill", &prefill, "--decode", &decode].map(String::from).to_vec();
+    for (flag, path) in [("--prefill-log", &lab.prefill_log), ("--decode-log", &lab.decode_log)] {
+        args.extend([flag.to_string(), path.display().to_string()]);
+    }
+    let speed_s = speed.to_string();
+    let secs_s = secs.to_string();
+    let timing = ["--interval", "0.1", "--timeout", "1", "--clock-speed", &speed_s, "--duration", &secs_s];
+    args.extend(timing.map(String::from));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events: Vec<(String, String)> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap().to_string(), e["text"].as_str().unwrap().to_string()))
+        .filter(|(k, _)| k.contains("recover") || k == "kv_not_released")
+        .collect();
+    let has = |kind: &str, start: String| events.iter().any(|(k, t)| k == kind && t.starts_with(&start));
+    assert!(
+        has("not_recovered", format!("{decode}: after 2 cancelled requests, it went down")),
+        "{events:#?}"
+    );
+    assert!(
+        has("recovered", format!("{decode}: after its restart, the next request succeeded")),
+        "{events:#?}"
+    );
+    assert!(
+        has("not_recovered", format!("{prefill}: after its outage, still down at the end")),
+        "{events:#?}"
+    );
+    assert!(!events.iter().any(|(k, _)| k == "kv_not_released"), "{events:#?}");
+    // Both instances said what they run, and it is the same.
+    assert_eq!(r["mismatches"], serde_json::json!([]));
+    assert_eq!(r["instances"][0]["kv_role"], "kv_producer");
+    assert_eq!(r["instances"][1]["kv_role"], "kv_consumer");
+}
