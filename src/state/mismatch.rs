@@ -146,6 +146,12 @@ impl Field {
         match (self, a, b) {
             // `auto` is the model's own dtype: only a quantized KV cache is
             // known to differ from it.
+            // The same checkpoint mounted at another path, or named by its
+            // hub id on one side: the last component is the model.
+            (Field::Model, Value::Text(x), Value::Text(y)) => {
+                let base = |p: &str| p.trim_end_matches('/').rsplit('/').next().unwrap_or("").to_string();
+                !base(x).is_empty() && base(x) == base(y)
+            }
             (Field::CacheDtype, Value::Text(x), Value::Text(y)) => {
                 let quantized =
                     |d: &str| d.starts_with("fp8") || d.starts_with("int") || d.starts_with("nvfp4");
@@ -360,6 +366,21 @@ mod tests {
         let found = find(&insts);
         assert_eq!(found[0].field, "vllm_version");
         assert_eq!(found[0].effect, Effect::Risk);
+    }
+
+    #[test]
+    fn one_model_at_two_paths_is_the_same_model() {
+        let mut insts = pair(&idle_body());
+        let info = |root: &str| crate::feed::ModelInfo {
+            id: "lab-8b".into(),
+            root: Some(root.into()),
+            ..Default::default()
+        };
+        insts[0].info = Some(info("/models/qwen3-8b-shape"));
+        insts[1].info = Some(info("/mnt/ckpt/qwen3-8b-shape/"));
+        assert!(find(&insts).is_empty());
+        insts[1].info = Some(info("/models/llama-8b"));
+        assert_eq!(find(&insts)[0].field, "model");
     }
 
     #[test]
