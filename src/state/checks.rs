@@ -7,7 +7,7 @@ use crate::feed::{LogOrigin, Role};
 
 use super::instance::Interval;
 use super::recovery::{Finding, Trigger};
-use super::startup::{StartupConfig, normalize_version};
+use super::startup::{self, StartupConfig, normalize_version};
 use super::{AppState, EventKind, mismatch};
 
 impl AppState {
@@ -36,11 +36,13 @@ impl AppState {
         let mut changed = false;
         let mut cancelled = 0u64;
         for line in lines {
-            if StartupConfig::is_config_line(line) {
+            let Some(msg) = startup::message(line) else {
+                continue;
+            };
+            if StartupConfig::is_config_message(msg) {
                 changed |= self.instances[idx].startup.on_line(line);
-            }
-            // `Aborted request(s) cmpl-a-0-1, cmpl-b-0-2.`
-            if let Some((_, ids)) = line.split_once("Aborted request(s) ") {
+            } else if let Some(ids) = msg.strip_prefix("Aborted request(s) ") {
+                // `Aborted request(s) cmpl-a-0-1, cmpl-b-0-2.`
                 cancelled += ids.split(',').filter(|s| !s.trim().is_empty()).count().max(1) as u64;
             }
         }

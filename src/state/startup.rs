@@ -28,18 +28,31 @@ pub struct StartupConfig {
     pub version: Option<String>,
 }
 
+/// The message of a vLLM log line, after its `[file.py:123] ` prefix
+/// (`(APIServer pid=1) INFO 12-01 07:28:32 [api_utils.py:273] message`);
+/// `None` for lines of another shape (uvicorn's access lines).
+pub fn message(line: &str) -> Option<&str> {
+    let head = &line.as_bytes()[..line.len().min(160)];
+    let close = head.iter().position(|&b| b == b']')?;
+    // Both bytes are ASCII, so the slice starts on a char boundary.
+    (head.get(close + 1) == Some(&b' ')).then(|| &line[close + 2..])
+}
+
 /// What `/version` and the log call the same release look alike: `0.26.0`.
 pub fn normalize_version(v: &str) -> String {
     v.trim().trim_start_matches('v').to_string()
 }
 
 impl StartupConfig {
-    /// Cheap test for the lines worth reading (every log line passes here).
-    pub fn is_config_line(line: &str) -> bool {
-        line.contains("non-default args")
-            || line.contains("KVTransferConfig(")
-            || line.contains("LLM engine (v")
-            || line.contains(" version ")
+    /// Whether a line's message (see [`message`]) is worth reading: every
+    /// log line passes here, so only prefixes are compared.
+    pub fn is_config_message(msg: &str) -> bool {
+        msg.starts_with("non-default args")
+            || msg.starts_with("Initializing a V1 LLM engine (v")
+            || msg.starts_with("KVTransferConfig(")
+            || msg.starts_with("vLLM API server version")
+            // The logo's last line: ` ▄▄ ▄█ █ ... █  version 0.26.0`.
+            || (msg.starts_with(' ') && msg.len() < 120 && msg.contains(" version "))
     }
 
     /// Reads one line; true when it changed what is known.
@@ -160,7 +173,8 @@ mod tests {
         let path = format!("{}/tests/fixtures/lab-captures/{capture}/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
         let mut c = StartupConfig::default();
-        for line in text.lines().filter(|l| StartupConfig::is_config_line(l)) {
+        let worth = |l: &&str| message(l).is_some_and(StartupConfig::is_config_message);
+        for line in text.lines().filter(worth) {
             c.on_line(line);
         }
         c
@@ -219,8 +233,10 @@ mod tests {
         assert_eq!(c.block_size, None);
         assert_eq!(c.version, None);
         assert_eq!(c.kv_role, None);
-        assert!(
-            !StartupConfig::default().on_line("INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK")
-        );
+        let access = "INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK";
+        assert!(!StartupConfig::default().on_line(access));
+        assert_eq!(message(access), None);
+        assert_eq!(message("(APIServer pid=1) INFO 12-01 07:29:34 [a.py:1] Aborted x"), Some("Aborted x"));
+        assert_eq!(message("é]"), None);
     }
 }
