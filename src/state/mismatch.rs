@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::Role;
 use super::instance::InstanceState;
+use crate::feed::Role;
 
 /// A field pdtop compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
