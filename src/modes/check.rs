@@ -76,6 +76,9 @@ pub fn summary(r: &Report) -> String {
         "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
         q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
     ));
+    for m in &r.mismatches {
+        s.push_str(&format!("mismatch: {}\n", m.why));
+    }
     for w in &r.warnings {
         s.push_str(&format!("warning: {w}\n"));
     }

@@ -333,6 +333,7 @@ mod tests {
                 at: 7.0,
                 endpoint: Endpoint::parse(Role::Decode, "http://10.0.0.9:8000").unwrap(),
             },
+            Msg::Version { instance: 1, at: 6.0, version: "0.26.0".into() },
         ];
         let back = Recording::read(&write(&session(), &msgs)[..]).unwrap();
         assert_eq!(back.messages, msgs);
