@@ -41,6 +41,9 @@ fn kind(e: &VllmEvent) -> &'static str {
         VllmEvent::ServerStarted { .. } => "started",
         VllmEvent::Shutdown => "shutdown",
         VllmEvent::KvConnectorConfig { .. } => "kv_config",
+        VllmEvent::RequestFailed { .. } => "failed",
+        VllmEvent::StreamError => "stream_error",
+        VllmEvent::RequestDetails { .. } => "details",
         VllmEvent::Other => "other",
     }
 }
