@@ -169,6 +169,7 @@ impl Correlator {
                 Outcome::SilentMiss => c.silent_miss += 1,
                 Outcome::NoPrefill => c.no_prefill += 1,
                 Outcome::Error => c.error += 1,
+                Outcome::Cancelled => c.cancelled += 1,
                 Outcome::Unknown => c.unknown += 1,
             }
         }

@@ -3,7 +3,7 @@
 
 use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
-use super::instance::hop_of;
+use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 

@@ -17,18 +17,19 @@
 //! - ExampleConnector: `External Cache Hit!` / `Inject KV cache of N
 //!   tokens`, attributed in FIFO order (`hits.rs`).
 
-mod clock;
+mod stamp;
 mod correlator;
 mod decide;
 mod hits;
 mod ids;
-mod instance;
+mod instance_events;
+mod flow;
 mod lifecycle;
 mod model;
-mod proxy;
+mod proxy_events;
 mod store;
 
-pub use clock::anchor;
+pub use stamp::anchor;
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
 pub use model::{

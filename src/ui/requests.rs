@@ -39,6 +39,7 @@ pub fn outcome_label(o: Outcome) -> &'static str {
         Outcome::SilentMiss => "SILENT MISS",
         Outcome::NoPrefill => "no prefill",
         Outcome::Error => "ERROR",
+        Outcome::Cancelled => "cancelled",
         Outcome::Unknown => "unknown",
     }
 }
@@ -49,7 +50,7 @@ fn outcome_style(o: Outcome, theme: &Theme) -> Style {
         Outcome::SilentMiss => theme.alarm(),
         Outcome::Error => theme.fg("error"),
         Outcome::NoPrefill => theme.text(),
-        Outcome::Pending | Outcome::Unknown => theme.dim(),
+        Outcome::Pending | Outcome::Unknown | Outcome::Cancelled => theme.dim(),
     }
 }
 

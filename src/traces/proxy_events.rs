@@ -8,7 +8,7 @@
 //! by id.
 
 use super::correlator::Correlator;
-use super::instance::hop_of;
+use super::instance_events::hop_of;
 use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{ProxyEvent, RequestEvent, Stage};

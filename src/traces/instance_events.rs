@@ -1,6 +1,6 @@
 //! Events from a vLLM instance's own log (prefill or decode).
 
-use super::clock::anchor;
+use super::stamp::anchor;
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::hits::Waiting;
 use super::ids::{base_id, external_of_internal, looks_random};
