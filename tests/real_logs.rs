@@ -314,7 +314,7 @@ fn nixl_kv_params_link_decode_to_prefill() {
     let prefill_engine = prefill
         .iter()
         .find_map(|l| match &l.event {
-            VllmEvent::KvConnectorConfig { role, connector, engine_id } => {
+            VllmEvent::KvConnectorConfig { role, connector, engine_id, .. } => {
                 assert_eq!(
                     (role.as_deref(), connector.as_deref()),
                     (Some("kv_producer"), Some("NixlConnector"))

@@ -127,6 +127,8 @@ pub enum VllmEvent {
         role: Option<String>,
         connector: Option<String>,
         engine_id: Option<String>,
+        /// `'block_size': N` of the `non-default args` line that carried it.
+        block_size: Option<u32>,
     },
     Other,
 }
@@ -300,7 +302,15 @@ fn parse_message(msg: &str) -> VllmEvent {
         // The startup line embeds the same repr; NIXL setups print no other.
         const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
         if let Some(i) = msg.find(CFG) {
-            return parse_kv_config(&msg[i + CFG.len()..]);
+            let mut ev = parse_kv_config(&msg[i + CFG.len()..]);
+            if let VllmEvent::KvConnectorConfig { block_size, .. } = &mut ev {
+                const BS: &str = "'block_size': ";
+                *block_size = msg
+                    .find(BS)
+                    .and_then(|j| leading_u64(&msg[j + BS.len()..]))
+                    .and_then(|n| u32::try_from(n).ok());
+            }
+            return ev;
         }
         return VllmEvent::Other;
     }
@@ -465,7 +475,7 @@ fn parse_kv_config(r: &str) -> VllmEvent {
             break;
         }
     }
-    VllmEvent::KvConnectorConfig { role, connector, engine_id }
+    VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size: None }
 }
 
 #[cfg(test)]

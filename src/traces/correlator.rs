@@ -1,10 +1,13 @@
 //! The correlator: owns the ring, the per-source queues and the verdicts.
 //! Pure: lines and time come in as arguments; nothing here reads a clock or
-//! a file. Event handling lives in `instance.rs` and `proxy.rs`, deadlines
-//! and verdict wording in `decide.rs`.
+//! a file. Event handling lives in `instance_events.rs`, `lifecycle.rs` and
+//! `proxy_events.rs`, deadlines and verdict wording in `decide.rs`, what the
+//! proxy's flow proves in `flow.rs`, hit attribution in `hits.rs` and
+//! `groups.rs`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use super::flow::Flow;
 use super::hits::HitQueue;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
@@ -49,6 +52,10 @@ pub struct Correlator {
     pub(super) last_at: f64,
     /// Decode indexes whose requests have arrived with `kv_transfer_params`.
     pub(super) params_seen: std::collections::HashSet<usize>,
+    /// What the proxy's flow proves without shared ids.
+    pub(super) flow: Flow,
+    /// `block_size` per instance, from its `non-default args`.
+    pub(super) block_size: HashMap<LogOrigin, u32>,
 }
 
 /// How a decode instance's connector shows a load in its log.
@@ -89,12 +96,63 @@ impl Correlator {
             last_error: HashMap::new(),
             last_at: 0.0,
             params_seen: std::collections::HashSet::new(),
+            flow: Flow::default(),
+            block_size: HashMap::new(),
         }
     }
 
     /// Keep (or stop keeping) the prompt text lines carry: `--show-prompts`.
     pub fn set_keep_prompts(&mut self, on: bool) {
         self.opts.keep_prompts = on;
+    }
+
+    /// The `host:port` an instance serves on, so that a proxy line naming
+    /// it (`Cannot connect to host 127.0.0.1:8100`) names the right hop.
+    pub fn set_instance_addr(&mut self, src: LogOrigin, addr: &str) {
+        self.flow.set_addr(src, addr);
+    }
+
+    /// A request's prompt length as an instance reported it (vLLM's DEBUG
+    /// request details, an OpenTelemetry span): `id` is the instance's own
+    /// id, with or without the engine suffix. On decode it settles which of
+    /// several requests scheduled together an injected KV belonged to.
+    pub fn on_prompt_tokens(&mut self, src: LogOrigin, id: &str, n: u32, at: f64) {
+        let at = if at.is_finite() { at } else { self.last_at };
+        let Some(s) = self.find(id) else {
+            return;
+        };
+        let on_decode = matches!(src, LogOrigin::Decode(_));
+        if let Some(e) = self.store.get_mut(s)
+            && on_decode
+            && e.trace.decode.is_some()
+        {
+            e.trace.prompt_tokens = Some(n);
+        }
+        if let LogOrigin::Decode(i) = src {
+            self.resolve_groups_of(i, s, at);
+        }
+    }
+
+    /// The trace an instance id names: engine id, external id or base id.
+    pub(super) fn find(&self, id: &str) -> Option<u64> {
+        let ext = super::ids::external_of_internal(id);
+        self.store
+            .by_engine(id)
+            .or_else(|| self.store.latest(&super::ids::response_id(ext)))
+            .or_else(|| self.store.latest(super::ids::base_id(ext)))
+    }
+
+    /// The proxy's log is read (some line of it has arrived).
+    pub(super) fn proxy_read(&self) -> bool {
+        self.stats.contains_key(&LogOrigin::Proxy)
+    }
+
+    /// Without a shared id, whether this trace's decode request is known to
+    /// have been prefilled: it came through a proxy that prefills every
+    /// request it forwards (`flow.rs`).
+    pub(super) fn prefill_guaranteed(&self, serial: u64) -> bool {
+        self.flow.established()
+            && self.store.get(serial).is_some_and(|e| e.track.proxy_seen && e.trace.prefill.is_some())
     }
 
     /// One line of one source, read at `at` (unix seconds).
@@ -194,7 +252,8 @@ impl Correlator {
             queued: self.hits.values().map(HitQueue::len).sum::<usize>()
                 + self.access_wait.values().map(VecDeque::len).sum::<usize>()
                 + self.unpaired_prefills.len()
-                + self.params_loaded.values().map(VecDeque::len).sum::<usize>(),
+                + self.params_loaded.values().map(VecDeque::len).sum::<usize>()
+                + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }
     }
@@ -259,14 +318,23 @@ impl Correlator {
         let Some(e) = self.store.get_mut(serial) else {
             return;
         };
+        let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
         let t = &mut e.trace;
         let was_miss = t.outcome == Outcome::SilentMiss;
         let (mut outcome, mut evidence) = (outcome, evidence);
-        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss {
+        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss && !guaranteed {
             outcome = Outcome::Unknown;
             evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
         }
-        t.confidence = if t.join == Join::ByOrder { Confidence::Unsure } else { confidence };
+        t.confidence = match t.join {
+            // The prefill happened (the proxy's flow); which one it was is a guess.
+            Join::ByOrder if guaranteed => confidence.max(Confidence::Likely),
+            Join::ByOrder => Confidence::Unsure,
+            Join::ById => confidence,
+        };
+        if outcome != Outcome::Error {
+            t.error_at = None;
+        }
         t.outcome = outcome;
         t.evidence = evidence;
         t.decided_at = Some(now);
@@ -326,6 +394,9 @@ impl Correlator {
             Some((o, ev)) => format!("{what} (was {o:?}: {ev})"),
         };
         self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
+        if let Some(e) = self.store.get_mut(serial) {
+            e.trace.error_at = Some(hop);
+        }
     }
 }
 

@@ -2,8 +2,9 @@
 //! a hit (or its absence) becomes a verdict.
 
 use super::correlator::{Correlator, Style};
-use super::hits::{Claim, Waiting};
-use super::ids::looks_random;
+use super::flow::PROXY_WAIT_S;
+use super::hits::{Claim, Group, Waiting};
+use super::ids::{base_id, looks_random};
 use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 
@@ -17,12 +18,22 @@ impl Correlator {
         for i in decodes {
             let busy = self.busy_until.get(&i).is_some_and(|u| *u > now);
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            if let Some(q) = self.hits.get_mut(&i)
+                && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
+            {
+                // A connector that prints no `Inject` line: the step ends with time.
+                q.end_step(busy);
+            }
             let gone = self.hits.get_mut(&i).map(|q| q.expire(now, settle, force)).unwrap_or_default();
             for w in gone {
                 self.no_hit_verdict(i, w, now, busy, false);
             }
         }
         self.prune_queues(now);
+        if self.proxy_read() {
+            let store = &self.store;
+            self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
+        }
         let open = std::mem::take(&mut self.open);
         for s in open {
             let pending = match self.store.get_mut(s) {
@@ -76,6 +87,14 @@ impl Correlator {
         if tk.in_hit_queue {
             return false;
         }
+        if let (Some(busy), Some(di)) = (tk.miss_due, tr.decode) {
+            let since = tk.decode_added_at.unwrap_or(tr.first_seen);
+            if !force && !self.prefill_guaranteed(s) && now - since < PROXY_WAIT_S && !self.flow.bypass {
+                return false;
+            }
+            self.miss_now(di, s, busy, now);
+            return true;
+        }
         let (settle, busy_settle) = (self.opts.settle_s, self.opts.settle_busy_s);
         match (tr.prefill, tr.decode, tk.decode_at) {
             (Some(pi), Some(di), Some(dat)) => {
@@ -93,8 +112,9 @@ impl Correlator {
                 if !force && now - dat < settle {
                     return false;
                 }
-                let id_known = !looks_random(&tr.id) || self.ids_shared;
+                let id_known = !looks_random(base_id(&tr.id)) || self.ids_shared;
                 let prefill_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_)));
+                let direct = !tk.proxy_seen && self.proxy_read();
                 let (o, c, ev) = if !prefill_read {
                     (
                         Outcome::Unknown,
@@ -108,7 +128,13 @@ impl Correlator {
                         c,
                         format!("no prefill instance logged {}: decode#{di} computed it alone", tr.id),
                     )
+                } else if direct && self.flow.established() {
+                    (Outcome::NoPrefill, Confidence::Likely, self.no_prefill_by_flow(di))
                 } else {
+                    if direct && !self.flow.bypass {
+                        // The flow is not known yet: look again once it is.
+                        self.flow.orphan(s);
+                    }
                     (
                         Outcome::Unknown,
                         Confidence::Unsure,
@@ -159,9 +185,7 @@ impl Correlator {
         if e.trace.outcome != Outcome::Pending {
             return;
         }
-        let (join, id, prefill) = (e.trace.join, e.trace.id.clone(), e.trace.prefill.unwrap_or(0));
-        let t_dec = e.track.decode_event_t.unwrap_or(now);
-        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+        let (join, id) = (e.trace.join, e.trace.id.clone());
         if capped {
             let ev = format!("decode#{i} had too many requests waiting for a hit to follow this one");
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
@@ -175,10 +199,15 @@ impl Correlator {
                 rivals.len(),
                 rivals.join(", ")
             );
-            if join == Join::ById {
+            let counted = join == Join::ById || self.flow.established();
+            if counted {
                 self.unattributed_misses += 1;
             }
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            let mut members = w.rivals.clone();
+            members.push(w.serial);
+            let hits = w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
+            self.open_group(i, Group { members, hits, counted }, now);
             for r in &w.rivals {
                 if let Some(re) = self.store.get_mut(*r)
                     && re.trace.outcome == Outcome::Loaded
@@ -191,16 +220,43 @@ impl Correlator {
             }
             return;
         }
+        if join == Join::ByOrder
+            && !self.prefill_guaranteed(w.serial)
+            && self.proxy_read()
+            && !self.flow.bypass
+        {
+            // The proxy line that proves the prefill may still be on its way.
+            if let Some(e) = self.store.get_mut(w.serial) {
+                e.track.miss_due = Some(busy);
+            }
+            self.mark_open(w.serial);
+            return;
+        }
+        self.miss_now(i, w.serial, busy, now);
+    }
+
+    /// The verdict on a request whose hit never came.
+    pub(super) fn miss_now(&mut self, i: usize, serial: u64, busy: bool, now: f64) {
+        let Some(e) = self.store.get_mut(serial) else {
+            return;
+        };
+        e.track.miss_due = None;
+        if e.trace.outcome != Outcome::Pending {
+            return;
+        }
+        let prefill = e.trace.prefill.unwrap_or(0);
+        let t_dec = e.track.decode_event_t.unwrap_or(now);
+        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
         let style = self.style(i);
         if style == Style::Unknown {
             let ev = format!(
                 "decode#{i}'s connector ({}) logs nothing per request that pdtop reads: no verdict",
                 self.connector_name(i)
             );
-            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            self.decide(serial, Outcome::Unknown, Confidence::Unsure, ev, now);
             return;
         }
-        let finished = self.finished_note(w.serial, t_dec);
+        let finished = self.finished_note(serial, t_dec);
         let ev = if style == Style::Params {
             format!(
                 "decode got no kv_transfer_params although prefill#{prefill} ran it: {} cannot pull without them",
@@ -213,7 +269,30 @@ impl Correlator {
             )
         };
         let conf = if busy { Confidence::Likely } else { Confidence::Sure };
-        self.decide(w.serial, Outcome::SilentMiss, conf, ev, now);
+        self.decide(serial, Outcome::SilentMiss, conf, ev, now);
+    }
+
+    fn no_prefill_by_flow(&self, di: usize) -> String {
+        format!(
+            "decode#{di} served it with no prefill copy before it and no proxy access line for it: it bypassed the proxy, which prefills every request it forwards"
+        )
+    }
+
+    /// The flow just became known: requests left Unknown for want of it
+    /// are decided now.
+    pub(super) fn settle_orphans(&mut self, now: f64) {
+        let orphans: Vec<u64> = self.flow.orphans.drain(..).collect();
+        for s in orphans {
+            let Some(e) = self.store.get(s) else { continue };
+            let still = e.trace.outcome == Outcome::Unknown
+                && e.trace.prefill.is_none()
+                && !e.track.proxy_seen
+                && e.trace.decode.is_some();
+            if let (true, Some(di)) = (still, e.trace.decode) {
+                let ev = self.no_prefill_by_flow(di);
+                self.decide(s, Outcome::NoPrefill, Confidence::Likely, ev, now);
+            }
+        }
     }
 
     /// A hit attributed to a request: `Loaded`, as sure as the queue allows.

@@ -3,7 +3,7 @@
 use super::stamp::anchor;
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::hits::Waiting;
-use super::ids::{base_id, external_of_internal, looks_random};
+use super::ids::{base_id, external_of_internal, looks_random, trace_key};
 use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
@@ -53,18 +53,34 @@ impl Correlator {
             }
             (VllmEvent::Aborted { ids }, _) => {
                 for id in ids {
-                    if let Some(s) = self.store.latest(base_id(id)) {
+                    if let Some(s) = self.find(id) {
                         let touches = self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src));
                         if touches {
-                            self.fail(s, hop_of(src), src, "request aborted".into(), t, at);
+                            self.cancel(s, src, t, at);
                         }
                     }
+                }
+            }
+            (VllmEvent::RequestFailed { id }, _) => match self.find(id) {
+                Some(s) if self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src)) => {
+                    let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
+                    self.fail(s, hop_of(src), src, text, t, at);
+                }
+                _ => self.stat(src).unattributed_errors += 1,
+            },
+            (VllmEvent::StreamError, _) => {}
+            (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {
+                if let Some(n) = prompt_tokens {
+                    self.on_prompt_tokens(src, id, *n, at);
                 }
             }
             (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
             (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
             (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
-            (VllmEvent::KvConnectorConfig { role, connector, .. }, _) => {
+            (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
+                if let Some(b) = block_size {
+                    self.block_size.insert(src, *b);
+                }
                 let st = self.stat(src);
                 if connector.is_some() {
                     st.connector.clone_from(connector);
@@ -101,7 +117,7 @@ impl Correlator {
 
     fn prefill_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
         let src = LogOrigin::Prefill(i);
-        let base = base_id(a.id).to_string();
+        let base = trace_key(a.id);
         let reuse = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| {
                 e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
@@ -130,6 +146,9 @@ impl Correlator {
             has_decode = e.trace.decode.is_some();
         }
         push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        if a.max_tokens == Some(1) && !self.ids_shared {
+            self.flow.watch(s, a.at);
+        }
         if a.max_tokens.is_some_and(|m| m > 1) {
             let ev = format!(
                 "served by {src} alone (max_tokens={}): not a disaggregated request",
@@ -158,8 +177,8 @@ impl Correlator {
         process: Option<String>,
     ) {
         let src = LogOrigin::Prefill(i);
-        let base = base_id(external);
-        let found = self.store.latest(base).filter(|s| {
+        let base = trace_key(external);
+        let found = self.store.latest(&base).filter(|s| {
             self.store
                 .get(*s)
                 .is_some_and(|e| e.trace.prefill == Some(i) && e.track.prefill_internal.is_none())
@@ -181,7 +200,7 @@ impl Correlator {
 
     fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
         let src = LogOrigin::Decode(i);
-        let base = base_id(a.id).to_string();
+        let base = trace_key(a.id);
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
@@ -204,7 +223,7 @@ impl Correlator {
                 .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
                 .filter(|s| takes(self, *s));
         }
-        if target.is_none() && params.is_none() && looks_random(&base) && !self.ids_shared {
+        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.ids_shared {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;
@@ -215,6 +234,12 @@ impl Correlator {
                 self.reopen(s);
                 if self.store.get(s).is_some_and(|e| e.trace.id != base) {
                     self.store.alias(&base, s);
+                    // Paired by order: the user knows the decode's id, not the prefill's.
+                    if join == Join::ByOrder
+                        && let Some(e) = self.store.get_mut(s)
+                    {
+                        e.trace.id = base.clone();
+                    }
                 }
                 s
             }
@@ -267,7 +292,7 @@ impl Correlator {
     }
 
     /// The oldest prefill still waiting for its decode, within the order window.
-    fn order_partner(&mut self, t: f64) -> Option<u64> {
+    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
         let win = self.opts.order_window_s;
         while let Some(s) = self.unpaired_prefills.front().copied() {
             let usable = self.store.get(s).and_then(|e| {
@@ -330,8 +355,8 @@ impl Correlator {
         process: Option<String>,
     ) {
         let src = LogOrigin::Decode(i);
-        let base = base_id(external);
-        let found = self.store.latest(base).filter(|s| {
+        let base = trace_key(external);
+        let found = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| e.trace.decode == Some(i) && e.track.decode_added_at.is_none())
         });
         let s = match found {
@@ -365,7 +390,7 @@ impl Correlator {
             e.track.in_hit_queue = true;
         }
         let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
-        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new() };
+        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new(), closed: false };
         let (claim, dropped) = self.hits.entry(i).or_default().add(w, orphan_s, cap);
         if let Some(c) = claim {
             self.apply_claim(i, c, added_at, added_at);
@@ -394,6 +419,10 @@ impl Correlator {
     }
 
     fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
+        let busy = self.busy_until.get(&i).is_some_and(|u| *u > self.last_at);
+        if let Some(q) = self.hits.get_mut(&i) {
+            q.end_step(busy);
+        }
         let Some(s) = self.hits.get_mut(&i).and_then(|q| q.inject()) else {
             return;
         };

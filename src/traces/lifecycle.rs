@@ -178,9 +178,62 @@ impl Correlator {
             (None, true) => {}
             (None, false) => {
                 self.stat(src).unattributed_errors += 1;
-                self.error_trace(src, format!("answered HTTP {status} (no request to pin it on)"), t, at);
+                self.refused(src, status, t, at);
             }
         }
+    }
+
+    /// A failing access line with no request waiting for it: vLLM refused
+    /// the request at validation, before logging it. One trace per line.
+    fn refused(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
+        let mut text = format!("answered HTTP {status} before logging the request (refused at validation)");
+        // Without shared ids, the oldest unpaired prefill copy is this
+        // request's: a proxy prefills first, then forwards to decode.
+        let partner = match src {
+            LogOrigin::Decode(i) if !self.ids_shared => self.order_partner(t).map(|s| (i, s)),
+            _ => None,
+        };
+        let s = match partner {
+            Some((i, s)) => {
+                if let Some(e) = self.store.get_mut(s) {
+                    e.trace.decode = Some(i);
+                    e.trace.join = Join::ByOrder;
+                }
+                text.push_str("; a proxy like vLLM's demo passes a 4xx on as the body of a 200");
+                s
+            }
+            None => {
+                let id = self.synthetic_id(&format!("{src}-error"));
+                let s = self.new_trace(id, at);
+                if let Some(e) = self.store.get_mut(s) {
+                    match src {
+                        LogOrigin::Prefill(i) => e.trace.prefill = Some(i),
+                        LogOrigin::Decode(i) => e.trace.decode = Some(i),
+                        LogOrigin::Proxy => e.track.proxy_seen = true,
+                    }
+                }
+                s
+            }
+        };
+        self.fail(s, hop_of(src), src, text, t, at);
+    }
+
+    /// The client went away (`Aborted request(s)`): its own outcome,
+    /// whatever the KV did before.
+    pub(super) fn cancel(&mut self, s: u64, src: LogOrigin, t: f64, at: f64) {
+        self.with_phase(s, hop_of(src), src, None, t, |p| {
+            p.end.get_or_insert(t);
+        });
+        let Some((o, ev)) = self.store.get(s).map(|e| (e.trace.outcome, e.trace.evidence.clone())) else {
+            return;
+        };
+        let before = match o {
+            Outcome::Loaded => format!(", after decode loaded its KV ({ev})"),
+            Outcome::SilentMiss => format!(", after decode recomputed its prompt ({ev})"),
+            _ => String::new(),
+        };
+        let text = format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
+        self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
     }
 
     /// An error no request can be named for: one synthetic trace per burst.

@@ -24,6 +24,7 @@ mod hits;
 mod ids;
 mod instance_events;
 mod flow;
+mod groups;
 mod lifecycle;
 mod model;
 mod proxy_events;

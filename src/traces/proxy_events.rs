@@ -2,16 +2,24 @@
 //!
 //! The demo proxy logs only uvicorn access lines: no id, no clock. Those
 //! are pinned, by arrival order within a short window, on a trace the
-//! instances already opened (annotation only: they never change a
-//! verdict), or open a proxy-only trace that can only end `Unknown` (or
-//! `Error`). The JSON-lines format carries `request_id` and `ts` and joins
-//! by id.
+//! instances already opened, or open a proxy-only trace that can only end
+//! `Unknown` (or `Error`). Pinned on a prefilled request, an access line is
+//! what proves the proxy's flow (`flow.rs`). Its failures print before the
+//! `200 OK` that hides them: `Error occurred in disagg proxy server`, the
+//! exception tuple, `ClientError occurred: Cannot connect to host ...`; the
+//! access line that follows is that failed request's. The JSON-lines
+//! format carries `request_id` and `ts` and joins by id.
 
 use super::correlator::Correlator;
 use super::instance_events::hop_of;
-use super::model::{Confidence, Hop, Outcome};
+use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
-use crate::logs::proxy::{ProxyEvent, RequestEvent, Stage};
+use crate::logs::proxy::{ProxyErrorKind, ProxyEvent, RequestEvent, Stage};
+
+/// Lines of one proxy failure arrive within this long of each other.
+const ERROR_BURST_S: f64 = 1.0;
+/// The access line that ends a failed request comes within this long.
+const ERROR_ACCESS_S: f64 = 2.0;
 
 /// How far back (in ring entries) an id-less access line looks for its trace.
 const ATTACH_SCAN: usize = 256;
@@ -31,7 +39,21 @@ impl Correlator {
                 if a.method != "POST" || !a.path.starts_with("/v1/") {
                     return false;
                 }
-                if (200..300).contains(&a.status) {
+                if let Some((s, when)) = self.flow.error.take()
+                    && at - when <= ERROR_ACCESS_S
+                    && self.store.get(s).is_some()
+                {
+                    // The failed request's own answer: the demo proxy says 200 with nothing.
+                    let detail = if (200..300).contains(&a.status) {
+                        format!("HTTP {} with an empty body: the proxy hid the failure", a.status)
+                    } else {
+                        format!("HTTP {}", a.status)
+                    };
+                    self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| {
+                        p.detail = detail;
+                        p.end = Some(at);
+                    });
+                } else if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
                     self.stat(LogOrigin::Proxy).unattributed_errors += 1;
@@ -39,13 +61,9 @@ impl Correlator {
                 }
                 true
             }
-            ProxyEvent::Error { status, text, .. } => {
+            ProxyEvent::Error { kind, status, text, instance } => {
                 self.stat(LogOrigin::Proxy).unattributed_errors += 1;
-                let text = match status {
-                    Some(s) => format!("proxy error (HTTP {s}): {text}"),
-                    None => format!("proxy error: {text}"),
-                };
-                self.error_trace(LogOrigin::Proxy, text, at, at);
+                self.proxy_error(kind, status, &text, instance.as_deref(), at);
                 true
             }
             ProxyEvent::Request(r) => {
@@ -62,14 +80,17 @@ impl Correlator {
         let win = self.opts.proxy_window_s;
         let serials = self.store.serials();
         let from = serials.end.saturating_sub(ATTACH_SCAN as u64).max(serials.start);
-        let target = (from..serials.end).find(|s| {
+        let fits = |s: &u64, prefilled: bool| {
             self.store.get(*s).is_some_and(|e| {
                 !e.track.proxy_seen
-                    && (e.trace.prefill.is_some() || e.trace.decode.is_some())
+                    && (e.trace.prefill.is_some() || (!prefilled && e.trace.decode.is_some()))
                     && e.trace.first_seen >= at - win
                     && e.trace.first_seen <= at + 1.0
             })
-        });
+        };
+        // A proxied request was prefilled: those first, direct ones only if none.
+        let target =
+            (from..serials.end).find(|s| fits(s, true)).or_else(|| (from..serials.end).find(|s| fits(s, false)));
         let (s, detail) = match target {
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
             None => {
@@ -78,8 +99,83 @@ impl Correlator {
             }
         };
         self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
+        let mut due = None;
+        let mut prefilled = false;
         if let Some(e) = self.store.get_mut(s) {
             e.track.proxy_seen = true;
+            prefilled = e.trace.prefill.is_some();
+            due = e.track.miss_due.zip(e.trace.decode);
+        }
+        if prefilled && !self.flow.proxied && !self.flow.bypass {
+            self.flow.proxied = true;
+            self.settle_orphans(at);
+        }
+        // Decided before its proxy line came: the flow now vouches for its prefill.
+        if self.prefill_guaranteed(s)
+            && let Some(e) = self.store.get_mut(s)
+            && e.trace.join == Join::ByOrder
+            && e.trace.outcome != Outcome::Pending
+            && e.trace.confidence == Confidence::Unsure
+        {
+            e.trace.confidence = Confidence::Likely;
+        }
+        if let Some((busy, di)) = due {
+            self.miss_now(di, s, busy, at);
+        }
+    }
+
+    /// One line of a proxy failure; the lines of one failure make one trace.
+    fn proxy_error(&mut self, kind: ProxyErrorKind, status: Option<u16>, text: &str, instance: Option<&str>, at: f64) {
+        let named = instance.and_then(|a| self.flow.source_of(a));
+        let (mut hop, mut what) = match (named, instance) {
+            (Some(src @ LogOrigin::Prefill(_)), Some(a)) => (Hop::Producer, format!("{src} ({a}) unreachable: {text}")),
+            (Some(src @ LogOrigin::Decode(_)), Some(a)) => (Hop::Consumer, format!("{src} ({a}) unreachable: {text}")),
+            _ => (Hop::Proxy, match status {
+                Some(s) => format!("proxy error (HTTP {s}): {text}"),
+                None => format!("proxy error: {text}"),
+            }),
+        };
+        if let (Some(LogOrigin::Prefill(_)), Some(a)) = (named, instance)
+            && !self.flow.dropped.iter().any(|d| d == a)
+        {
+            // vLLM's demo proxy removes a prefill instance after its failure.
+            self.flow.dropped.push(a.to_string());
+        }
+        if kind == ProxyErrorKind::Detail && text.starts_with("StopIteration") && !self.flow.dropped.is_empty() {
+            hop = Hop::Producer;
+            what = format!(
+                "the proxy has no prefill instance left (it dropped {} after its failure) and failed the request itself (StopIteration)",
+                self.flow.dropped.join(", ")
+            );
+        }
+        let recent = self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
+        match recent {
+            Some((s, _)) => {
+                let blamed = self.store.get(s).and_then(|e| e.trace.error_at);
+                if hop != Hop::Proxy && blamed == Some(Hop::Proxy) {
+                    // The later line says where it failed: blame that hop.
+                    let before = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.outcome = Outcome::Pending;
+                    }
+                    self.fail(s, hop, LogOrigin::Proxy, what, at, at);
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.evidence.push_str(&format!("; {before}"));
+                    }
+                } else if let Some(e) = self.store.get_mut(s) {
+                    e.trace.evidence.push_str(&format!("; {what}"));
+                }
+                self.flow.error = Some((s, at));
+            }
+            None => {
+                let id = self.synthetic_id("proxy-error");
+                let s = self.new_trace(id, at);
+                if let Some(e) = self.store.get_mut(s) {
+                    e.track.proxy_seen = true;
+                }
+                self.fail(s, hop, LogOrigin::Proxy, what, at, at);
+                self.flow.error = Some((s, at));
+            }
         }
     }
 
