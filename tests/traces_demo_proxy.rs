@@ -283,3 +283,45 @@ fn demo_proxy_from_logs_alone() {
     assert_eq!((n.silent_miss, n.unattributed_misses, n.unknown), (0, 8, 8), "{n:?}");
     assert_eq!(n.loaded, 27, "{n:?}");
 }
+
+/// The same capture folded headless through the whole state (scrapes once
+/// a second, log lines every half second, as a live pdtop reads them), and
+/// reported as `check --json` would: every trace in `traces`, the errors
+/// at their hops, and the metrics counting the misses the logs can only
+/// count.
+#[test]
+fn demo_proxy_check_report() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(DIR);
+    let cap = pdtop::lab::Capture::from_dir(&dir).expect("capture");
+    let secs = cap.t_end - cap.t0 + 1.0;
+    let mut st = pdtop::lab::replay::state_at(&cap, secs, true);
+    st.finish(cap.t_end + 30.0);
+    let r = serde_json::to_value(pdtop::state::report::Report::from_state(&st)).expect("json");
+    let q = &r["requests"];
+    eprintln!("{q}\nmetrics {}\n{}", r["requests_metrics"], r["disagreement"]);
+    let traces = r["traces"].as_array().expect("traces");
+    assert_eq!(traces.len() as u64, q["seen"].as_u64().unwrap());
+    let by = |o: &str| traces.iter().filter(|t| t["outcome"] == o).count() as u64;
+    for o in ["loaded", "silent_miss", "no_prefill", "error", "cancelled", "unknown", "pending"] {
+        assert_eq!(by(o), q[o].as_u64().unwrap(), "{o}");
+    }
+    assert_eq!((q["error"].as_u64(), q["cancelled"].as_u64(), q["no_prefill"].as_u64()), (Some(9), Some(2), Some(6)), "{q}");
+    let at = |h: &str| traces.iter().filter(|t| t["outcome"] == "error" && t["error_at"] == h).count();
+    assert_eq!((at("decode"), at("prefill")), (6, 3));
+    // Named by what the client saw, served by the endpoint it came from.
+    for req in requests().iter().filter(|r| r.resp_id.is_some()) {
+        let id = req.resp_id.as_deref().unwrap();
+        let t = traces.iter().find(|t| t["id"] == id).unwrap_or_else(|| panic!("no trace {id}"));
+        if req.mode != "decode_only" {
+            assert_eq!(t["decode"], "127.0.0.1:8200", "{t}");
+        }
+        let ids: Vec<&str> = t["vllm_ids"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
+        assert!(ids.iter().any(|v| v.starts_with(id)), "{t}");
+        assert_ne!((truth(req), t["outcome"].as_str()), (Outcome::Loaded, Some("silent_miss")), "{t}");
+    }
+    // Logs alone count the 8 misses without naming them; the metrics see 8.
+    assert_eq!(r["unattributed_misses"].as_u64().unwrap() + q["silent_miss"].as_u64().unwrap(), 8, "{q}");
+    assert_eq!(r["requests_metrics"]["silent_miss"], 8, "{}", r["requests_metrics"]);
+    assert!(r["disagreement"].is_null(), "{}", r["disagreement"]);
+    assert_eq!(r["verdict"], "silent_misses");
+}

@@ -8,6 +8,7 @@ pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
+mod report_traces;
 
 use std::collections::VecDeque;
 
@@ -99,7 +100,9 @@ impl AppState {
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
     pub fn with_logs(mut self, logs: &[(crate::feed::LogOrigin, String)]) -> AppState {
         if !logs.is_empty() {
-            self.logs = Some(Box::new(LogState::new(logs)));
+            let mut l = LogState::new(logs);
+            l.set_addrs(self.instances.iter().map(|i| &i.endpoint));
+            self.logs = Some(Box::new(l));
         }
         self
     }
