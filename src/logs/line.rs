@@ -94,7 +94,8 @@ pub fn parse_access(s: &str) -> Option<AccessLine> {
     let path = words.next()?;
     let status = rest[close + 1..].trim_start();
     let end = status.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(status.len());
-    let status = status[..end].parse().ok()?;
+    // A line cut mid-way leaves a partial status: only a whole one counts.
+    let status = status[..end].parse().ok().filter(|s| (100..600).contains(s) && end == 3)?;
     Some(AccessLine {
         client: client.trim().to_string(),
         method: method.to_string(),

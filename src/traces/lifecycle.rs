@@ -7,6 +7,9 @@ use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 
+/// Lines of one engine death arrive within this long of each other.
+const DEATH_BURST_S: f64 = 5.0;
+
 impl Correlator {
     pub(super) fn on_expired(
         &mut self,
@@ -68,8 +71,13 @@ impl Correlator {
 
     pub(super) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
         let st = self.stat(src);
-        st.deaths += 1;
-        st.last_death = Some(Death { at: t, text: text.to_string() });
+        // One death prints several lines (the core's, then each request's
+        // EngineDeadError): count it once, keep the first (the cause).
+        let again = st.last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= DEATH_BURST_S);
+        if !again {
+            st.deaths += 1;
+            st.last_death = Some(Death { at: t, text: text.to_string() });
+        }
         let victims: Vec<u64> = self
             .open
             .iter()

@@ -141,12 +141,36 @@ impl Correlator {
             // vLLM's demo proxy removes a prefill instance after its failure.
             self.flow.dropped.push(a.to_string());
         }
-        if kind == ProxyErrorKind::Detail && text.starts_with("StopIteration") && !self.flow.dropped.is_empty() {
+        if kind == ProxyErrorKind::Detail && text.starts_with("StopIteration") {
+            // vLLM's demo proxy empties only its prefill list (one failure
+            // drops an instance); its decode list never shrinks.
             hop = Hop::Producer;
+            let dropped = match self.flow.dropped.is_empty() {
+                true => "every prefill instance after a failure".to_string(),
+                false => format!("{} after its failure", self.flow.dropped.join(", ")),
+            };
             what = format!(
-                "the proxy has no prefill instance left (it dropped {} after its failure) and failed the request itself (StopIteration)",
-                self.flow.dropped.join(", ")
+                "the proxy has no prefill instance left (it dropped {dropped}) and failed the request itself (StopIteration)"
             );
+        }
+        if kind == ProxyErrorKind::DisaggProxy {
+            // `disagg_proxy_demo.py` prints this only for a failure before
+            // the decode stream starts: the prefill stage (a decode failure
+            // surfaces later, inside the stream).
+            hop = Hop::Producer;
+            what = "the demo proxy failed the request before decode (its prefill stage) and answers 200 with an empty body".into();
+        }
+        if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
+            && !self.ids_shared
+            && let Some(s) = self.order_partner(at)
+        {
+            // A decode that cannot be reached: the prefilled request waiting for it.
+            if let Some(e) = self.store.get_mut(s) {
+                e.trace.decode = Some(i);
+                e.trace.join = super::model::Join::ByOrder;
+            }
+            self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
+            return;
         }
         let recent = self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
         match recent {

@@ -1,0 +1,129 @@
+//! Bad input on the paths the demo proxy exercises: a clear state, never a
+//! panic, never a verdict the input does not support.
+
+use pdtop::feed::LogOrigin;
+use pdtop::traces::{Correlator, CorrelatorOptions, Hop, Outcome};
+
+const T: f64 = 1_800_000_000.0;
+
+fn fed(lines: &[(LogOrigin, &str)]) -> Correlator {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    c.set_instance_addr(LogOrigin::Prefill(0), "127.0.0.1:8100");
+    c.set_instance_addr(LogOrigin::Decode(0), "127.0.0.1:8200");
+    c.set_instance_addr(LogOrigin::Decode(1), "127.0.0.1:8201");
+    for (k, (src, l)) in lines.iter().enumerate() {
+        c.on_line(*src, l, T + k as f64 * 0.01);
+    }
+    c.finish(T + 120.0);
+    c
+}
+
+const P: LogOrigin = LogOrigin::Prefill(0);
+const D: LogOrigin = LogOrigin::Decode(0);
+const X: LogOrigin = LogOrigin::Proxy;
+
+#[test]
+fn access_line_cut_mid_way() {
+    let c = fed(&[
+        (P, "Received request cmpl-a1b2c3d4e5f60718-0: params: SamplingParams(max_tokens=1)"),
+        (P, "(APIServer pid=1) INFO:     127.0.0.1:34640 - \"POST /v1/completions HTTP/1.1\" 2"),
+        (P, "(APIServer pid=1) INFO:     127.0.0.1:34640 - \"POST /v1/compl"),
+        (D, "(APIServer pid=2) INFO:     127.0.0.1:40118 - \"POST /v1/completions HTTP/1.1\" 4"),
+        (X, "INFO:     127.0.0.1:53002 - \"POST /v1/completions HTTP/1.1\" "),
+        (X, "INFO:     127.0.0.1:53002 - \"POST"),
+    ]);
+    let n = c.counts();
+    // A cut access line is not an error of anyone's.
+    assert_eq!((n.error, n.silent_miss, n.pending), (0, 0, 0), "{n:?}");
+    assert_eq!(n.seen, 1, "{n:?}");
+}
+
+#[test]
+fn traceback_without_its_header() {
+    let c = fed(&[
+        (P, "Received request cmpl-a1b2c3d4e5f60718-0: params: SamplingParams(max_tokens=1)"),
+        (D, "Received request cmpl-0f1e2d3c4b5a6978-0: params: SamplingParams(max_tokens=9)"),
+        (D, "Added request cmpl-0f1e2d3c4b5a6978-0-01234567."),
+        (D, "  File \"/lab/site/vllm/v1/engine/core_client.py\", line 1061, in get_output_async"),
+        (D, "    raise self._format_exception(outputs) from None"),
+        (D, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
+        (D, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
+        (D, "Error in completion stream generator."),
+    ]);
+    let st = c.stats();
+    let d = st.sources.iter().find(|s| s.source == D).expect("decode");
+    // One engine death, however many lines repeat it.
+    assert_eq!(d.deaths, 1, "{d:?}");
+    let t = c.traces().find(|t| t.decode == Some(0)).expect("trace");
+    assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Consumer)), "{}", t.evidence);
+}
+
+#[test]
+fn a_proxy_log_from_a_proxy_we_do_not_know() {
+    let c = fed(&[
+        (X, "2026/12/01 07:29:11 [info] 1#1: *1 upstream: \"http://127.0.0.1:8200/v1/completions\""),
+        (X, "127.0.0.1 - - [01/Dec/2026:07:29:11 +0000] \"POST /v1/completions HTTP/1.1\" 200 512 \"-\" \"curl\""),
+        (X, "{\"time\": \"07:29:11\", \"msg\": \"forwarded\", \"upstream\": \"decode\"}"),
+        (X, "panic: runtime error: index out of range [3] with length 3"),
+        (X, "(<class 'Broken"),
+        (X, "[\"<class 'x'>\", '"),
+    ]);
+    let n = c.counts();
+    assert_eq!((n.silent_miss, n.loaded, n.no_prefill, n.pending), (0, 0, 0, 0), "{n:?}");
+    for t in c.traces() {
+        assert!(matches!(t.outcome, Outcome::Error | Outcome::Unknown), "{t:?}");
+    }
+}
+
+#[test]
+fn colliding_ids() {
+    // Two requests reuse one id at once, and one random id shows up on both
+    // instances (a collision, not a forwarded id).
+    let c = fed(&[
+        (D, "KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')"),
+        (P, "Received request cmpl-dup-0: params: SamplingParams(max_tokens=1)"),
+        (P, "Received request cmpl-dup-0: params: SamplingParams(max_tokens=1)"),
+        (D, "Received request cmpl-dup-0: params: SamplingParams(max_tokens=9)"),
+        (D, "Received request cmpl-dup-0: params: SamplingParams(max_tokens=9)"),
+        (D, "Added request cmpl-dup-0-00000001."),
+        (D, "Added request cmpl-dup-0-00000001."),
+        (D, "External Cache Hit!"),
+        (D, "Inject KV cache of 32 tokens to the paged memory"),
+        (D, "Aborted request(s) cmpl-dup-0-00000001."),
+        (D, "Request cmpl-dup-0 failed (engine dead)."),
+        (X, "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8201 ssl:default"),
+    ]);
+    let n = c.counts();
+    assert_eq!(n.pending, 0, "{n:?}");
+    assert!(n.seen >= 1 && n.seen <= 6, "{n:?}");
+    assert_eq!(n.silent_miss, 0, "{n:?}");
+}
+
+/// XpYd: which decode served each request; a request sent to a decode that
+/// is down is an error at that decode.
+#[test]
+fn two_decodes_and_one_down() {
+    let d1 = LogOrigin::Decode(1);
+    let c = fed(&[
+        (D, "KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')"),
+        (d1, "KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')"),
+        (X, "INFO:     Started server process [1308]"),
+        (P, "Received request cmpl-1111111111111111-0: params: SamplingParams(max_tokens=1)"),
+        (P, "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
+        (X, "INFO:     127.0.0.1:2 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
+        (D, "Received request cmpl-aaaaaaaaaaaaaaaa-0: params: SamplingParams(max_tokens=9)"),
+        (D, "Added request cmpl-aaaaaaaaaaaaaaaa-0-00000001."),
+        (D, "External Cache Hit!"),
+        (D, "Inject KV cache of 32 tokens to the paged memory"),
+        (P, "Received request cmpl-2222222222222222-0: params: SamplingParams(max_tokens=1)"),
+        (P, "INFO:     127.0.0.1:3 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
+        (X, "INFO:     127.0.0.1:4 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
+        (X, "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8201 ssl:default [Connect call failed ('127.0.0.1', 8201)]"),
+    ]);
+    let a = c.get("cmpl-aaaaaaaaaaaaaaaa").expect("served");
+    assert_eq!((a.outcome, a.decode), (Outcome::Loaded, Some(0)), "{}", a.evidence);
+    let down = c.traces().find(|t| t.outcome == Outcome::Error).expect("error");
+    assert_eq!((down.decode, down.error_at), (Some(1), Some(Hop::Consumer)), "{}", down.evidence);
+    assert!(down.evidence.contains("127.0.0.1:8201"), "{}", down.evidence);
+    assert_eq!(c.counts().error, 1);
+}
