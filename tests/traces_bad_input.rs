@@ -46,8 +46,14 @@ fn traceback_without_its_header() {
         (D, "Added request cmpl-0f1e2d3c4b5a6978-0-01234567."),
         (D, "  File \"/lab/site/vllm/v1/engine/core_client.py\", line 1061, in get_output_async"),
         (D, "    raise self._format_exception(outputs) from None"),
-        (D, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
-        (D, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
+        (
+            D,
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        ),
+        (
+            D,
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+        ),
         (D, "Error in completion stream generator."),
     ]);
     let st = c.stats();
@@ -62,7 +68,10 @@ fn traceback_without_its_header() {
 fn a_proxy_log_from_a_proxy_we_do_not_know() {
     let c = fed(&[
         (X, "2026/12/01 07:29:11 [info] 1#1: *1 upstream: \"http://127.0.0.1:8200/v1/completions\""),
-        (X, "127.0.0.1 - - [01/Dec/2026:07:29:11 +0000] \"POST /v1/completions HTTP/1.1\" 200 512 \"-\" \"curl\""),
+        (
+            X,
+            "127.0.0.1 - - [01/Dec/2026:07:29:11 +0000] \"POST /v1/completions HTTP/1.1\" 200 512 \"-\" \"curl\"",
+        ),
         (X, "{\"time\": \"07:29:11\", \"msg\": \"forwarded\", \"upstream\": \"decode\"}"),
         (X, "panic: runtime error: index out of range [3] with length 3"),
         (X, "(<class 'Broken"),
@@ -118,7 +127,10 @@ fn two_decodes_and_one_down() {
         (P, "Received request cmpl-2222222222222222-0: params: SamplingParams(max_tokens=1)"),
         (P, "INFO:     127.0.0.1:3 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
         (X, "INFO:     127.0.0.1:4 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
-        (X, "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8201 ssl:default [Connect call failed ('127.0.0.1', 8201)]"),
+        (
+            X,
+            "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8201 ssl:default [Connect call failed ('127.0.0.1', 8201)]",
+        ),
     ]);
     let a = c.get("cmpl-aaaaaaaaaaaaaaaa").expect("served");
     assert_eq!((a.outcome, a.decode), (Outcome::Loaded, Some(0)), "{}", a.evidence);
@@ -126,4 +138,26 @@ fn two_decodes_and_one_down() {
     assert_eq!((down.decode, down.error_at), (Some(1), Some(Hop::Consumer)), "{}", down.evidence);
     assert!(down.evidence.contains("127.0.0.1:8201"), "{}", down.evidence);
     assert_eq!(c.counts().error, 1);
+}
+
+/// A decode refusal read before the prefill copy of the same request (two
+/// logs are read apart): still one request, prefilled, refused at decode.
+#[test]
+fn refusal_read_before_its_prefill_copy() {
+    let c = fed(&[
+        (X, "INFO:     Started server process [1308]"),
+        (
+            D,
+            "(APIServer pid=2) INFO:     127.0.0.1:40118 - \"POST /v1/completions HTTP/1.1\" 400 Bad Request",
+        ),
+        (
+            P,
+            "(APIServer pid=1) INFO 12-01 07:29:33 [r.py:63] Received request cmpl-930ade776847f6ff-0: params: SamplingParams(max_tokens=1)",
+        ),
+        (P, "(APIServer pid=1) INFO:     127.0.0.1:45758 - \"POST /v1/completions HTTP/1.1\" 200 OK"),
+    ]);
+    let n = c.counts();
+    assert_eq!((n.seen, n.error), (1, 1), "{n:?}");
+    let t = c.get("cmpl-930ade776847f6ff").expect("named by its prefill id");
+    assert_eq!((t.error_at, t.prefill, t.decode), (Some(Hop::Consumer), Some(0), Some(0)), "{}", t.evidence);
 }

@@ -16,7 +16,8 @@ use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Outcome, Tra
 const DIR: &str = "demo-proxy-qwen3";
 
 fn capture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(DIR).join(name);
+    let p =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(DIR).join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
 
@@ -112,7 +113,7 @@ fn proxy_lines() -> Lines {
     for (k, l) in lines.iter().enumerate() {
         if l.contains("\"POST ") {
             let t = it.next().unwrap_or(first);
-            for p in pending.drain(..).collect::<Vec<usize>>() {
+            for p in std::mem::take(&mut pending) {
                 out[p] = (t - 0.001, lines[p].to_string());
             }
             out[k] = (t, l.to_string());
@@ -258,8 +259,11 @@ fn demo_proxy_with_prompt_lengths_names_every_miss() {
     }
     eprintln!("{:?}", tally(&c));
     check(&c, true);
-    let mut want: Vec<String> =
-        requests().iter().filter(|r| truth(r) == Outcome::SilentMiss).filter_map(|r| r.resp_id.clone()).collect();
+    let mut want: Vec<String> = requests()
+        .iter()
+        .filter(|r| truth(r) == Outcome::SilentMiss)
+        .filter_map(|r| r.resp_id.clone())
+        .collect();
     want.sort();
     let mut got = c.silent_miss_ids();
     got.sort();
@@ -305,7 +309,11 @@ fn demo_proxy_check_report() {
     for o in ["loaded", "silent_miss", "no_prefill", "error", "cancelled", "unknown", "pending"] {
         assert_eq!(by(o), q[o].as_u64().unwrap(), "{o}");
     }
-    assert_eq!((q["error"].as_u64(), q["cancelled"].as_u64(), q["no_prefill"].as_u64()), (Some(9), Some(2), Some(6)), "{q}");
+    assert_eq!(
+        (q["error"].as_u64(), q["cancelled"].as_u64(), q["no_prefill"].as_u64()),
+        (Some(9), Some(2), Some(6)),
+        "{q}"
+    );
     let at = |h: &str| traces.iter().filter(|t| t["outcome"] == "error" && t["error_at"] == h).count();
     assert_eq!((at("decode"), at("prefill")), (6, 3));
     // Named by what the client saw, served by the endpoint it came from.
@@ -315,7 +323,8 @@ fn demo_proxy_check_report() {
         if req.mode != "decode_only" {
             assert_eq!(t["decode"], "127.0.0.1:8200", "{t}");
         }
-        let ids: Vec<&str> = t["vllm_ids"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
+        let ids: Vec<&str> =
+            t["vllm_ids"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
         assert!(ids.iter().any(|v| v.starts_with(id)), "{t}");
         assert_ne!((truth(req), t["outcome"].as_str()), (Outcome::Loaded, Some("silent_miss")), "{t}");
     }

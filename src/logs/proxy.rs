@@ -347,7 +347,10 @@ fn named_host(text: &str) -> Option<String> {
 /// `["<class 'X'>", '502: Bad Gateway...', '<traceback ...>']`.
 fn exc_info_line(msg: &str) -> Option<ProxyEvent> {
     let m = msg.trim();
-    let inner = m.strip_prefix('(').and_then(|r| r.strip_suffix(')')).or_else(|| m.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
+    let inner = m
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .or_else(|| m.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
     let c = inner.find("<class '")?;
     let after = &inner[c + "<class '".len()..];
     let class = &after[..after.find('\'')?];
@@ -383,7 +386,6 @@ fn url_port(url: &str) -> Option<u16> {
     let (_, port) = host_port(url)?.rsplit_once(':')?;
     port.parse().ok()
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -441,13 +443,17 @@ mod tests {
             _ => None,
         };
         assert_eq!(
-            host("ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]"),
+            host(
+                "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]"
+            ),
             Some("127.0.0.1:8100".into())
         );
         let tuple = "(<class 'fastapi.exceptions.HTTPException'>, HTTPException(status_code=502, detail='Bad Gateway: Error communicating with upstream server.'), <traceback object at 0x7efcb3d82e40>)";
         assert_eq!(kind(tuple), Some((K::Detail, Some(502))));
         let stop = "(<class 'StopIteration'>, StopIteration(), <traceback object at 0x7efcb3477fc0>)";
-        assert!(matches!(p(stop), ProxyEvent::Error { kind: K::Detail, status: None, ref text, .. } if text == "StopIteration"));
+        assert!(
+            matches!(p(stop), ProxyEvent::Error { kind: K::Detail, status: None, ref text, .. } if text == "StopIteration")
+        );
         let chat = "[\"<class 'fastapi.exceptions.HTTPException'>\", '502: Bad Gateway: Error communicating with upstream server.', '<traceback object at 0x7f>']";
         assert_eq!(kind(chat), Some((K::Detail, Some(502))));
         // Cut mid-way: still an error line, never a panic.

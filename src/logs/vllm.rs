@@ -257,7 +257,9 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::KvTransferMetrics(parse_kv_metrics(r));
     }
     if let Some(r) = msg.strip_prefix("Request ") {
-        if let Some(id) = r.strip_suffix(" failed (engine dead).").or_else(|| r.strip_suffix(" failed (engine dead)")) {
+        if let Some(id) =
+            r.strip_suffix(" failed (engine dead).").or_else(|| r.strip_suffix(" failed (engine dead)"))
+        {
             return VllmEvent::RequestFailed { id: id.to_string() };
         }
         if let Some((id, rest)) = r.split_once(" details: ") {
@@ -568,7 +570,8 @@ mod tests {
         assert_eq!(ev(s), VllmEvent::StreamError);
         let d = "(APIServer pid=1) DEBUG 11-30 06:25:31 [request_logger.py:50] Request cmpl-x-0 details: prompt: 'a, prompt_token_ids: [9]', prompt_token_ids: [1, 2, 3], prompt_embeds shape: None.";
         assert_eq!(ev(d), VllmEvent::RequestDetails { id: "cmpl-x-0".into(), prompt_tokens: Some(3) });
-        let cut = "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-x-0 details: prompt: 'a', prompt_token_ids: [1, 2";
+        let cut =
+            "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-x-0 details: prompt: 'a', prompt_token_ids: [1, 2";
         assert_eq!(ev(cut), VllmEvent::RequestDetails { id: "cmpl-x-0".into(), prompt_tokens: None });
     }
 

@@ -36,7 +36,6 @@ pub struct KvTransferMetrics {
     pub num_kv_expired: Option<u64>,
 }
 
-
 /// `Engine 000: Avg prompt throughput: 0.5 tokens/s, ...` (see §2.2 for the
 /// optional parts). The five parts every version prints are required.
 pub(crate) fn parse_engine_stats(msg: &str) -> Option<EngineStats> {

@@ -54,8 +54,17 @@ pub struct Correlator {
     pub(super) params_seen: std::collections::HashSet<usize>,
     /// What the proxy's flow proves without shared ids.
     pub(super) flow: Flow,
-    /// `block_size` per instance, from its `non-default args`.
-    pub(super) block_size: HashMap<LogOrigin, u32>,
+    /// What each instance's log says of itself beyond its stats.
+    pub(super) facts: InstanceFacts,
+}
+
+/// Per-instance facts read from its log.
+#[derive(Debug, Clone, Default)]
+pub(super) struct InstanceFacts {
+    /// `block_size` from the instance's `non-default args`.
+    pub blocks: HashMap<LogOrigin, u32>,
+    /// Time of the last stamped line.
+    pub last_stamp: HashMap<LogOrigin, f64>,
 }
 
 /// How a decode instance's connector shows a load in its log.
@@ -97,7 +106,7 @@ impl Correlator {
             last_at: 0.0,
             params_seen: std::collections::HashSet::new(),
             flow: Flow::default(),
-            block_size: HashMap::new(),
+            facts: InstanceFacts::default(),
         }
     }
 

@@ -206,7 +206,8 @@ impl Correlator {
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
             let mut members = w.rivals.clone();
             members.push(w.serial);
-            let hits = w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
+            let hits =
+                w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
             self.open_group(i, Group { members, hits, counted }, now);
             for r in &w.rivals {
                 if let Some(re) = self.store.get_mut(*r)

@@ -18,6 +18,8 @@ use crate::feed::LogOrigin;
 pub(super) const BYPASS_S: f64 = 5.0;
 /// Longest a possible miss waits for its proxy access line.
 pub(super) const PROXY_WAIT_S: f64 = 5.0;
+/// A prefill copy read this long after a decode refusal may be its own.
+const REFUSAL_S: f64 = 1.0;
 /// Entries kept in each list below.
 const CAP: usize = 1024;
 
@@ -36,9 +38,14 @@ pub(super) struct Flow {
     pub orphans: VecDeque<u64>,
     /// Prefill instances the proxy has dropped after a failure.
     pub dropped: Vec<String>,
+    /// The last host a proxy error named that matches no instance.
+    pub unnamed_host: Option<String>,
     /// The proxy's latest error trace and when: the access line that
     /// follows it (`200 OK` with an empty body) is that request's.
     pub error: Option<(u64, f64)>,
+    /// Decode refusals (4xx before logging the request) with no prefill
+    /// copy before them: (serial, read time). Its copy may be read late.
+    refusals: VecDeque<(u64, f64)>,
 }
 
 impl Flow {
@@ -81,7 +88,22 @@ impl Flow {
     }
 
     pub fn queued(&self) -> usize {
-        self.watch.len() + self.orphans.len()
+        self.watch.len() + self.orphans.len() + self.refusals.len()
+    }
+
+    pub fn refusal(&mut self, serial: u64, at: f64) {
+        push_capped(&mut self.refusals, (serial, at));
+    }
+
+    /// The oldest refusal read within `REFUSAL_S` before `at`.
+    pub fn take_refusal(&mut self, at: f64) -> Option<u64> {
+        while let Some((s, when)) = self.refusals.front().copied() {
+            self.refusals.pop_front();
+            if at - when <= REFUSAL_S && at >= when {
+                return Some(s);
+            }
+        }
+        None
     }
 }
 

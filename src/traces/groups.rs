@@ -51,7 +51,7 @@ impl Correlator {
 
     /// Decides every member if the lengths allow; `true` when settled.
     fn settle_group(&mut self, i: usize, g: &Group, now: f64) -> bool {
-        let fit = self.block_size.get(&LogOrigin::Decode(i)).copied().unwrap_or(DEFAULT_FIT);
+        let fit = self.facts.blocks.get(&LogOrigin::Decode(i)).copied().unwrap_or(DEFAULT_FIT);
         let lens: Vec<Option<u32>> =
             g.members.iter().map(|s| self.store.get(*s).and_then(|e| e.trace.prompt_tokens)).collect();
         let fits = |m: usize, h: usize| match (lens[m], g.hits[h]) {
@@ -96,7 +96,10 @@ impl Correlator {
         let mut attributed = 0;
         for (s, tokens, hit, len) in verdicts {
             let was = self.store.outcome(s);
-            if !matches!(was, Some(Outcome::Pending | Outcome::Loaded | Outcome::Unknown | Outcome::SilentMiss)) {
+            if !matches!(
+                was,
+                Some(Outcome::Pending | Outcome::Loaded | Outcome::Unknown | Outcome::SilentMiss)
+            ) {
                 continue;
             }
             if let Some(e) = self.store.get_mut(s) {

@@ -113,7 +113,8 @@ impl HitQueue {
         }
         // No request open for a hit: one its step passed over was scheduled
         // a step later after all (the engine got it just after that step began).
-        let pos = self.waiting.iter().position(|x| !x.closed).or_else(|| (!self.waiting.is_empty()).then_some(0));
+        let pos =
+            self.waiting.iter().position(|x| !x.closed).or_else(|| (!self.waiting.is_empty()).then_some(0));
         let Some(w) = pos.and_then(|p| self.waiting.remove(p)) else {
             self.orphan_total += 1;
             push_capped(&mut self.orphans, at, cap);

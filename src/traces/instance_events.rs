@@ -1,10 +1,10 @@
 //! Events from a vLLM instance's own log (prefill or decode).
 
-use super::stamp::anchor;
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::hits::Waiting;
 use super::ids::{base_id, external_of_internal, looks_random, trace_key};
 use super::model::{Confidence, Hop, Join, Outcome};
+use super::stamp::anchor;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 
@@ -22,7 +22,13 @@ pub(super) struct Arrival<'a> {
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
     pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64) -> bool {
-        let t = line.timestamp.and_then(|s| anchor(s, at, self.opts.year)).unwrap_or(at);
+        let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
+        if let Some(t) = stamped {
+            self.facts.last_stamp.insert(src, t);
+        }
+        // A line without a stamp (uvicorn's access line) happened at about
+        // the source's last stamp: its clock, which the reader's may not be.
+        let t = stamped.or_else(|| self.facts.last_stamp.get(&src).copied()).unwrap_or(at);
         let process = process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
             self.stat(src).pid = line.pid;
@@ -79,7 +85,7 @@ impl Correlator {
             (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
             (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
                 if let Some(b) = block_size {
-                    self.block_size.insert(src, *b);
+                    self.facts.blocks.insert(src, *b);
                 }
                 let st = self.stat(src);
                 if connector.is_some() {
@@ -123,12 +129,26 @@ impl Correlator {
                 e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
             })
         });
-        let s = match reuse {
-            Some(s) => {
+        // A decode refusal read just before this copy (the two logs are read
+        // apart): the refused request's own prefill.
+        let refused = match (reuse, a.max_tokens) {
+            (None, Some(1)) if !self.ids_shared => self.flow.take_refusal(a.at),
+            _ => None,
+        };
+        let s = match (reuse, refused) {
+            (Some(s), _) => {
                 self.reopen(s);
                 s
             }
-            None => self.new_trace(base.clone(), a.at),
+            (None, Some(s)) => {
+                self.store.alias(&base, s);
+                if let Some(e) = self.store.get_mut(s) {
+                    e.trace.id = base.clone();
+                    e.trace.join = Join::ByOrder;
+                }
+                s
+            }
+            (None, None) => self.new_trace(base.clone(), a.at),
         };
         let wants_pull = a.params.and_then(|p| p.do_remote_decode) == Some(true);
         let detail = match (a.max_tokens, wants_pull) {
@@ -146,6 +166,9 @@ impl Correlator {
             has_decode = e.trace.decode.is_some();
         }
         push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        if refused.is_some() {
+            return s;
+        }
         if a.max_tokens == Some(1) && !self.ids_shared {
             self.flow.watch(s, a.at);
         }

@@ -220,6 +220,9 @@ impl Correlator {
                         LogOrigin::Proxy => e.track.proxy_seen = true,
                     }
                 }
+                if matches!(src, LogOrigin::Decode(_)) && !self.ids_shared {
+                    self.flow.refusal(s, at);
+                }
                 s
             }
         };
@@ -240,7 +243,8 @@ impl Correlator {
             Outcome::SilentMiss => format!(", after decode recomputed its prompt ({ev})"),
             _ => String::new(),
         };
-        let text = format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
+        let text =
+            format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
         self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
     }
 

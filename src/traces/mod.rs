@@ -17,23 +17,23 @@
 //! - ExampleConnector: `External Cache Hit!` / `Inject KV cache of N
 //!   tokens`, attributed in FIFO order (`hits.rs`).
 
-mod stamp;
 mod correlator;
 mod decide;
+mod flow;
+mod groups;
 mod hits;
 mod ids;
 mod instance_events;
-mod flow;
-mod groups;
 mod lifecycle;
 mod model;
 mod proxy_events;
+mod stamp;
 mod store;
 
-pub use stamp::anchor;
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
 pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
     Trace,
 };
+pub use stamp::anchor;

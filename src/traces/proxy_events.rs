@@ -89,8 +89,9 @@ impl Correlator {
             })
         };
         // A proxied request was prefilled: those first, direct ones only if none.
-        let target =
-            (from..serials.end).find(|s| fits(s, true)).or_else(|| (from..serials.end).find(|s| fits(s, false)));
+        let target = (from..serials.end)
+            .find(|s| fits(s, true))
+            .or_else(|| (from..serials.end).find(|s| fits(s, false)));
         let (s, detail) = match target {
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
             None => {
@@ -125,15 +126,29 @@ impl Correlator {
     }
 
     /// One line of a proxy failure; the lines of one failure make one trace.
-    fn proxy_error(&mut self, kind: ProxyErrorKind, status: Option<u16>, text: &str, instance: Option<&str>, at: f64) {
+    fn proxy_error(
+        &mut self,
+        kind: ProxyErrorKind,
+        status: Option<u16>,
+        text: &str,
+        instance: Option<&str>,
+        at: f64,
+    ) {
         let named = instance.and_then(|a| self.flow.source_of(a));
         let (mut hop, mut what) = match (named, instance) {
-            (Some(src @ LogOrigin::Prefill(_)), Some(a)) => (Hop::Producer, format!("{src} ({a}) unreachable: {text}")),
-            (Some(src @ LogOrigin::Decode(_)), Some(a)) => (Hop::Consumer, format!("{src} ({a}) unreachable: {text}")),
-            _ => (Hop::Proxy, match status {
-                Some(s) => format!("proxy error (HTTP {s}): {text}"),
-                None => format!("proxy error: {text}"),
-            }),
+            (Some(src @ LogOrigin::Prefill(_)), Some(a)) => {
+                (Hop::Producer, format!("{src} ({a}) unreachable: {text}"))
+            }
+            (Some(src @ LogOrigin::Decode(_)), Some(a)) => {
+                (Hop::Consumer, format!("{src} ({a}) unreachable: {text}"))
+            }
+            _ => (
+                Hop::Proxy,
+                match status {
+                    Some(s) => format!("proxy error (HTTP {s}): {text}"),
+                    None => format!("proxy error: {text}"),
+                },
+            ),
         };
         if let (Some(LogOrigin::Prefill(_)), Some(a)) = (named, instance)
             && !self.flow.dropped.iter().any(|d| d == a)
@@ -153,7 +168,17 @@ impl Correlator {
                 "the proxy has no prefill instance left (it dropped {dropped}) and failed the request itself (StopIteration)"
             );
         }
+        if let (None, Some(a)) = (named, instance) {
+            // A host pdtop was not told of: remembered, in case the proxy's
+            // next line says which stage it served.
+            self.flow.unnamed_host = Some(a.to_string());
+        }
         if kind == ProxyErrorKind::DisaggProxy {
+            if let Some(h) = self.flow.unnamed_host.take()
+                && !self.flow.dropped.contains(&h)
+            {
+                self.flow.dropped.push(h);
+            }
             // `disagg_proxy_demo.py` prints this only for a failure before
             // the decode stream starts: the prefill stage (a decode failure
             // surfaces later, inside the stream).
@@ -172,7 +197,8 @@ impl Correlator {
             self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
             return;
         }
-        let recent = self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
+        let recent =
+            self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
         match recent {
             Some((s, _)) => {
                 let blamed = self.store.get(s).and_then(|e| e.trace.error_at);
