@@ -6,4 +6,5 @@ mod prompt;
 pub mod proxy;
 mod pyrepr;
 pub mod vllm;
+mod vllm_params;
 mod vllm_stats;

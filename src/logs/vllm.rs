@@ -16,7 +16,9 @@
 //! whatever a process writes to its stdout.
 
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
-use super::pyrepr::{Cursor, Py};
+use super::pyrepr::Cursor;
+pub use super::vllm_params::KvParams;
+use super::vllm_params::{parse_kv_config, parse_received};
 
 pub use super::line::{AccessLine, Level};
 pub use super::prompt::{MAX_PROMPT_CHARS, prompt_of, redact_prompt};
@@ -36,23 +38,6 @@ pub struct VllmLine {
     pub level: Option<Level>,
     pub timestamp: Option<Stamp>,
     pub event: VllmEvent,
-}
-
-/// `kv_transfer_params` as the API server logged them inside
-/// `SamplingParams(... extra_args={'kv_transfer_params': {...}})`.
-/// Keys that were absent or `None` stay `None`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct KvParams {
-    pub do_remote_prefill: Option<bool>,
-    pub do_remote_decode: Option<bool>,
-    /// The prefill instance's *internal* id (with its `-<8 hex>` suffix).
-    pub remote_request_id: Option<String>,
-    pub remote_engine_id: Option<String>,
-    pub remote_num_tokens: Option<u32>,
-    /// Count of block ids in `remote_block_ids` (flattened: NIXL logs one list per KV group).
-    pub remote_block_count: Option<usize>,
-    pub remote_host: Option<String>,
-    pub remote_port: Option<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,7 +201,8 @@ fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
 /// are `starts_with` on a few distinct first words before anything costlier.
 fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Received request ") {
-        return parse_received(r);
+        let (id, max_tokens, kv_params) = parse_received(r);
+        return VllmEvent::Received { id, max_tokens, kv_params };
     }
     if let Some(r) = msg.strip_prefix("Added request ") {
         let internal = r.trim_end().trim_end_matches('.');
@@ -298,21 +284,20 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::Shutdown;
     }
     if let Some(r) = msg.strip_prefix("KVTransferConfig(") {
-        return parse_kv_config(r);
+        let (role, connector, engine_id) = parse_kv_config(r);
+        return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size: None };
     }
     if msg.starts_with("non-default args: ") {
         // The startup line embeds the same repr; NIXL setups print no other.
         const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
         if let Some(i) = msg.find(CFG) {
-            let mut ev = parse_kv_config(&msg[i + CFG.len()..]);
-            if let VllmEvent::KvConnectorConfig { block_size, .. } = &mut ev {
-                const BS: &str = "'block_size': ";
-                *block_size = msg
-                    .find(BS)
-                    .and_then(|j| leading_u64(&msg[j + BS.len()..]))
-                    .and_then(|n| u32::try_from(n).ok());
-            }
-            return ev;
+            let (role, connector, engine_id) = parse_kv_config(&msg[i + CFG.len()..]);
+            const BS: &str = "'block_size': ";
+            let block_size = msg
+                .find(BS)
+                .and_then(|j| leading_u64(&msg[j + BS.len()..]))
+                .and_then(|n| u32::try_from(n).ok());
+            return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size };
         }
         return VllmEvent::Other;
     }
@@ -378,106 +363,6 @@ fn exception_line(msg: &str) -> Option<(&str, &str)> {
     }
     let text = rest.strip_prefix(':')?;
     Some((name, text.trim()))
-}
-
-/// `Received request <id>: params: SamplingParams(...), lora_request: ...`
-/// (≥0.14) or `Received request <id>: prompt: '...', params: ...` (≤0.11).
-fn parse_received(r: &str) -> VllmEvent {
-    let (id, mut rest) = match r.find(": ") {
-        Some(i) => (&r[..i], &r[i + 2..]),
-        None => (r.trim_end_matches(['.', ':']), ""),
-    };
-    let mut max_tokens = None;
-    let mut kv_params = None;
-    // Skip the prompt repr without looking inside it: it is user text and may
-    // itself contain "max_tokens=" or "kv_transfer_params".
-    if let Some(p) = rest.strip_prefix("prompt: ") {
-        let mut c = Cursor::new(p);
-        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { "" };
-    }
-    if let Some(p) = rest.strip_prefix("params: SamplingParams(") {
-        let mut c = Cursor::new(p);
-        while let Some(key) = c.key_eq() {
-            match key {
-                "max_tokens" => {
-                    max_tokens = match c.value(0) {
-                        Some(Py::Int(n)) => u32::try_from(n).ok(),
-                        _ => None,
-                    }
-                }
-                "extra_args" => kv_params = c.value(0).and_then(|v| kv_params_of(&v)),
-                _ => {
-                    if !c.skip_value() {
-                        break;
-                    }
-                }
-            }
-            if !c.eat(b',') {
-                break;
-            }
-        }
-    }
-    VllmEvent::Received { id: id.to_string(), max_tokens, kv_params }
-}
-
-/// `{'kv_transfer_params': {...}}` → `KvParams`; anything else → `None`.
-fn kv_params_of(extra: &Py) -> Option<KvParams> {
-    let params = extra.get("kv_transfer_params")?;
-    let Py::Dict(_) = params else { return None };
-    let s = |k| match params.get(k) {
-        Some(Py::Str(v)) => Some(v.clone().into_owned()),
-        _ => None,
-    };
-    let b = |k| match params.get(k) {
-        Some(Py::Bool(v)) => Some(*v),
-        _ => None,
-    };
-    let n = |k| match params.get(k) {
-        Some(Py::Int(v)) => Some(*v),
-        _ => None,
-    };
-    Some(KvParams {
-        do_remote_prefill: b("do_remote_prefill"),
-        do_remote_decode: b("do_remote_decode"),
-        remote_request_id: s("remote_request_id"),
-        remote_engine_id: s("remote_engine_id"),
-        remote_num_tokens: n("remote_num_tokens").and_then(|v| u32::try_from(v).ok()),
-        remote_block_count: match params.get("remote_block_ids") {
-            Some(v @ Py::List(_)) => Some(v.count_leaves()),
-            _ => None,
-        },
-        remote_host: s("remote_host"),
-        remote_port: n("remote_port").and_then(|v| u16::try_from(v).ok()),
-    })
-}
-
-/// Body of `KVTransferConfig(` up to its `)`.
-fn parse_kv_config(r: &str) -> VllmEvent {
-    let (mut role, mut connector, mut engine_id) = (None, None, None);
-    let mut c = Cursor::new(r);
-    while let Some(key) = c.key_eq() {
-        let slot = match key {
-            "kv_role" => &mut role,
-            "kv_connector" => &mut connector,
-            "engine_id" => &mut engine_id,
-            _ => {
-                if !c.skip_value() {
-                    break;
-                }
-                if !c.eat(b',') {
-                    break;
-                }
-                continue;
-            }
-        };
-        if let Some(Py::Str(v)) = c.value(0) {
-            *slot = Some(v.into_owned());
-        }
-        if !c.eat(b',') {
-            break;
-        }
-    }
-    VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size: None }
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod correlator;
 mod decide;
 mod flow;
 mod groups;
+mod hit_events;
 mod hits;
 mod ids;
 mod instance_events;
