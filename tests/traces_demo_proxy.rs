@@ -334,3 +334,31 @@ fn demo_proxy_check_report() {
     assert!(r["disagreement"].is_null(), "{}", r["disagreement"]);
     assert_eq!(r["verdict"], "silent_misses");
 }
+
+/// Every capture folded headless into the state and its report: the counts
+/// pdtop gives against each capture's truth (printed for the record).
+#[test]
+fn counts_on_every_capture() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures");
+    for (name, loaded, miss, no_prefill, error, cancelled) in [
+        ("qwen3-shape-restart", 60, 8, 8, 0, 0),
+        ("nixl-llama-shape", 52, 4, 8, 0, 0),
+        ("demo-proxy-qwen3", 27, 8, 6, 9, 2),
+    ] {
+        let cap = pdtop::lab::Capture::from_dir(&root.join(name)).expect("capture");
+        let mut st = pdtop::lab::replay::state_at(&cap, cap.t_end - cap.t0 + 1.0, true);
+        st.finish(cap.t_end + 30.0);
+        let r = serde_json::to_value(pdtop::state::report::Report::from_state(&st)).expect("json");
+        let q = &r["requests"];
+        let u = r["unattributed_misses"].as_u64().unwrap();
+        eprintln!("{name}: {q} unattributed {u}; metrics {}", r["requests_metrics"]);
+        let n = |k: &str| q[k].as_u64().unwrap();
+        assert!(n("loaded").abs_diff(loaded) <= 1, "{name}: {q}");
+        assert_eq!(n("silent_miss") + u, miss, "{name}: {q}");
+        assert_eq!(
+            (n("no_prefill"), n("error"), n("cancelled"), n("pending")),
+            (no_prefill, error, cancelled, 0),
+            "{name}: {q}"
+        );
+    }
+}

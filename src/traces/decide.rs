@@ -352,6 +352,8 @@ impl Correlator {
     /// " 1.0 s earlier" when the prefill's answer time is known.
     pub(super) fn finished_note(&self, s: u64, t: f64) -> String {
         match self.store.get(s).and_then(|e| e.track.prefill_done) {
+            // Stamps have one-second resolution: below that, say so.
+            Some(done) if t >= done && t - done < 1.0 => " under a second earlier".to_string(),
             Some(done) if t >= done => format!(" {:.1} s earlier", t - done),
             _ => String::new(),
         }
