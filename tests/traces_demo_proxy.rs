@@ -333,6 +333,15 @@ fn demo_proxy_check_report() {
     assert_eq!(r["requests_metrics"]["silent_miss"], 8, "{}", r["requests_metrics"]);
     assert!(r["disagreement"].is_null(), "{}", r["disagreement"]);
     assert_eq!(r["verdict"], "silent_misses");
+    // What stays unknown, and why: the 8 requests that shared a scheduling
+    // step (and its one hit) with a request that loaded.
+    let why = r["unknown_reasons"].as_array().expect("unknown_reasons");
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert_eq!(why[0]["count"], 8);
+    assert!(
+        why[0]["reason"].as_str().unwrap().contains("hits went to 1 requests added alongside it"),
+        "{why:?}"
+    );
 }
 
 /// Every capture folded headless into the state and its report: the counts

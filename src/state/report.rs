@@ -7,7 +7,7 @@ use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
 
 use super::misses::Outcomes;
-pub use super::report_traces::{TraceReport, VllmId, origin_endpoint};
+pub use super::report_traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
 use super::{AppState, Role};
 
 /// Requests by outcome. From traces (per request, named) when a decode
@@ -69,6 +69,8 @@ pub struct Report {
     pub silent_miss_ids: Vec<String>,
     /// Every request the traces hold, oldest first (empty without logs).
     pub traces: Vec<TraceReport>,
+    /// Why `requests.unknown` are unknown, grouped.
+    pub unknown_reasons: Vec<UnknownReason>,
     /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
     pub requests_source: &'static str,
     /// The metrics-only count, always: a cross-check of the traces.
@@ -271,11 +273,12 @@ impl Report {
             let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
-        let traces: Vec<TraceReport> = match &state.logs {
-            Some(l) if l.has_decode_log() => {
-                l.correlator.traces().map(|t| TraceReport::from_trace(t, state)).collect()
-            }
-            _ => Vec::new(),
+        let (traces, unknown_reasons) = match &state.logs {
+            Some(l) if l.has_decode_log() => (
+                l.correlator.traces().map(|t| TraceReport::from_trace(t, state)).collect(),
+                unknown_reasons(l.correlator.traces()),
+            ),
+            _ => (Vec::new(), Vec::new()),
         };
         let (requests, silent_miss_ids, unattributed, source) = match traced {
             Some((c, ids, u)) => (c, ids, u, "traces"),
@@ -347,6 +350,7 @@ impl Report {
             requests,
             silent_miss_ids,
             traces,
+            unknown_reasons,
             requests_source: source,
             requests_metrics: metrics,
             disagreement,

@@ -75,3 +75,26 @@ pub fn origin_endpoint(state: &AppState, o: crate::feed::LogOrigin) -> String {
     };
     found.map_or_else(|| o.to_string(), |i| i.endpoint.display.clone())
 }
+
+/// Why requests stay unknown: how many share each reason.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UnknownReason {
+    pub count: u64,
+    pub reason: String,
+}
+
+/// The unknown traces grouped by the first clause of their evidence (the
+/// part before any id list), most frequent first.
+pub fn unknown_reasons<'a>(traces: impl Iterator<Item = &'a crate::traces::Trace>) -> Vec<UnknownReason> {
+    let mut by: Vec<UnknownReason> = Vec::new();
+    for t in traces.filter(|t| t.outcome == crate::traces::Outcome::Unknown) {
+        let cut = t.evidence.find(" (").unwrap_or(t.evidence.len());
+        let reason = t.evidence[..cut].to_string();
+        match by.iter_mut().find(|r| r.reason == reason) {
+            Some(r) => r.count += 1,
+            None => by.push(UnknownReason { count: 1, reason }),
+        }
+    }
+    by.sort_by(|a, b| b.count.cmp(&a.count));
+    by
+}

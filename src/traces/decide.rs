@@ -195,7 +195,7 @@ impl Correlator {
             let rivals: Vec<String> =
                 w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
             let ev = format!(
-                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which",
+                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which until their prompt lengths are known (vLLM's DEBUG request log or its spans)",
                 rivals.len(),
                 rivals.join(", ")
             );
@@ -208,7 +208,6 @@ impl Correlator {
             members.push(w.serial);
             let hits =
                 w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
-            self.open_group(i, Group { members, hits, counted }, now);
             for r in &w.rivals {
                 if let Some(re) = self.store.get_mut(*r)
                     && re.trace.outcome == Outcome::Loaded
@@ -219,6 +218,8 @@ impl Correlator {
                         .push_str(&format!("; its hit may have been {id}'s (one of them missed)"));
                 }
             }
+            // Last: prompt lengths already known settle it now, over the above.
+            self.open_group(i, Group { members, hits, counted }, now);
             return;
         }
         if join == Join::ByOrder

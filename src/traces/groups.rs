@@ -158,3 +158,62 @@ fn assign(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Confidence, Correlator, CorrelatorOptions, Outcome};
+
+    /// Two requests scheduled together, one hit of 896 tokens: with vLLM's
+    /// DEBUG request details (prompt lengths 900 and 1025) the 1025-token
+    /// one is the miss, by name and sure; without them, neither is named.
+    #[test]
+    fn prompt_lengths_settle_a_shared_step() {
+        for debug in [true, false] {
+            let mut c = Correlator::new(CorrelatorOptions::default());
+            let at = 1_800_000_000.0;
+            let (p, d) = (LogOrigin::Prefill(0), LogOrigin::Decode(0));
+            c.on_line(d, "non-default args: {'block_size': 16, 'kv_transfer_config': KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')}", at);
+            for (id, n, k) in [("a", 900, 1), ("b", 1025, 2)] {
+                c.on_line(
+                    p,
+                    &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
+                    at,
+                );
+                c.on_line(
+                    d,
+                    &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=9)"),
+                    at,
+                );
+                if debug {
+                    let ids = vec!["7"; n].join(", ");
+                    let line = format!(
+                        "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-{id}-0 details: prompt: None, prompt_token_ids: [{ids}], prompt_embeds shape: None."
+                    );
+                    c.on_line(d, &line, at);
+                }
+                c.on_line(d, &format!("Added request cmpl-{id}-0-0000000{k}."), at);
+            }
+            c.on_line(d, "External Cache Hit!", at);
+            c.on_line(d, "Inject KV cache of 896 tokens to the paged memory", at);
+            c.on_tick(at + 2.0);
+            let (a, b) = (c.get("a").expect("a"), c.get("b").expect("b"));
+            if debug {
+                assert_eq!(
+                    (a.outcome, a.confidence, a.inject_tokens),
+                    (Outcome::Loaded, Confidence::Sure, Some(896))
+                );
+                assert_eq!(
+                    (b.outcome, b.confidence),
+                    (Outcome::SilentMiss, Confidence::Sure),
+                    "{}",
+                    b.evidence
+                );
+                assert_eq!(c.counts().unattributed_misses, 0);
+            } else {
+                assert_eq!((a.outcome, b.outcome), (Outcome::Loaded, Outcome::Unknown));
+                assert_eq!(c.counts().unattributed_misses, 1);
+            }
+        }
+    }
+}
