@@ -95,6 +95,6 @@ pub fn unknown_reasons<'a>(traces: impl Iterator<Item = &'a crate::traces::Trace
             None => by.push(UnknownReason { count: 1, reason }),
         }
     }
-    by.sort_by(|a, b| b.count.cmp(&a.count));
+    by.sort_by_key(|r| std::cmp::Reverse(r.count));
     by
 }
