@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use super::decode_log::DecodeLog;
 use super::flow::Flow;
-use super::hits::HitQueue;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
@@ -25,19 +25,14 @@ pub struct Correlator {
     pub(super) opts: CorrelatorOptions,
     pub(super) store: Store,
     pub(super) stats: BTreeMap<LogOrigin, SourceStats>,
-    /// ExampleConnector hit attribution, per decode index.
-    pub(super) hits: HashMap<usize, HitQueue>,
+    /// Per decode index: its hit queue, params loads, queueing.
+    pub(super) decodes: HashMap<usize, DecodeLog>,
     /// Requests in arrival order awaiting their uvicorn access line, per source.
     pub(super) access_wait: HashMap<LogOrigin, VecDeque<u64>>,
     /// Prefill traces with no decode yet, oldest first (order joins).
     pub(super) unpaired_prefills: VecDeque<u64>,
     /// Undecided traces, checked on every tick.
     pub(super) open: VecDeque<u64>,
-    /// Decode requests loaded on the strength of `kv_transfer_params`,
-    /// waiting for a `KV Transfer metrics` window to count them.
-    pub(super) params_loaded: HashMap<usize, VecDeque<u64>>,
-    /// Read time until which a decode engine counts as queueing.
-    pub(super) busy_until: HashMap<usize, f64>,
     pub(super) new_misses: VecDeque<String>,
     pub(super) unattributed_misses: u64,
     /// A prefill and a decode request have shared an id: the proxy forwards
@@ -50,8 +45,6 @@ pub struct Correlator {
     /// several lines stays one trace: (serial, read time).
     pub(super) last_error: HashMap<LogOrigin, (u64, f64)>,
     pub(super) last_at: f64,
-    /// Decode indexes whose requests have arrived with `kv_transfer_params`.
-    pub(super) params_seen: std::collections::HashSet<usize>,
     /// What the proxy's flow proves without shared ids.
     pub(super) flow: Flow,
     /// What each instance's log says of itself beyond its stats.
@@ -91,12 +84,10 @@ impl Correlator {
             store: Store::new(opts.capacity),
             opts,
             stats: BTreeMap::new(),
-            hits: HashMap::new(),
+            decodes: HashMap::new(),
             access_wait: HashMap::new(),
             unpaired_prefills: VecDeque::new(),
             open: VecDeque::new(),
-            params_loaded: HashMap::new(),
-            busy_until: HashMap::new(),
             new_misses: VecDeque::new(),
             unattributed_misses: 0,
             ids_shared: false,
@@ -104,7 +95,6 @@ impl Correlator {
             synthetic: 0,
             last_error: HashMap::new(),
             last_at: 0.0,
-            params_seen: std::collections::HashSet::new(),
             flow: Flow::default(),
             facts: InstanceFacts::default(),
         }
@@ -256,12 +246,11 @@ impl Correlator {
     pub fn stats(&self) -> CorrelatorStats {
         CorrelatorStats {
             sources: self.stats.values().cloned().collect(),
-            orphan_hits: self.hits.values().map(|q| q.orphan_total).sum(),
+            orphan_hits: self.decodes.values().map(|d| d.hits.orphan_total).sum(),
             open: self.open.len(),
-            queued: self.hits.values().map(HitQueue::len).sum::<usize>()
+            queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
                 + self.access_wait.values().map(VecDeque::len).sum::<usize>()
                 + self.unpaired_prefills.len()
-                + self.params_loaded.values().map(VecDeque::len).sum::<usize>()
                 + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }
@@ -281,9 +270,9 @@ impl Correlator {
                 return Style::Hits;
             }
         }
-        if self.params_seen.contains(&i) {
+        if self.decodes.get(&i).is_some_and(|d| d.params_seen) {
             Style::Params
-        } else if self.hits.get(&i).is_some_and(|q| q.hits_seen > 0) {
+        } else if self.decodes.get(&i).is_some_and(|d| d.hits.hits_seen > 0) {
             Style::Hits
         } else {
             Style::Unknown

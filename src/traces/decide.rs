@@ -13,18 +13,23 @@ const ACCESS_WAIT_S: f64 = 120.0;
 
 impl Correlator {
     pub(super) fn sweep(&mut self, now: f64, force: bool) {
-        let mut decodes: Vec<usize> = self.hits.keys().copied().collect();
+        let mut decodes: Vec<usize> = self.decodes.keys().copied().collect();
         decodes.sort_unstable();
         for i in decodes {
-            let busy = self.busy_until.get(&i).is_some_and(|u| *u > now);
+            let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
-            if let Some(q) = self.hits.get_mut(&i)
+            if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
                 && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
             {
                 // A connector that prints no `Inject` line: the step ends with time.
                 q.end_step(busy);
             }
-            let gone = self.hits.get_mut(&i).map(|q| q.expire(now, settle, force)).unwrap_or_default();
+            let gone = self
+                .decodes
+                .get_mut(&i)
+                .map(|d| &mut d.hits)
+                .map(|q| q.expire(now, settle, force))
+                .unwrap_or_default();
             for w in gone {
                 self.no_hit_verdict(i, w, now, busy, false);
             }

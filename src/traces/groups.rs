@@ -30,19 +30,19 @@ impl Correlator {
             return;
         }
         if !self.settle_group(i, &g, now) {
-            self.hits.entry(i).or_default().add_group(g);
+            self.decodes.entry(i).or_default().hits.add_group(g);
         }
     }
 
     /// A prompt length arrived for `serial`: retry the groups it is in.
     pub(super) fn resolve_groups_of(&mut self, i: usize, serial: u64, now: f64) {
-        let Some(q) = self.hits.get(&i) else {
+        let Some(q) = self.decodes.get(&i).map(|d| &d.hits) else {
             return;
         };
         let mine: Vec<Group> = q.groups.iter().filter(|g| g.members.contains(&serial)).cloned().collect();
         for g in mine {
             if self.settle_group(i, &g, now)
-                && let Some(q) = self.hits.get_mut(&i)
+                && let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
             {
                 q.groups.retain(|x| *x != g);
             }

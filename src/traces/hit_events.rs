@@ -23,7 +23,7 @@ impl Correlator {
         }
         let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
         let w = Waiting { serial: s, added_at, seq, rivals: Vec::new(), closed: false };
-        let (claim, dropped) = self.hits.entry(i).or_default().add(w, orphan_s, cap);
+        let (claim, dropped) = self.decodes.entry(i).or_default().hits.add(w, orphan_s, cap);
         if let Some(c) = claim {
             self.apply_claim(i, c, added_at, added_at);
         }
@@ -45,17 +45,17 @@ impl Correlator {
 
     pub(super) fn on_hit(&mut self, i: usize, t: f64, at: f64) {
         let cap = self.opts.max_pending;
-        if let Some(c) = self.hits.entry(i).or_default().hit(at, cap) {
+        if let Some(c) = self.decodes.entry(i).or_default().hits.hit(at, cap) {
             self.apply_claim(i, c, t, at);
         }
     }
 
     pub(super) fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
-        let busy = self.busy_until.get(&i).is_some_and(|u| *u > self.last_at);
-        if let Some(q) = self.hits.get_mut(&i) {
+        let busy = self.decodes.get(&i).is_some_and(|d| d.busy(self.last_at));
+        if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits) {
             q.end_step(busy);
         }
-        let Some(s) = self.hits.get_mut(&i).and_then(|q| q.inject()) else {
+        let Some(s) = self.decodes.get_mut(&i).map(|d| &mut d.hits).and_then(|q| q.inject()) else {
             return;
         };
         self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |p| {

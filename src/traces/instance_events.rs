@@ -103,7 +103,7 @@ impl Correlator {
                 if let LogOrigin::Decode(i) = src {
                     // The line comes every 10 s: a queue it reports may last that long.
                     let until = if s.waiting > 0 { at + 15.0 } else { at };
-                    self.busy_until.insert(i, until);
+                    self.decodes.entry(i).or_default().busy_until = Some(until);
                 }
             }
             (VllmEvent::KvTransferMetrics(m), LogOrigin::Decode(i)) => {
@@ -294,7 +294,7 @@ impl Correlator {
             prefill = e.trace.prefill;
         }
         if params.is_some() {
-            self.params_seen.insert(i);
+            self.decodes.entry(i).or_default().params_seen = true;
         }
         self.mark_open(s);
         push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
@@ -363,7 +363,7 @@ impl Correlator {
             ),
         };
         self.decide(s, Outcome::Loaded, conf, ev, at);
-        let q = self.params_loaded.entry(i).or_default();
+        let q = &mut self.decodes.entry(i).or_default().params_loaded;
         push_capped(q, s, self.opts.max_pending);
     }
 

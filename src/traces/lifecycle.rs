@@ -101,12 +101,14 @@ impl Correlator {
         self.access_wait.remove(&src);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
-            self.busy_until.remove(&i);
+            if let Some(d) = self.decodes.get_mut(&i) {
+                d.busy_until = None;
+            }
         }
     }
 
     fn reset_hits(&mut self, i: usize, at: f64) {
-        let gone = self.hits.get_mut(&i).map(|q| q.reset()).unwrap_or_default();
+        let gone = self.decodes.get_mut(&i).map(|d| &mut d.hits).map(|q| q.reset()).unwrap_or_default();
         for w in gone {
             if let Some(e) = self.store.get_mut(w.serial) {
                 e.track.in_hit_queue = false;
@@ -120,7 +122,7 @@ impl Correlator {
 
     /// A `KV Transfer metrics` window: confirms that many param-loaded requests.
     pub(super) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
-        let Some(q) = self.params_loaded.get_mut(&i) else {
+        let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.params_loaded) else {
             return;
         };
         let mut confirmed = Vec::new();

@@ -19,6 +19,7 @@
 
 mod correlator;
 mod decide;
+mod decode_log;
 mod flow;
 mod groups;
 mod hit_events;
