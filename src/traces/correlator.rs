@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::decode_log::DecodeLog;
 use super::flow::Flow;
+use super::joiner::Joiner;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
@@ -27,19 +28,12 @@ pub struct Correlator {
     pub(super) stats: BTreeMap<LogOrigin, SourceStats>,
     /// Per decode index: its hit queue, params loads, queueing.
     pub(super) decodes: HashMap<usize, DecodeLog>,
-    /// Requests in arrival order awaiting their uvicorn access line, per source.
-    pub(super) access_wait: HashMap<LogOrigin, VecDeque<u64>>,
-    /// Prefill traces with no decode yet, oldest first (order joins).
-    pub(super) unpaired_prefills: VecDeque<u64>,
+    /// Pairs prefill and decode sides, and access lines with requests.
+    pub(super) joiner: Joiner,
     /// Undecided traces, checked on every tick.
     pub(super) open: VecDeque<u64>,
     pub(super) new_misses: VecDeque<String>,
     pub(super) unattributed_misses: u64,
-    /// A prefill and a decode request have shared an id: the proxy forwards
-    /// `X-Request-Id`, so an id seen only on decode really had no prefill.
-    pub(super) ids_shared: bool,
-    /// Order of decode `Added` lines, across sources.
-    pub(super) added_seq: u64,
     pub(super) synthetic: u64,
     /// Last id-less error trace per source, so one failure printed as
     /// several lines stays one trace: (serial, read time).
@@ -85,13 +79,10 @@ impl Correlator {
             opts,
             stats: BTreeMap::new(),
             decodes: HashMap::new(),
-            access_wait: HashMap::new(),
-            unpaired_prefills: VecDeque::new(),
+            joiner: Joiner::default(),
             open: VecDeque::new(),
             new_misses: VecDeque::new(),
             unattributed_misses: 0,
-            ids_shared: false,
-            added_seq: 0,
             synthetic: 0,
             last_error: HashMap::new(),
             last_at: 0.0,
@@ -249,8 +240,7 @@ impl Correlator {
             orphan_hits: self.decodes.values().map(|d| d.hits.orphan_total).sum(),
             open: self.open.len(),
             queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
-                + self.access_wait.values().map(VecDeque::len).sum::<usize>()
-                + self.unpaired_prefills.len()
+                + self.joiner.queued()
                 + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }

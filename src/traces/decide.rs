@@ -8,9 +8,6 @@ use super::ids::{base_id, looks_random};
 use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 
-/// Longest a request waits for its access line before its slot is dropped.
-const ACCESS_WAIT_S: f64 = 120.0;
-
 impl Correlator {
     pub(super) fn sweep(&mut self, now: f64, force: bool) {
         let mut decodes: Vec<usize> = self.decodes.keys().copied().collect();
@@ -34,7 +31,7 @@ impl Correlator {
                 self.no_hit_verdict(i, w, now, busy, false);
             }
         }
-        self.prune_queues(now);
+        self.joiner.prune(&self.store, now);
         if self.proxy_read() {
             let store = &self.store;
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
@@ -53,32 +50,6 @@ impl Correlator {
                 self.open.push_back(s);
             } else if let Some(e) = self.store.get_mut(s) {
                 e.track.in_open = false;
-            }
-        }
-    }
-
-    /// Drops queue heads that can no longer matter, so the queues stay
-    /// short in a long run (they are capped regardless).
-    fn prune_queues(&mut self, now: f64) {
-        while let Some(s) = self.unpaired_prefills.front().copied() {
-            let live = self
-                .store
-                .get(s)
-                .is_some_and(|e| e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending);
-            if live {
-                break;
-            }
-            self.unpaired_prefills.pop_front();
-        }
-        // An access line that never came (a request that died before its
-        // response) would shift every later one by one: old heads go.
-        for q in self.access_wait.values_mut() {
-            while let Some(s) = q.front().copied() {
-                let old = self.store.get(s).is_none_or(|e| now - e.trace.first_seen > ACCESS_WAIT_S);
-                if !old {
-                    break;
-                }
-                q.pop_front();
             }
         }
     }
@@ -117,7 +88,7 @@ impl Correlator {
                 if !force && now - dat < settle {
                     return false;
                 }
-                let id_known = !looks_random(base_id(&tr.id)) || self.ids_shared;
+                let id_known = !looks_random(base_id(&tr.id)) || self.joiner.ids_shared;
                 let prefill_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_)));
                 let direct = !tk.proxy_seen && self.proxy_read();
                 let (o, c, ev) = if !prefill_read {
@@ -127,7 +98,7 @@ impl Correlator {
                         format!("served by decode#{di}; no prefill log is being read"),
                     )
                 } else if id_known {
-                    let c = if self.ids_shared { Confidence::Sure } else { Confidence::Likely };
+                    let c = if self.joiner.ids_shared { Confidence::Sure } else { Confidence::Likely };
                     (
                         Outcome::NoPrefill,
                         c,

@@ -37,8 +37,7 @@ impl Correlator {
         let info = self.store.get(s).and_then(|e| Some((e.trace.decode?, e.track.decode_added_at?)));
         if let Some((i, added)) = info {
             // Its place in `Added` order is unknown; it goes last.
-            self.added_seq += 1;
-            let seq = self.added_seq;
+            let seq = self.joiner.next_seq();
             self.enqueue_for_hit(i, s, added, seq);
         }
     }

@@ -131,7 +131,7 @@ impl Correlator {
         // A decode refusal read just before this copy (the two logs are read
         // apart): the refused request's own prefill.
         let refused = match (reuse, a.max_tokens) {
-            (None, Some(1)) if !self.ids_shared => self.flow.take_refusal(a.at),
+            (None, Some(1)) if !self.joiner.ids_shared => self.flow.take_refusal(a.at),
             _ => None,
         };
         let s = match (reuse, refused) {
@@ -164,11 +164,11 @@ impl Correlator {
             e.track.prefill_wants_pull = wants_pull;
             has_decode = e.trace.decode.is_some();
         }
-        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        self.joiner.await_access(src, s, self.opts.max_pending);
         if refused.is_some() {
             return s;
         }
-        if a.max_tokens == Some(1) && !self.ids_shared {
+        if a.max_tokens == Some(1) && !self.joiner.ids_shared {
             self.flow.watch(s, a.at);
         }
         if a.max_tokens.is_some_and(|m| m > 1) {
@@ -181,10 +181,10 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.ids_shared = true;
+            self.joiner.ids_shared = true;
             self.late_prefill_join(s);
         } else {
-            push_capped(&mut self.unpaired_prefills, s, self.opts.max_pending);
+            self.joiner.unpaired(s, self.opts.max_pending);
         }
         s
     }
@@ -232,7 +232,7 @@ impl Correlator {
         let mut join = Join::ById;
         let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
         if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.ids_shared = true;
+            self.joiner.ids_shared = true;
         }
         if target.is_none()
             && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
@@ -245,7 +245,7 @@ impl Correlator {
                 .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
                 .filter(|s| takes(self, *s));
         }
-        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.ids_shared {
+        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.joiner.ids_shared {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;
@@ -297,7 +297,7 @@ impl Correlator {
             self.decodes.entry(i).or_default().params_seen = true;
         }
         self.mark_open(s);
-        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        self.joiner.await_access(src, s, self.opts.max_pending);
         match (params, prefill) {
             (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
             (None, Some(pi)) if self.style(i) == Style::Params => {
@@ -315,29 +315,7 @@ impl Correlator {
 
     /// The oldest prefill still waiting for its decode, within the order window.
     pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
-        let win = self.opts.order_window_s;
-        while let Some(s) = self.unpaired_prefills.front().copied() {
-            let usable = self.store.get(s).and_then(|e| {
-                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
-                let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
-                fresh.then_some(start)
-            });
-            match usable {
-                Some(start) if start >= t - win && start <= t + 1.0 => {
-                    self.unpaired_prefills.pop_front();
-                    return Some(s);
-                }
-                // Too old (or taken): it will never pair now.
-                Some(start) if start < t - win => {
-                    self.unpaired_prefills.pop_front();
-                }
-                Some(_) => return None,
-                None => {
-                    self.unpaired_prefills.pop_front();
-                }
-            }
-        }
-        None
+        self.joiner.partner(&self.store, t, self.opts.order_window_s)
     }
 
     fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
@@ -388,8 +366,7 @@ impl Correlator {
                 self.decode_arrival(i, &a)
             }
         };
-        self.added_seq += 1;
-        let seq = self.added_seq;
+        let seq = self.joiner.next_seq();
         if let Some(e) = self.store.get_mut(s) {
             e.track.decode_added_at = Some(at);
             e.trace.engine_ids.push((src, internal.to_string()));

@@ -98,7 +98,7 @@ impl Correlator {
 
     pub(super) fn on_restart(&mut self, src: LogOrigin, at: f64) {
         self.stat(src).starts += 1;
-        self.access_wait.remove(&src);
+        self.joiner.forget_access(src);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
             if let Some(d) = self.decodes.get_mut(&i) {
@@ -163,15 +163,7 @@ impl Correlator {
     }
 
     pub(super) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
-        let mut serial = None;
-        if let Some(q) = self.access_wait.get_mut(&src) {
-            while let Some(s) = q.pop_front() {
-                if self.store.get(s).is_some() {
-                    serial = Some(s);
-                    break;
-                }
-            }
-        }
+        let serial = self.joiner.next_access(src, &self.store);
         let ok = (200..300).contains(&status);
         match (serial, ok) {
             (Some(s), true) => {
@@ -200,7 +192,7 @@ impl Correlator {
         // Without shared ids, the oldest unpaired prefill copy is this
         // request's: a proxy prefills first, then forwards to decode.
         let partner = match src {
-            LogOrigin::Decode(i) if !self.ids_shared => self.order_partner(t).map(|s| (i, s)),
+            LogOrigin::Decode(i) if !self.joiner.ids_shared => self.order_partner(t).map(|s| (i, s)),
             _ => None,
         };
         let s = match partner {
@@ -222,7 +214,7 @@ impl Correlator {
                         LogOrigin::Proxy => e.track.proxy_seen = true,
                     }
                 }
-                if matches!(src, LogOrigin::Decode(_)) && !self.ids_shared {
+                if matches!(src, LogOrigin::Decode(_)) && !self.joiner.ids_shared {
                     self.flow.refusal(s, at);
                 }
                 s

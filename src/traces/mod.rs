@@ -26,6 +26,7 @@ mod hit_events;
 mod hits;
 mod ids;
 mod instance_events;
+mod joiner;
 mod lifecycle;
 mod model;
 mod proxy_events;

@@ -186,7 +186,7 @@ impl Correlator {
             what = "the demo proxy failed the request before decode (its prefill stage) and answers 200 with an empty body".into();
         }
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
-            && !self.ids_shared
+            && !self.joiner.ids_shared
             && let Some(s) = self.order_partner(at)
         {
             // A decode that cannot be reached: the prefilled request waiting for it.
