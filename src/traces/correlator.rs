@@ -314,11 +314,13 @@ impl Correlator {
             outcome = Outcome::Unknown;
             evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
         }
-        t.confidence = match t.join {
+        t.confidence = match (t.join, outcome) {
+            // A failure or a cancel the instance logged for this request's
+            // own id does not rest on which prefill it was paired with.
+            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById, _) => confidence,
             // The prefill happened (the proxy's flow); which one it was is a guess.
-            Join::ByOrder if guaranteed => confidence.max(Confidence::Likely),
-            Join::ByOrder => Confidence::Unsure,
-            Join::ById => confidence,
+            (Join::ByOrder, _) if guaranteed => confidence.max(Confidence::Likely),
+            (Join::ByOrder, _) => Confidence::Unsure,
         };
         if outcome != Outcome::Error {
             t.error_at = None;
