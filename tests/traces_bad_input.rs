@@ -161,3 +161,71 @@ fn refusal_read_before_its_prefill_copy() {
     let t = c.get("cmpl-930ade776847f6ff").expect("named by its prefill id");
     assert_eq!((t.error_at, t.prefill, t.decode), (Some(Hop::Consumer), Some(0), Some(0)), "{}", t.evidence);
 }
+
+/// The demo proxy's lines and a dying decode's, shuffled, cut and fed to
+/// four logs at random times: never a panic, every trace decided at the
+/// end, and the counts add up.
+mod shuffled {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LINES: &[&str] = &[
+        "(APIServer pid=1) INFO 12-01 07:29:17 [r.py:63] Received request cmpl-a5d98b4f6ef33d5f-0: params: SamplingParams(max_tokens=1)",
+        "(APIServer pid=1) INFO 12-01 07:29:17 [r.py:63] Received request cmpl-a5d98b4f6ef33d5f-0: params: SamplingParams(max_tokens=48)",
+        "(APIServer pid=1) INFO 12-01 07:29:17 [a.py:415] Added request cmpl-a5d98b4f6ef33d5f-0-b799c6d3.",
+        "(APIServer pid=1) INFO 12-01 07:29:28 [r.py:63] Received request chatcmpl-93027e735c56c0b4: params: SamplingParams(max_tokens=1)",
+        "(APIServer pid=1) INFO 12-01 07:29:28 [a.py:415] Added request chatcmpl-93027e735c56c0b4-a14f8b60.",
+        "(EngineCore pid=2) INFO 12-01 07:29:17 [e.py:279] External Cache Hit!",
+        "(EngineCore pid=2) INFO 12-01 07:29:17 [e.py:164] Inject KV cache of 384 tokens to the paged memory",
+        "(APIServer pid=1) INFO:     127.0.0.1:43304 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+        "(APIServer pid=1) INFO:     127.0.0.1:40118 - \"POST /v1/completions HTTP/1.1\" 400 Bad Request",
+        "(APIServer pid=1) INFO 12-01 07:29:34 [a.py:721] Aborted request(s) cmpl-a5d98b4f6ef33d5f-0-b799c6d3.",
+        "(EngineCore pid=2) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.",
+        "(APIServer pid=1) INFO 12-01 07:29:35 [a.py:601] Request cmpl-a5d98b4f6ef33d5f-0 failed (engine dead).",
+        "(APIServer pid=1) ERROR 12-01 07:29:35 [serving.py:495] Error in completion stream generator.",
+        "(APIServer pid=1) INFO 12-01 07:30:23 [api_server.py:677] Starting vLLM server on http://127.0.0.1:8200",
+        "(APIServer pid=1) DEBUG 12-01 07:29:17 [r.py:50] Request cmpl-a5d98b4f6ef33d5f-0 details: prompt: None, prompt_token_ids: [1, 2, 3], prompt_embeds shape: None.",
+        "INFO:     127.0.0.1:53002 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+        "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]",
+        "Error occurred in disagg proxy server",
+        "(<class 'fastapi.exceptions.HTTPException'>, HTTPException(status_code=502, detail='Bad Gateway'), <traceback object at 0x7e>)",
+        "(<class 'StopIteration'>, StopIteration(), <traceback object at 0x7e>)",
+        "[\"<class 'fastapi.exceptions.HTTPException'>\", '502: Bad Gateway', '<traceback object at 0x7f>']",
+        "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8201 ssl:default",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn never_panics_and_decides_everything(
+            input in proptest::collection::vec((0u8..4, 0..LINES.len(), 0usize..300, 0.0f64..30.0), 0..60)
+        ) {
+            let mut c = Correlator::new(CorrelatorOptions { capacity: 16, max_pending: 8, ..CorrelatorOptions::default() });
+            c.set_instance_addr(LogOrigin::Prefill(0), "127.0.0.1:8100");
+            c.set_instance_addr(LogOrigin::Decode(1), "127.0.0.1:8201");
+            for (k, i, cut, dt) in &input {
+                let src = match k {
+                    0 => LogOrigin::Prefill(0),
+                    1 => LogOrigin::Decode(0),
+                    2 => LogOrigin::Decode(1),
+                    _ => LogOrigin::Proxy,
+                };
+                let line = LINES[*i];
+                let mut at = (*cut).min(line.len());
+                while !line.is_char_boundary(at) {
+                    at -= 1;
+                }
+                let line = if *cut < 250 { line } else { &line[..at] };
+                c.on_line(src, line, T + dt);
+                c.on_prompt_tokens(src, "cmpl-a5d98b4f6ef33d5f-0", 384, T + dt);
+                c.on_tick(T + dt);
+            }
+            c.finish(T + 1000.0);
+            let n = c.counts();
+            prop_assert_eq!(n.pending, 0);
+            prop_assert_eq!(n.seen, n.loaded + n.silent_miss + n.no_prefill + n.error + n.cancelled + n.unknown);
+            prop_assert!(n.seen <= 16);
+        }
+    }
+}
