@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::startup::StartupConfig;
 use crate::feed::{Endpoint, ModelInfo};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist, InstanceSample};
@@ -54,6 +55,10 @@ impl Interval {
 pub struct InstanceState {
     pub endpoint: Endpoint,
     pub info: Option<ModelInfo>,
+    /// `/version`, asked once per connect.
+    pub version: Option<String>,
+    /// What its startup log says it runs (when its log is tailed).
+    pub startup: StartupConfig,
     pub health: Health,
     pub latest: Option<InstanceSample>,
     pub latest_at: Option<f64>,
@@ -68,6 +73,8 @@ impl InstanceState {
         InstanceState {
             endpoint,
             info: None,
+            version: None,
+            startup: StartupConfig::default(),
             health: Health::default(),
             latest: None,
             latest_at: None,

@@ -87,6 +87,10 @@ pub struct Report {
     pub kv: KvReport,
     /// Misses, restarts and outages, oldest first (the last 100).
     pub events: Vec<EventReport>,
+    /// What the roles disagree on (block size, KV dtype, model, connector,
+    /// version...): each field with every reporting endpoint's value and
+    /// what the disagreement does. Fields one side lacks are not compared.
+    pub mismatches: Vec<MismatchReport>,
     /// Things that make the numbers above less than they seem: an endpoint
     /// that answers without vLLM metrics, a detector the version lacks.
     pub warnings: Vec<String>,
@@ -160,6 +164,24 @@ impl KvReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct MismatchReport {
+    pub field: &'static str,
+    /// Endpoint → value (a number or a string, as the instance gave it).
+    pub values: std::collections::BTreeMap<String, serde_json::Value>,
+    pub why: String,
+}
+
+impl MismatchReport {
+    fn of(m: &super::mismatch::Mismatch) -> MismatchReport {
+        MismatchReport {
+            field: m.field,
+            values: m.values.iter().map(|(e, _, v)| (e.clone(), v.to_json())).collect(),
+            why: m.why.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct EventReport {
     pub t: f64,
     pub kind: &'static str,
@@ -184,6 +206,11 @@ pub struct InstanceReport {
     pub model: Option<String>,
     pub block_size: Option<u32>,
     pub bad_lines: u64,
+    /// From `/version`, else the startup log.
+    pub vllm_version: Option<String>,
+    /// From the startup log, when it is tailed.
+    pub kv_connector: Option<String>,
+    pub kv_role: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -257,6 +284,9 @@ impl Report {
                 model: i.model_name().map(str::to_owned),
                 block_size: i.block_size(),
                 bad_lines: i.health.bad_lines_total,
+                vllm_version: i.version.clone().or_else(|| i.startup.version.clone()),
+                kv_connector: i.startup.connector.clone(),
+                kv_role: i.startup.kv_role.clone(),
             })
             .collect();
         let q = |role, hist| state.total_hist(role, hist).as_ref().and_then(Quantiles::ms);
@@ -324,13 +354,20 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
+        // A mismatch shows up as misses, not errors: say it beside them.
+        let misses = requests.silent_miss.max(metrics.silent_miss) + unattributed;
+        if let (true, Some(cause)) = (misses > 0, state.miss_cause()) {
+            warnings.push(format!("{misses} silent miss(es): {cause}"));
+        }
         let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up) || !not_vllm.is_empty();
         let restarted = instances.iter().any(|i| i.restarts > 0);
+        // Roles that cannot work together are degraded before any request shows it.
+        let disagree = state.mismatches.iter().any(|m| m.effect != super::mismatch::Effect::Risk);
         // Either count is enough for the verdict: metrics see misses that
         // logs without shared ids cannot name.
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
-        } else if unreachable || restarted || requests.error > 0 {
+        } else if unreachable || restarted || disagree || requests.error > 0 {
             Verdict::Degraded
         } else if requests.seen > 0 {
             Verdict::Ok
@@ -367,6 +404,7 @@ impl Report {
                 .rev()
                 .map(|e| EventReport { t: e.t, kind: e.kind.name(), text: e.text.clone() })
                 .collect(),
+            mismatches: state.mismatches.iter().map(MismatchReport::of).collect(),
             warnings,
             verdict,
         }
