@@ -188,7 +188,8 @@ impl Correlator {
                 if let Some(re) = self.store.get_mut(*r)
                     && re.trace.outcome == Outcome::Loaded
                 {
-                    re.trace.confidence = re.trace.confidence.max(Confidence::Likely);
+                    // FIFO gave it the hit; the step's other request may own it.
+                    re.trace.confidence = Confidence::Unsure;
                     re.trace
                         .evidence
                         .push_str(&format!("; its hit may have been {id}'s (one of them missed)"));
