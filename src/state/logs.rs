@@ -72,6 +72,14 @@ impl LogState {
         }
     }
 
+    /// A request's prompt length reported outside the logs (a span's
+    /// `gen_ai.usage.prompt_tokens` for `gen_ai.request.id` on that
+    /// instance): it settles which request of a shared scheduling step
+    /// loaded its KV, so the miss gets a name.
+    pub fn on_prompt_tokens(&mut self, origin: LogOrigin, request_id: &str, tokens: u32, at: f64) {
+        self.correlator.on_prompt_tokens(origin, request_id, tokens, at);
+    }
+
     /// Per-request verdicts need a decode instance's log: proxy lines alone
     /// never decide a request.
     pub fn has_decode_log(&self) -> bool {
