@@ -11,6 +11,7 @@ pub mod mismatch;
 pub mod misses;
 pub mod recovery;
 pub mod report;
+mod report_traces;
 pub mod startup;
 
 use std::collections::VecDeque;
@@ -124,7 +125,9 @@ impl AppState {
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
     pub fn with_logs(mut self, logs: &[(crate::feed::LogOrigin, String)]) -> AppState {
         if !logs.is_empty() {
-            self.logs = Some(Box::new(LogState::new(logs)));
+            let mut l = LogState::new(logs);
+            l.set_addrs(self.instances.iter().map(|i| &i.endpoint));
+            self.logs = Some(Box::new(l));
         }
         self
     }

@@ -7,6 +7,7 @@ use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
 
 use super::misses::Outcomes;
+pub use super::report_traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
 use super::{AppState, Role};
 
 /// Requests by outcome. From traces (per request, named) when a decode
@@ -18,6 +19,8 @@ pub struct RequestCounts {
     pub silent_miss: u64,
     pub no_prefill: u64,
     pub error: u64,
+    /// Traces only: the client went away mid-request (`Aborted request(s)`).
+    pub cancelled: u64,
     /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
@@ -32,6 +35,7 @@ impl From<&crate::traces::Counts> for RequestCounts {
             silent_miss: c.silent_miss as u64,
             no_prefill: c.no_prefill as u64,
             error: c.error as u64,
+            cancelled: c.cancelled as u64,
             unknown: c.unknown as u64,
             pending: c.pending as u64,
         }
@@ -46,6 +50,7 @@ impl From<Outcomes> for RequestCounts {
             silent_miss: o.silent_miss,
             no_prefill: o.no_prefill,
             error: o.error,
+            cancelled: 0,
             unknown: 0,
             pending: 0,
         }
@@ -60,7 +65,12 @@ pub struct Report {
     pub kv_usage: ByRole<Option<f64>>,
     pub decode_prompt_tokens: PromptTokens,
     pub requests: RequestCounts,
+    /// The `id` of every trace called a silent miss.
     pub silent_miss_ids: Vec<String>,
+    /// Every request the traces hold, oldest first (empty without logs).
+    pub traces: Vec<TraceReport>,
+    /// Why `requests.unknown` are unknown, grouped.
+    pub unknown_reasons: Vec<UnknownReason>,
     /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
     pub requests_source: &'static str,
     /// The metrics-only count, always: a cross-check of the traces.
@@ -293,11 +303,20 @@ impl Report {
             let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
+        let (traces, unknown_reasons) = match &state.logs {
+            Some(l) if l.has_decode_log() => (
+                l.correlator.traces().map(|t| TraceReport::from_trace(t, state)).collect(),
+                unknown_reasons(l.correlator.traces()),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
         let (requests, silent_miss_ids, unattributed, source) = match traced {
             Some((c, ids, u)) => (c, ids, u, "traces"),
             None => (metrics, Vec::new(), 0, "metrics"),
         };
-        let disagreement = (source == "traces" && requests.silent_miss != metrics.silent_miss).then(|| {
+        // Misses the traces know of but cannot name count on their side.
+        let known = requests.silent_miss + unattributed;
+        let disagreement = (source == "traces" && known != metrics.silent_miss).then(|| {
             format!(
                 "traces name {} silent miss(es), metrics count {}{}",
                 requests.silent_miss,
@@ -367,6 +386,8 @@ impl Report {
             decode_prompt_tokens: tokens,
             requests,
             silent_miss_ids,
+            traces,
+            unknown_reasons,
             requests_source: source,
             requests_metrics: metrics,
             disagreement,
