@@ -4,10 +4,15 @@
 
 pub mod discovery;
 pub mod instance;
+pub mod kv_bytes;
+pub mod kv_folders;
+pub mod kv_nixl;
 pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
+pub mod wires;
+pub mod worth;
 
 use std::collections::VecDeque;
 
@@ -272,6 +277,7 @@ impl AppState {
                 if let Some(h) = iv.hists.get(&Hist::NixlBytes) {
                     self.link.on_nixl(iv.t, h.sum, h.total());
                 }
+                self.link.compute.on_decode_interval(&iv);
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
                     self.push_miss_event(&ev);
                 }
