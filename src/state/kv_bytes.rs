@@ -136,7 +136,9 @@ struct Claims {
 
 impl Claims {
     fn claim(&mut self, start: f64) -> Option<u64> {
-        let i = self.points.iter().position(|(t, _, _, used)| !used && *t >= start)?;
+        // Points are in time order: start at the first one not before `start`.
+        let from = self.points.partition_point(|p| p.0 < start);
+        let i = from + self.points[from..].iter().position(|(_, _, _, used)| !used)?;
         let (t, n, count, _) = self.points[i];
         if t > start + CLAIM_WINDOW_S {
             return None;
@@ -170,8 +172,11 @@ pub fn build(state: &AppState) -> Ledger {
             .iter()
             .filter(|p| p.count > 0.0)
             .map(|p| {
-                let n = bpt.map_or(0, |b| (p.bytes / b as f64).round() as u64);
-                (p.t, n, p.count.round() as u64, false)
+                // Tokens only from an interval of one request; a shared
+                // one is still taken, once by each of its requests.
+                let count = p.count.round() as u64;
+                let n = if count == 1 { bpt.map_or(0, |b| (p.bytes / b as f64).round() as u64) } else { 0 };
+                (p.t, n, count, false)
             })
             .collect(),
     };

@@ -86,11 +86,14 @@ pub fn match_folders(
     for (name, f) in folders {
         let lo = f.prev_scan.unwrap_or(f.first_seen - 10.0) - BEFORE_PREV_SCAN_S;
         let hi = f.first_seen + STAMP_SLACK_S;
-        let open = |w: &&(f64, usize, &str, Option<u64>, bool)| !w.4 && w.0 >= lo && w.0 <= hi;
-        let by_size = writers.iter().position(|w| open(&w) && w.3 == Some(f.bytes));
+        // Writers are in time order: only those inside the window.
+        let from = writers.partition_point(|w| w.0 < lo);
+        let upto = writers.partition_point(|w| w.0 <= hi).max(from);
+        let near = &writers[from..upto];
+        let by_size = near.iter().position(|w| !w.4 && w.3 == Some(f.bytes)).map(|i| i + from);
         // By time alone only a writer whose size is not known: one whose
         // size is known and differs did not write this folder.
-        let by_time = writers.iter().position(|w| open(&w) && w.3.is_none());
+        let by_time = near.iter().position(|w| !w.4 && w.3.is_none()).map(|i| i + from);
         let (pick, matched_by) = match (by_size, by_time) {
             (Some(i), _) => (Some(i), "time and size"),
             (None, Some(i)) => (Some(i), "time"),

@@ -125,11 +125,16 @@ pub fn by_interface_only(state: &AppState, traces: &[&Trace], ledger: &mut Ledge
 /// NIXL's measured rate (bytes over its own transfer time), else the
 /// carrier's nominal speed.
 pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static str)> {
+    let link = ledger.carrier.as_ref().map(|c| c.name.clone()).or_else(|| state.link.iface.clone());
+    let name = || link.clone().unwrap_or_else(|| "the NIXL link".into());
+    if let Some(r) = state.link.compute.transfer_rate() {
+        return Some((name(), r, "nixl_xfer_time"));
+    }
+    // Only overlapping transfers: their times overlap too, so this is low.
     let bytes = state.total_hist(Role::Decode, Hist::NixlBytes).map(|h| h.sum).unwrap_or(0.0);
     let secs = state.total_hist(Role::Decode, Hist::NixlXferTime).map(|h| h.sum).unwrap_or(0.0);
-    let link = ledger.carrier.as_ref().map(|c| c.name.clone()).or_else(|| state.link.iface.clone());
     if bytes > 0.0 && secs > 0.0 {
-        return Some((link.unwrap_or_else(|| "the NIXL link".into()), bytes / secs, "nixl_xfer_time"));
+        return Some((name(), bytes / secs, "nixl_xfer_time (overlapping transfers)"));
     }
     let link = link?;
     let mbps = state.link.wires.speed_mbps(&link)?;

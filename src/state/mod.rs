@@ -7,6 +7,7 @@ pub mod instance;
 pub mod kv_bytes;
 pub mod kv_folders;
 pub mod kv_nixl;
+pub mod kv_report;
 pub mod link;
 pub mod logs;
 pub mod misses;

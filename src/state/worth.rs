@@ -26,12 +26,25 @@ pub struct ComputeSample {
 #[derive(Debug, Clone, Default)]
 pub struct ComputeSamples {
     pub samples: VecDeque<ComputeSample>,
+    /// Bytes per second of scrape intervals that held one NIXL transfer
+    /// (its bytes over its own transfer time; overlapping ones share a link).
+    pub transfer_rates: VecDeque<f64>,
 }
 
 impl ComputeSamples {
     /// Keeps an interval where exactly one first token came out and the
     /// prompt tokens were computed on decode (none arrived by transfer).
     pub fn on_decode_interval(&mut self, iv: &Interval) {
+        if let (Some(b), Some(t)) = (iv.hists.get(&Hist::NixlBytes), iv.hists.get(&Hist::NixlXferTime))
+            && b.total().round() == 1.0
+            && t.total().round() == 1.0
+            && t.sum > 0.0
+        {
+            self.transfer_rates.push_back(b.sum / t.sum);
+            while self.transfer_rates.len() > SAMPLES_CAP {
+                self.transfer_rates.pop_front();
+            }
+        }
         let Some(ttft) = iv.hists.get(&Hist::Ttft) else { return };
         let tokens = iv.counter(Counter::PromptTokens);
         let local = iv.counter(Counter::PromptLocalCompute);
@@ -46,7 +59,15 @@ impl ComputeSamples {
         }
     }
 
-    /// Median compute time per prompt length, sorted by length.
+    /// The median single-transfer rate, if any transfer ran alone.
+    pub fn transfer_rate(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.transfer_rates.iter().copied().collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    }
+
+    /// Median compute time per prompt length (the lower of the middle two:
+    /// a first request's warm-up is not what computing costs), by length.
     fn curve(&self) -> Vec<(u64, f64)> {
         let mut by: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
         for s in &self.samples {
@@ -55,7 +76,7 @@ impl ComputeSamples {
         by.into_iter()
             .map(|(n, mut v)| {
                 v.sort_by(f64::total_cmp);
-                (n, v[v.len() / 2])
+                (n, v[(v.len() - 1) / 2])
             })
             .collect()
     }

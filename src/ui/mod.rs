@@ -17,6 +17,7 @@ pub mod header;
 pub mod hist;
 pub mod instances;
 pub mod link;
+mod link_requests;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;

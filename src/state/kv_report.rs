@@ -1,0 +1,205 @@
+//! The per-request part of `check --json`'s `kv` object: which wire
+//! carried the KV, each request's bytes, the folders nobody reads, and
+//! whether the split pays on this link. Flattened into `KvReport`.
+
+use serde::Serialize;
+
+use super::AppState;
+use super::kv_bytes::{Ledger, RequestBytes, build, ratio3};
+use super::wires::{Carrier, speed_text};
+use super::worth::Worth;
+
+/// The `kv_bytes` object of one trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KvBytes {
+    pub predicted: Option<f64>,
+    pub observed: Option<f64>,
+    pub source: String,
+    pub ratio: Option<f64>,
+    pub confidence: &'static str,
+    pub verdict: &'static str,
+}
+
+impl From<&RequestBytes> for KvBytes {
+    fn from(r: &RequestBytes) -> Self {
+        KvBytes {
+            predicted: r.predicted,
+            observed: r.observed,
+            source: r.source.clone(),
+            ratio: r.ratio,
+            confidence: r.confidence,
+            verdict: r.verdict,
+        }
+    }
+}
+
+/// The `kv_bytes` object for a trace id, for whoever builds per-trace output.
+pub fn kv_bytes_for(ledger: &Ledger, id: &str) -> Option<KvBytes> {
+    ledger.get(id).map(KvBytes::from)
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct WindowBytes {
+    /// Observed over predicted, over the requests whose KV should have moved
+    /// and did (the ones that moved nothing are named instead).
+    pub ratio: Option<f64>,
+    pub observed: f64,
+    pub predicted: f64,
+    pub requests: usize,
+    pub moved_nothing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FolderSummary {
+    pub stored: usize,
+    /// Matched to the request that wrote it.
+    pub matched: usize,
+    /// Matched with the writer's token count, byte for byte.
+    pub matched_by_size: usize,
+    /// Written and never read (a miss's prefill folder, decode's own).
+    pub unread: Vec<String>,
+    pub unread_bytes: u64,
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KvRequests {
+    /// `--iface`, as named.
+    pub iface_named: Option<String>,
+    /// The interface that carried the KV; null when nothing moved over one.
+    pub carrier: Option<String>,
+    pub carrier_detail: Option<Carrier>,
+    /// Said loudly: the KV went over another link than the named or fastest one.
+    pub wire_warning: Option<String>,
+    /// Which wire, in words, always.
+    pub wire: Option<String>,
+    pub window: WindowBytes,
+    pub requests: Vec<RequestBytes>,
+    pub folders: Option<FolderSummary>,
+    pub worth: Option<Worth>,
+    pub unattributed_nixl_bytes: f64,
+    /// Transfers that overlapped another.
+    pub overlapped_transfers: usize,
+}
+
+fn mb(bytes: f64) -> String {
+    format!("{:.0} MB", bytes / 1e6)
+}
+
+/// "the KV went over eth0 (1 Gb/s); ib0 carried nothing", or `None`.
+fn wire_warning(state: &AppState, ledger: &Ledger) -> Option<String> {
+    let w = &state.link.wires;
+    let c = ledger.carrier.as_ref()?;
+    let carried = |name: &str| {
+        let b = w.bytes_in_windows(name, &ledger.windows);
+        if b < 0.05 * ledger.moved {
+            "carried nothing".to_string()
+        } else {
+            format!("carried only {}", mb(b))
+        }
+    };
+    let over = format!("the KV went over {} ({})", c.name, speed_text(c.speed_mbps, c.loopback));
+    if let Some(named) = &state.link.iface
+        && named != &c.name
+    {
+        return Some(format!("{over}, not {named} (named with --iface): {named} {}", carried(named)));
+    }
+    let (fast, speed) = w.fastest()?;
+    let slower = c.speed_mbps.is_none_or(|s| s < speed);
+    (fast != c.name && slower && !c.loopback)
+        .then(|| format!("{over}; {fast} ({}) {}", speed_text(Some(speed), false), carried(fast)))
+}
+
+fn wire_text(state: &AppState, ledger: &Ledger) -> Option<String> {
+    if let Some(c) = &ledger.carrier {
+        let kind = if c.loopback {
+            "loopback: both instances on one host".into()
+        } else {
+            speed_text(c.speed_mbps, false)
+        };
+        return Some(format!(
+            "the KV went over {} ({kind}): {:.0}% of the bytes moved showed there",
+            c.name,
+            c.share * 100.0
+        ));
+    }
+    if ledger.moved <= 0.0 {
+        return None;
+    }
+    let via_dir = ledger.requests.iter().any(|r| r.source == "kv_dir" && r.observed.unwrap_or(0.0) > 0.0);
+    Some(if via_dir {
+        "the KV went through the connector directory: no interface's traffic matches it".into()
+    } else if state.link.wires.reads == 0 {
+        "which wire carried the KV is unknown: no interface counters read".into()
+    } else {
+        format!(
+            "{} moved, but no interface's counters show it (RDMA bypasses /proc/net/dev; /sys/class/infiniband shows its ports)",
+            mb(ledger.moved)
+        )
+    })
+}
+
+fn folders(ledger: &Ledger) -> Option<FolderSummary> {
+    if ledger.folders.is_empty() {
+        return None;
+    }
+    let unread: Vec<&super::kv_folders::FolderMatch> = ledger.folders.iter().filter(|f| !f.read).collect();
+    let unread_bytes = unread.iter().map(|f| f.bytes).sum::<u64>();
+    let text = (!unread.is_empty()).then(|| {
+        format!(
+            "the directory is filling up with blocks nobody reads: {} of {} folders, {}",
+            unread.len(),
+            ledger.folders.len(),
+            mb(unread_bytes as f64)
+        )
+    });
+    Some(FolderSummary {
+        stored: ledger.folders.len(),
+        matched: ledger.folders.iter().filter(|f| f.request.is_some()).count(),
+        matched_by_size: ledger.folders.iter().filter(|f| f.matched_by == "time and size").count(),
+        unread: unread.iter().map(|f| f.name.clone()).collect(),
+        unread_bytes,
+        text,
+    })
+}
+
+impl KvRequests {
+    pub fn from_state(state: &AppState) -> KvRequests {
+        Self::from_ledger(state, &build(state))
+    }
+
+    pub fn from_ledger(state: &AppState, ledger: &Ledger) -> KvRequests {
+        let window = match ledger.ratio() {
+            Some((o, p, n)) => WindowBytes {
+                ratio: ratio3(o, p),
+                observed: o,
+                predicted: p,
+                requests: n,
+                moved_nothing: Vec::new(),
+            },
+            None => WindowBytes::default(),
+        };
+        let window = WindowBytes {
+            moved_nothing: ledger.moved_nothing().into_iter().map(str::to_owned).collect(),
+            ..window
+        };
+        let bpt = state.link.model.as_ref().map(|m| m.bytes_per_token);
+        let block = state.instances_of(crate::feed::Role::Decode).find_map(|i| i.block_size()).unwrap_or(16);
+        let worth = bpt.zip(super::kv_nixl::rate(state, ledger)).and_then(|(b, (link, rate, src))| {
+            super::worth::worth(&state.link.compute, &link, b, u64::from(block), rate, src)
+        });
+        KvRequests {
+            iface_named: state.link.iface.clone(),
+            carrier: ledger.carrier.as_ref().map(|c| c.name.clone()),
+            carrier_detail: ledger.carrier.clone(),
+            wire_warning: wire_warning(state, ledger),
+            wire: wire_text(state, ledger),
+            window,
+            requests: ledger.requests.clone(),
+            folders: folders(ledger),
+            worth,
+            unattributed_nixl_bytes: ledger.unattributed_nixl_bytes,
+            overlapped_transfers: ledger.overlapped,
+        }
+    }
+}
