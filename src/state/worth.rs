@@ -210,6 +210,7 @@ mod tests {
     fn samples(v: &[(u64, f64)]) -> ComputeSamples {
         ComputeSamples {
             samples: v.iter().map(|&(tokens, ttft_s)| ComputeSample { t: 0.0, tokens, ttft_s }).collect(),
+            transfer_rates: Default::default(),
         }
     }
 
