@@ -163,3 +163,93 @@ fn example_connector_every_folder_matched_to_its_request_byte_for_byte() {
     );
     assert!(kv.wire.unwrap().contains("connector directory"));
 }
+
+/// The NIXL recording replayed with `--iface eth0` named: the state a
+/// live pdtop reaches, and its Link view.
+fn nixl_named_eth0() -> pdtop::state::AppState {
+    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("nixl-llama-shape")).unwrap();
+    let mut session = pdtop::pipeline::Session::from_capture(&cap, true);
+    session.iface = Some("eth0".into());
+    let mut st = session.state();
+    for m in pdtop::lab::replay::messages(&cap, 400.0, true) {
+        st.apply(m);
+    }
+    st
+}
+
+#[test]
+fn the_wrong_wire_is_said_loudly_on_screen() {
+    let st = nixl_named_eth0();
+    let kv = KvRequests::from_state(&st);
+    assert_eq!(kv.carrier.as_deref(), Some("lo"));
+    let warning = kv.wire_warning.clone().unwrap();
+    assert!(warning.contains("the KV went over lo") && warning.contains("eth0 carried nothing"), "{warning}");
+    let mut app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+    app.view.view = pdtop::ui::View::Link;
+    let text = common::screen_text(&app, 160, 60);
+    assert!(text.contains("✖ the KV went over lo"), "{text}");
+    assert!(text.contains("moved nothing: lab-noparams-0"), "{text}");
+    assert!(text.contains("lab-after_restart-9"), "{text}");
+}
+
+/// `pdtop check --json` against the recording served on loopback, its
+/// interface counters through `--net-dev-file`, with `--iface eth0` named.
+#[tokio::test]
+async fn check_says_the_kv_went_over_lo_when_eth0_is_named() {
+    use pdtop::lab::{self, Capture, LabOptions};
+    let speed = 5.0;
+    let cap = Capture::from_dir(&common::capture_dir("nixl-llama-shape")).unwrap();
+    let secs = (cap.t_end - cap.t0) / speed + 1.0;
+    let dir = std::env::temp_dir().join(format!("pdtop-kvbytes-{}", std::process::id()));
+    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
+    let p = |p: &std::path::Path| p.display().to_string();
+    let config = common::capture_dir("nixl-llama-shape").join("model-config.json");
+    let args: Vec<String> = vec![
+        "check".into(),
+        "--json".into(),
+        "--prefill".into(),
+        lab.prefill.to_string(),
+        "--decode".into(),
+        lab.decode.to_string(),
+        "--interval".into(),
+        "0.1".into(),
+        "--timeout".into(),
+        "1".into(),
+        "--clock-speed".into(),
+        speed.to_string(),
+        "--duration".into(),
+        secs.to_string(),
+        "--prefill-log".into(),
+        p(&lab.prefill_log),
+        "--decode-log".into(),
+        p(&lab.decode_log),
+        "--model-config".into(),
+        p(&config),
+        "--iface".into(),
+        "eth0".into(),
+        "--net-dev-file".into(),
+        p(lab.net_dev_file.as_ref().unwrap()),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let kv = &r["kv"];
+    assert_eq!(kv["carrier"], "lo", "{kv}");
+    assert_eq!(kv["iface_named"], "eth0", "{kv}");
+    let warning = kv["wire_warning"].as_str().unwrap();
+    assert!(warning.contains("the KV went over lo") && warning.contains("eth0"), "{warning}");
+    assert!(r["warnings"].as_array().unwrap().iter().any(|w| w.as_str() == Some(warning)));
+    let nothing: Vec<&str> =
+        kv["window"]["moved_nothing"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    assert_eq!(nothing, ["lab-noparams-0", "lab-noparams-1", "lab-noparams-2", "lab-noparams-3"]);
+    let ratio = kv["window"]["ratio"].as_f64().unwrap();
+    assert!((0.95..=1.05).contains(&ratio), "{}", kv["window"]);
+    let one = kv["requests"].as_array().unwrap().iter().find(|q| q["id"] == "lab-disagg-1").unwrap();
+    assert_eq!(one["predicted"], one["observed"], "{one}");
+    assert_eq!(one["source"], "nixl_bytes_transferred");
+}

@@ -54,6 +54,12 @@ pub struct RequestBytes {
     pub recompute_s: Option<f64>,
     #[serde(skip)]
     pub t: f64,
+    /// When its prefill and decode started, on pdtop's clock (the logs'
+    /// stamps moved onto it, see [`clock_offset`]).
+    #[serde(skip)]
+    pub prefill_at: Option<f64>,
+    #[serde(skip)]
+    pub decode_at: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -102,8 +108,24 @@ pub fn outcome_name(o: Outcome) -> &'static str {
     }
 }
 
-fn start_of(t: &Trace, hop: Hop) -> Option<f64> {
+fn stamp_of(t: &Trace, hop: Hop) -> Option<f64> {
     t.phase(hop).map(|p| p.start)
+}
+
+/// Seconds to add to a log's stamps to put them on pdtop's clock: the
+/// median of (read time of a trace's first line - that line's stamp). The
+/// logs' clock (often local time, to the second) and the scrapes' need not
+/// agree; the transfer windows mix both.
+pub fn clock_offset(traces: &[&Trace]) -> f64 {
+    let mut d: Vec<f64> = traces
+        .iter()
+        .filter_map(|t| {
+            let first = t.phases.iter().map(|p| p.start).min_by(f64::total_cmp)?;
+            Some(t.first_seen - first).filter(|x| x.is_finite())
+        })
+        .collect();
+    d.sort_by(f64::total_cmp);
+    d.get(d.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn judge(observed: f64, predicted: f64) -> &'static str {
@@ -125,7 +147,9 @@ pub fn ratio3(o: f64, p: f64) -> Option<f64> {
 
 /// How long after a request's (second-resolution) start the scrape that
 /// counts it may come.
-const CLAIM_WINDOW_S: f64 = 3.0;
+const CLAIM_WINDOW_S: f64 = 4.0;
+/// A log stamp is floored to the second and read a poll later.
+const STAMP_SLACK_S: f64 = 1.0;
 
 /// Tokens of scrape intervals that saw requests finish: (time, tokens,
 /// requests, taken). The first unclaimed interval after a request's start
@@ -184,6 +208,8 @@ pub fn build(state: &AppState) -> Ledger {
         Claims { points: l.compute.samples.iter().map(|s| (s.t, s.tokens, 1, false)).collect() };
     let mut traces: Vec<&Trace> =
         logs.correlator.traces().filter(|t| t.prefill.is_some() || t.decode.is_some()).collect();
+    let offset = clock_offset(&traces);
+    let start_of = |t: &Trace, hop: Hop| stamp_of(t, hop).map(|s| s + offset);
     traces.sort_by(|a, b| {
         let k = |t: &Trace| start_of(t, Hop::Producer).or(start_of(t, Hop::Consumer)).unwrap_or(t.first_seen);
         k(a).total_cmp(&k(b))
@@ -196,14 +222,14 @@ pub fn build(state: &AppState) -> Ledger {
             _ => (None, None),
         };
         if let Some(s) = start_of(t, Hop::Producer) {
-            let claimed = prefill_claims.claim(s);
+            let claimed = prefill_claims.claim(s - STAMP_SLACK_S);
             if tokens.is_none() {
                 tokens = claimed;
                 tokens_source = claimed.map(|_| "prefill metrics (one request in the scrape)");
             }
         }
         let decode_tokens = match start_of(t, Hop::Consumer) {
-            Some(s) if t.outcome != Outcome::Loaded => decode_claims.claim(s),
+            Some(s) if t.outcome != Outcome::Loaded => decode_claims.claim(s - STAMP_SLACK_S),
             _ => None,
         };
         if t.prefill.is_none() && tokens.is_none() {
@@ -241,6 +267,8 @@ pub fn build(state: &AppState) -> Ledger {
             transfer_s: None,
             recompute_s: None,
             t: start_of(t, Hop::Consumer).or(start_of(t, Hop::Producer)).unwrap_or(t.first_seen),
+            prefill_at: start_of(t, Hop::Producer),
+            decode_at: start_of(t, Hop::Consumer),
         });
     }
     if nixl {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::AppState;
 use super::kv_bytes::{Ledger, RequestBytes, set_observed};
 use crate::kv::SAFETENSORS_KV_HEADER_BYTES;
-use crate::traces::{Hop, Outcome, Trace};
+use crate::traces::{Outcome, Trace};
 
 /// A writer's request may start this long before the scan preceding its
 /// folder (a long prompt's store takes time; stamps are to the second).
@@ -61,10 +61,10 @@ pub fn match_folders(
     let mut writers: Vec<(f64, usize, &'static str, Option<u64>, bool)> = Vec::new();
     for t in traces {
         let Some(i) = requests.iter().position(|r| r.id == t.id) else { continue };
-        if let Some(p) = t.phase(Hop::Producer) {
-            writers.push((p.start, i, "prefill", requests[i].predicted.map(|b| b as u64), false));
+        if let Some(p) = requests[i].prefill_at {
+            writers.push((p, i, "prefill", requests[i].predicted.map(|b| b as u64), false));
         }
-        if let Some(d) = t.phase(Hop::Consumer)
+        if let Some(d) = requests[i].decode_at
             && t.outcome != Outcome::Loaded
         {
             let r = &requests[i];
@@ -76,7 +76,7 @@ pub fn match_folders(
             if t.prefill.is_some() && r.decode_tokens.is_some() && r.decode_tokens == r.tokens {
                 continue;
             }
-            writers.push((d.start, i, "decode", r.decode_tokens.and_then(folder_of), false));
+            writers.push((d, i, "decode", r.decode_tokens.and_then(folder_of), false));
         }
     }
     writers.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -7,7 +7,7 @@ use super::AppState;
 use super::kv_bytes::{Ledger, RequestBytes, set_observed};
 use crate::feed::Role;
 use crate::metrics::model::Hist;
-use crate::traces::{Hop, Outcome, Trace};
+use crate::traces::{Outcome, Trace};
 
 /// A transfer still uncounted this long after its request started is
 /// given up (its decode died, or the scrape that counted it was lost).
@@ -28,16 +28,16 @@ pub fn attribute(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
         .iter()
         .filter(|t| t.outcome == Outcome::Loaded)
         .filter_map(|t| {
-            let start = t.phase(Hop::Consumer)?.start;
             let i = index_of(ledger, &t.id)?;
-            Some((start, i, ledger.requests[i].tokens?))
+            Some((ledger.requests[i].decode_at?, i, ledger.requests[i].tokens?))
         })
         .collect();
     transfers.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut next = transfers.into_iter().peekable();
     let mut pending: VecDeque<(f64, usize, u64)> = VecDeque::new();
     for p in &state.link.nixl.points {
-        while let Some(tr) = next.next_if(|tr| tr.0 <= p.t) {
+        // Stamps are to the second and read late: a second of slack.
+        while let Some(tr) = next.next_if(|tr| tr.0 - 1.0 <= p.t) {
             pending.push_back(tr);
         }
         pending.retain(|tr| p.t - tr.0 <= STALE_S);
@@ -108,9 +108,8 @@ pub fn attribute(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
 pub fn by_interface_only(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
     let Some(name) = state.link.iface.clone() else { return };
     for t in traces.iter().filter(|t| t.outcome == Outcome::Loaded) {
-        let (Some(d), Some(i)) = (t.phase(Hop::Consumer).map(|p| p.start), index_of(ledger, &t.id)) else {
-            continue;
-        };
+        let Some(i) = index_of(ledger, &t.id) else { continue };
+        let Some(d) = ledger.requests[i].decode_at else { continue };
         let w = (d - GUESS_WINDOW.0, d + GUESS_WINDOW.1);
         let bytes = state.link.wires.bytes_in_windows(&name, &[w]);
         let r = &mut ledger.requests[i];
