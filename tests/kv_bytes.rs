@@ -166,12 +166,12 @@ fn example_connector_every_folder_matched_to_its_request_byte_for_byte() {
 
 /// The NIXL recording replayed with `--iface eth0` named: the state a
 /// live pdtop reaches, and its Link view.
-fn nixl_named_eth0() -> pdtop::state::AppState {
+fn nixl_named_eth0(secs: f64) -> pdtop::state::AppState {
     let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("nixl-llama-shape")).unwrap();
     let mut session = pdtop::pipeline::Session::from_capture(&cap, true);
     session.iface = Some("eth0".into());
     let mut st = session.state();
-    for m in pdtop::lab::replay::messages(&cap, 400.0, true) {
+    for m in pdtop::lab::replay::messages(&cap, secs, true) {
         st.apply(m);
     }
     st
@@ -179,7 +179,7 @@ fn nixl_named_eth0() -> pdtop::state::AppState {
 
 #[test]
 fn the_wrong_wire_is_said_loudly_on_screen() {
-    let st = nixl_named_eth0();
+    let st = nixl_named_eth0(400.0);
     let kv = KvRequests::from_state(&st);
     assert_eq!(kv.carrier.as_deref(), Some("lo"));
     let warning = kv.wire_warning.clone().unwrap();
@@ -190,6 +190,11 @@ fn the_wrong_wire_is_said_loudly_on_screen() {
     assert!(text.contains("✖ the KV went over lo"), "{text}");
     assert!(text.contains("moved nothing: lab-noparams-0"), "{text}");
     assert!(text.contains("lab-after_restart-9"), "{text}");
+    // Before the first miss (noparams starts 39 s in), the banner on every
+    // view is the wrong wire.
+    let app = pdtop::app::App::new(nixl_named_eth0(36.0), pdtop::theme::Theme::builtin("dark").unwrap());
+    let text = common::screen_text(&app, 160, 40);
+    assert!(text.contains("▲ WRONG WIRE  the KV went over lo"), "{text}");
 }
 
 /// `pdtop check --json` against the recording served on loopback, its

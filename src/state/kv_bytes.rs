@@ -75,11 +75,13 @@ pub struct Ledger {
     pub windows: Vec<(f64, f64)>,
     /// Bytes moved in those windows (NIXL's count, the folders', or the prediction).
     pub moved: f64,
+    /// Request id → index into `requests`.
+    pub index: std::collections::HashMap<String, usize>,
 }
 
 impl Ledger {
     pub fn get(&self, id: &str) -> Option<&RequestBytes> {
-        self.requests.iter().find(|r| r.id == id)
+        self.requests.get(*self.index.get(id)?)
     }
 
     /// Observed over predicted, over the requests that should have moved
@@ -180,7 +182,10 @@ impl Claims {
 
 pub fn build(state: &AppState) -> Ledger {
     let mut ledger = Ledger::default();
-    let Some(logs) = &state.logs else { return ledger };
+    let Some(logs) = &state.logs else {
+        super::kv_nixl::finish(state, &mut ledger, None, 16);
+        return ledger;
+    };
     let l = &state.link;
     let bpt = l.model.as_ref().map(|m| m.bytes_per_token);
     let layers = l.model.as_ref().and_then(|m| m.layers).map(u64::from);
@@ -271,10 +276,11 @@ pub fn build(state: &AppState) -> Ledger {
             decode_at: start_of(t, Hop::Consumer),
         });
     }
+    ledger.index = ledger.requests.iter().enumerate().map(|(i, r)| (r.id.clone(), i)).collect();
     if nixl {
         super::kv_nixl::attribute(state, &traces, &mut ledger);
     } else if kvdir {
-        ledger.folders = match_folders(state, &traces, &mut ledger.requests, bpt, layers);
+        ledger.folders = match_folders(state, &traces, &ledger.index, &mut ledger.requests, bpt, layers);
         super::kv_folders::moved(&mut ledger);
     } else {
         super::kv_nixl::by_interface_only(state, &traces, &mut ledger);

@@ -51,6 +51,7 @@ fn folder_tokens(bytes: u64, files: u64, per_layer_token: Option<u64>) -> Option
 pub fn match_folders(
     state: &AppState,
     traces: &[&Trace],
+    index: &std::collections::HashMap<String, usize>,
     requests: &mut [RequestBytes],
     bpt: Option<u64>,
     layers: Option<u64>,
@@ -60,7 +61,7 @@ pub fn match_folders(
     // (start, request index, writer, expected bytes, taken)
     let mut writers: Vec<(f64, usize, &'static str, Option<u64>, bool)> = Vec::new();
     for t in traces {
-        let Some(i) = requests.iter().position(|r| r.id == t.id) else { continue };
+        let Some(&i) = index.get(&t.id) else { continue };
         if let Some(p) = requests[i].prefill_at {
             writers.push((p, i, "prefill", requests[i].predicted.map(|b| b as u64), false));
         }

@@ -14,9 +14,11 @@ use crate::traces::{Outcome, Trace};
 const STALE_S: f64 = 60.0;
 /// Transfer window for connectors pdtop cannot count: around the decode start.
 const GUESS_WINDOW: (f64, f64) = (1.0, 2.0);
+/// Without logs, the stretch before a scrape that counted NIXL bytes.
+const SCRAPE_WINDOW_S: f64 = 1.5;
 
 fn index_of(ledger: &Ledger, id: &str) -> Option<usize> {
-    ledger.requests.iter().position(|r| r.id == id)
+    ledger.index.get(id).copied()
 }
 
 /// Gives each `vllm:nixl_bytes_transferred` delta to the transfers that
@@ -142,6 +144,14 @@ pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static 
 
 /// The carrier, each request's bytes on it, and the worth-it times.
 pub fn finish(state: &AppState, ledger: &mut Ledger, bpt: Option<u64>, block: u64) {
+    if ledger.windows.is_empty() {
+        // No request to tie bytes to (no logs): the scrapes in which NIXL
+        // counted bytes are the windows.
+        for p in state.link.nixl.points.iter().filter(|p| p.bytes > 0.0) {
+            ledger.windows.push((p.t - SCRAPE_WINDOW_S, p.t));
+            ledger.moved += p.bytes;
+        }
+    }
     ledger.carrier = state.link.wires.carrier(&ledger.windows, ledger.moved);
     let wire = ledger.carrier.as_ref().map(|c| c.name.clone()).or_else(|| state.link.iface.clone());
     if let Some(name) = &wire {

@@ -110,6 +110,14 @@ fn wire_warning(state: &AppState, ledger: &Ledger) -> Option<String> {
         .then(|| format!("{over}; {fast} ({}) {}", speed_text(Some(speed), false), carried(fast)))
 }
 
+/// The loud line alone, for the banner on every view.
+pub fn wire_warning_of(state: &AppState) -> Option<String> {
+    if state.link.wires.reads < 2 {
+        return None;
+    }
+    wire_warning(state, &build(state))
+}
+
 fn wire_text(state: &AppState, ledger: &Ledger) -> Option<String> {
     if let Some(c) = &ledger.carrier {
         let kind = if c.loopback {
