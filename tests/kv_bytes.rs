@@ -188,7 +188,7 @@ fn the_wrong_wire_is_said_loudly_on_screen() {
     app.view.view = pdtop::ui::View::Link;
     let text = common::screen_text(&app, 160, 60);
     assert!(text.contains("✖ the KV went over lo"), "{text}");
-    assert!(text.contains("moved nothing: lab-noparams-0"), "{text}");
+    assert!(text.contains("4 moved nothing: lab-noparams-0"), "{text}");
     assert!(text.contains("lab-after_restart-9"), "{text}");
     // Before the first miss (noparams starts 39 s in), the banner on every
     // view is the wrong wire.

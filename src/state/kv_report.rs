@@ -83,7 +83,7 @@ pub struct KvRequests {
 }
 
 fn mb(bytes: f64) -> String {
-    format!("{:.0} MB", bytes / 1e6)
+    if bytes >= 1e9 { format!("{:.1} GB", bytes / 1e9) } else { format!("{:.0} MB", bytes / 1e6) }
 }
 
 /// "the KV went over eth0 (1 Gb/s); ib0 carried nothing", or `None`.

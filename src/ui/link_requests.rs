@@ -40,7 +40,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             fmt::bytes(win.predicted)
         );
         if !win.moved_nothing.is_empty() {
-            text.push_str(&format!(" · moved nothing: {}", win.moved_nothing.join(", ")));
+            let n = win.moved_nothing.len();
+            text.push_str(&format!(" · {n} moved nothing: {}", win.moved_nothing.join(", ")));
         }
         let style = if win.moved_nothing.is_empty() { theme.text() } else { theme.fg("warn") };
         lines.push(Line::styled(text, style));
@@ -61,7 +62,15 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     let room = area.height.saturating_sub(2) as usize;
     let rows = room.saturating_sub(lines.len());
     let b = |v: Option<f64>| v.map(fmt::bytes).unwrap_or_else(|| "n/a".into());
-    for r in kv.requests.iter().rev().take(rows) {
+    // What went wrong first, then the newest.
+    let bad = |v: &str| matches!(v, "moved_nothing" | "short" | "too_much");
+    let order = kv
+        .requests
+        .iter()
+        .rev()
+        .filter(|r| bad(r.verdict))
+        .chain(kv.requests.iter().rev().filter(|r| !bad(r.verdict)));
+    for r in order.take(rows) {
         let style = match r.verdict {
             "moved_nothing" => theme.alarm(),
             "short" | "too_much" => theme.fg("warn"),
