@@ -258,3 +258,50 @@ async fn check_says_the_kv_went_over_lo_when_eth0_is_named() {
     assert_eq!(one["predicted"], one["observed"], "{one}");
     assert_eq!(one["source"], "nixl_bytes_transferred");
 }
+
+/// Every interface is read without `--iface`, with speeds and RDMA ports
+/// from the sysfs trees given (the hidden roots tests inject).
+#[test]
+fn check_reads_every_interface_and_the_injected_sysfs() {
+    let root = std::env::temp_dir().join(format!("pdtop-kvbytes-sys-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let w = |p: &str, s: &str| {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    };
+    w("net/eth0/speed", "1000\n");
+    w("net/ib0/speed", "100000\n");
+    w("ib/mlx5_0/ports/1/rate", "100 Gb/sec (4X EDR)\n");
+    w("ib/mlx5_0/ports/1/counters/port_rcv_data", "25\n");
+    w("ib/mlx5_0/ports/1/counters/port_xmit_data", "0\n");
+    w("ib/mlx5_0/device/net/ib0/ifindex", "3\n");
+    w(
+        "net-dev",
+        "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    lo: 5 1 0 0 0 0 0 0 5 1 0 0 0 0 0 0\n  eth0: 7 1 0 0 0 0 0 0 9 1 0 0 0 0 0 0\n   ib0: 1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n",
+    );
+    let p = |s: &str| root.join(s).display().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--json", "--decode", "127.0.0.1:9", "--interval", "0.1", "--duration", "0.6"])
+        .args([
+            "--net-dev-file",
+            &p("net-dev"),
+            "--sys-class-net",
+            &p("net"),
+            "--sys-class-infiniband",
+            &p("ib"),
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&root).ok();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ifs = &r["kv"]["interfaces"];
+    assert_eq!(ifs["eth0"]["speed_mbps"], 1000, "{ifs}");
+    assert_eq!(ifs["ib0"]["rdma"], "mlx5_0", "{ifs}");
+    assert_eq!(ifs["rdma:mlx5_0"]["speed_mbps"], 100_000, "{ifs}");
+    assert_eq!(ifs["lo"]["loopback"], true, "{ifs}");
+    // Nothing moved: no carrier, nothing to warn about.
+    assert_eq!(r["kv"]["carrier"], serde_json::Value::Null);
+    assert_eq!(r["kv"]["iface_named"], serde_json::Value::Null);
+    assert_eq!(r["kv"]["wire_warning"], serde_json::Value::Null);
+}

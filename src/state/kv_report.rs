@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::AppState;
 use super::kv_bytes::{Ledger, RequestBytes, build, ratio3};
-use super::wires::{Carrier, speed_text};
+use super::wires::{Carrier, Wires, speed_text};
 use super::worth::Worth;
 
 /// The `kv_bytes` object of one trace.
@@ -62,8 +62,20 @@ pub struct FolderSummary {
     pub text: Option<String>,
 }
 
+/// One interface, as read: its bytes over the run and what sysfs says.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IfaceSummary {
+    pub rx_bytes: f64,
+    pub tx_bytes: f64,
+    pub speed_mbps: Option<u64>,
+    pub rdma: Option<String>,
+    pub loopback: bool,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct KvRequests {
+    /// Every interface read (`rdma:<dev>`: an RDMA device's port counters).
+    pub interfaces: std::collections::BTreeMap<String, IfaceSummary>,
     /// `--iface`, as named.
     pub iface_named: Option<String>,
     /// The interface that carried the KV; null when nothing moved over one.
@@ -88,19 +100,26 @@ fn mb(bytes: f64) -> String {
 
 /// "the KV went over eth0 (1 Gb/s); ib0 carried nothing", or `None`.
 fn wire_warning(state: &AppState, ledger: &Ledger) -> Option<String> {
-    let w = &state.link.wires;
-    let c = ledger.carrier.as_ref()?;
+    let named = state.link.iface.as_deref();
+    warning_for(&state.link.wires, named, ledger.carrier.as_ref()?, &ledger.windows, ledger.moved)
+}
+
+/// The KV crossed `carrier`: loud when the user named another interface,
+/// or when a faster (non-loopback) link sat idle.
+pub fn warning_for(
+    w: &Wires,
+    named: Option<&str>,
+    c: &Carrier,
+    windows: &[(f64, f64)],
+    moved: f64,
+) -> Option<String> {
     let carried = |name: &str| {
-        let b = w.bytes_in_windows(name, &ledger.windows);
-        if b < 0.05 * ledger.moved {
-            "carried nothing".to_string()
-        } else {
-            format!("carried only {}", mb(b))
-        }
+        let b = w.bytes_in_windows(name, windows);
+        if b < 0.05 * moved { "carried nothing".to_string() } else { format!("carried only {}", mb(b)) }
     };
     let over = format!("the KV went over {} ({})", c.name, speed_text(c.speed_mbps, c.loopback));
-    if let Some(named) = &state.link.iface
-        && named != &c.name
+    if let Some(named) = named
+        && named != c.name
     {
         return Some(format!("{over}, not {named} (named with --iface): {named} {}", carried(named)));
     }
@@ -196,7 +215,24 @@ impl KvRequests {
         let worth = bpt.zip(super::kv_nixl::rate(state, ledger)).and_then(|(b, (link, rate, src))| {
             super::worth::worth(&state.link.compute, &link, b, u64::from(block), rate, src)
         });
+        let w = &state.link.wires;
+        let names = w.ifaces.keys().chain(w.links.keys());
+        let interfaces = names
+            .map(|n| {
+                let s = w.ifaces.get(n);
+                let l = w.links.get(n).cloned().unwrap_or_default();
+                let summary = IfaceSummary {
+                    rx_bytes: s.map_or(0.0, |s| s.rx.total_bytes),
+                    tx_bytes: s.map_or(0.0, |s| s.tx.total_bytes),
+                    speed_mbps: l.speed_mbps,
+                    rdma: l.rdma,
+                    loopback: l.loopback || n == "lo",
+                };
+                (n.clone(), summary)
+            })
+            .collect();
         KvRequests {
+            interfaces,
             iface_named: state.link.iface.clone(),
             carrier: ledger.carrier.as_ref().map(|c| c.name.clone()),
             carrier_detail: ledger.carrier.clone(),
@@ -209,5 +245,46 @@ impl KvRequests {
             unattributed_nixl_bytes: ledger.unattributed_nixl_bytes,
             overlapped_transfers: ledger.overlapped,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::{IfaceBytes, LinkInfo, NetDevSnapshot};
+
+    fn snap(eth: u64, ib: u64) -> NetDevSnapshot {
+        let mut s = NetDevSnapshot::default();
+        s.ifaces.insert("eth0".into(), IfaceBytes { rx_bytes: eth, tx_bytes: 0 });
+        s.ifaces.insert("ib0".into(), IfaceBytes { rx_bytes: ib, tx_bytes: 0 });
+        s.links.insert("eth0".into(), LinkInfo { speed_mbps: Some(1000), ..Default::default() });
+        let ib = LinkInfo { speed_mbps: Some(100_000), rdma: Some("mlx5_0".into()), loopback: false };
+        s.links.insert("ib0".into(), ib);
+        s
+    }
+
+    #[test]
+    fn the_slow_wire_is_named_beside_the_idle_fast_one() {
+        let mut w = Wires::default();
+        w.on_netdev(1.0, &snap(0, 0));
+        w.on_netdev(2.0, &snap(500_000_000, 10));
+        let windows = [(1.0, 2.0)];
+        let c = w.carrier(&windows, 480e6).unwrap();
+        assert_eq!((c.name.as_str(), c.speed_mbps), ("eth0", Some(1000)));
+        assert_eq!(
+            warning_for(&w, None, &c, &windows, 480e6).as_deref(),
+            Some("the KV went over eth0 (1 Gb/s); ib0 (100 Gb/s) carried nothing")
+        );
+        assert_eq!(
+            warning_for(&w, Some("ib0"), &c, &windows, 480e6).as_deref(),
+            Some("the KV went over eth0 (1 Gb/s), not ib0 (named with --iface): ib0 carried nothing")
+        );
+        // Over the fast one, as named: nothing to say.
+        let mut w = Wires::default();
+        w.on_netdev(1.0, &snap(0, 0));
+        w.on_netdev(2.0, &snap(10, 500_000_000));
+        let c = w.carrier(&windows, 480e6).unwrap();
+        assert_eq!(c.name, "ib0");
+        assert_eq!(warning_for(&w, Some("ib0"), &c, &windows, 480e6), None);
     }
 }
