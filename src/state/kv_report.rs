@@ -131,7 +131,10 @@ pub fn warning_for(
 
 /// The loud line alone, for the banner on every view.
 pub fn wire_warning_of(state: &AppState) -> Option<String> {
-    if state.link.wires.reads < 2 {
+    // Nothing to compare against (no name given, no speeds known): skip
+    // building the ledger on every frame.
+    let w = &state.link.wires;
+    if w.reads < 2 || (state.link.iface.is_none() && w.fastest().is_none()) {
         return None;
     }
     wire_warning(state, &build(state))
