@@ -79,17 +79,24 @@ pub struct Inputs {
     /// prompts, their bytes the transfer.
     #[arg(long, value_name = "DIR")]
     pub kv_dir: Option<PathBuf>,
-    /// Network interface whose byte counters show the KV transfer (e.g. lo, eth0).
+    /// The interface the KV should cross (e.g. ib0, eth0). Every interface is
+    /// read: pdtop says loudly when another one carried the KV.
     #[arg(long, value_name = "NAME")]
     pub iface: Option<String>,
     /// Read the interface counters of this process's network namespace
     /// (a containerised vLLM).
-    #[arg(long, value_name = "PID", requires = "iface")]
+    #[arg(long, value_name = "PID")]
     pub netns_pid: Option<u32>,
     /// Read interface counters from this file (in /proc/net/dev format)
     /// instead of /proc.
-    #[arg(long, value_name = "FILE", hide = true, requires = "iface")]
+    #[arg(long, value_name = "FILE", hide = true)]
     pub net_dev_file: Option<PathBuf>,
+    /// Read link speeds from this tree instead of /sys/class/net (tests).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sys_class_net: Option<PathBuf>,
+    /// Read RDMA devices from this tree instead of /sys/class/infiniband (tests).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sys_class_infiniband: Option<PathBuf>,
     /// The model's config.json, for the KV bytes each token should move
     /// (default: the `root` that /v1/models reports, when it is local).
     #[arg(long, value_name = "FILE")]

@@ -175,6 +175,13 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
     assert!(kv["kv_dir_folders"].as_u64().unwrap() >= 70, "{kv}");
     let ratio = kv["ratio"].as_f64().unwrap();
     assert!((0.8..1.6).contains(&ratio), "{kv}");
+    // Per request: every folder the lab stored is tied to its request, and
+    // through the directory no interface carried the KV.
+    let folders = &kv["folders"];
+    assert_eq!(folders["matched"], folders["stored"], "{folders}");
+    assert!(folders["text"].as_str().unwrap().starts_with("the directory is filling up"), "{folders}");
+    assert_eq!(kv["carrier"], serde_json::Value::Null, "{kv}");
+    assert_eq!(kv["window"]["moved_nothing"].as_array().unwrap().len(), 8, "{}", kv["window"]);
 }
 
 #[tokio::test]

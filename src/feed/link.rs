@@ -27,4 +27,20 @@ pub struct IfaceBytes {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetDevSnapshot {
     pub ifaces: BTreeMap<String, IfaceBytes>,
+    /// What sysfs says of each link (speed, RDMA), when it was read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub links: BTreeMap<String, LinkInfo>,
+}
+
+/// One link as `/sys/class/net` and `/sys/class/infiniband` describe it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkInfo {
+    /// `/sys/class/net/<if>/speed` (Mb/s), or an RDMA port's rate; `None`
+    /// for virtual links (lo, veth) that report none.
+    pub speed_mbps: Option<u64>,
+    /// The RDMA device behind it (`mlx5_0`), or the device itself for an
+    /// `rdma:` entry, whose bytes are the port counters (RDMA traffic
+    /// bypasses `/proc/net/dev`).
+    pub rdma: Option<String>,
+    pub loopback: bool,
 }

@@ -9,7 +9,7 @@ mod origin;
 mod tail;
 
 pub use endpoint::{Endpoint, ModelInfo, Role};
-pub use link::{FolderStat, IfaceBytes, KvDirSnapshot, NetDevSnapshot};
+pub use link::{FolderStat, IfaceBytes, KvDirSnapshot, LinkInfo, NetDevSnapshot};
 pub use msg::Msg;
 pub use origin::LogOrigin;
 pub use tail::{TailCounts, TailState};

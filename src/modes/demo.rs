@@ -53,6 +53,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             prometheus: None,
             kv_dir: handle.kv_dir.clone(),
             net_dev: handle.net_dev_file.clone().map(NetDevPath::File),
+            sys: None,
             log_poll: Duration::from_millis(50),
             link_interval: interval,
         }),

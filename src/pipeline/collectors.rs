@@ -28,6 +28,7 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     sources::spawn_link_sources(
         c.kv_dir.clone(),
         c.net_dev.clone(),
+        c.sys.clone(),
         c.link_interval,
         clock.clone(),
         tx.clone(),

@@ -64,6 +64,9 @@ pub struct Collect {
     pub prometheus: Option<PromOptions>,
     pub kv_dir: Option<PathBuf>,
     pub net_dev: Option<NetDevPath>,
+    /// sysfs roots for link speeds and RDMA devices (none: recorded
+    /// counters, whose machine's sysfs is not this one).
+    pub sys: Option<crate::sources::sysnet::SysRoots>,
     /// How often logs are polled.
     pub log_poll: Duration,
     /// How often the connector directory and interface are read.
@@ -102,10 +105,13 @@ impl Session {
         };
         let prometheus = PromOptions::from_inputs(inputs, settings.interval, settings.timeout).usage()?;
         let endpoints = if prometheus.is_some() { Vec::new() } else { endpoints(inputs)? };
-        let net_dev = inputs.iface.as_ref().map(|_| match &inputs.net_dev_file {
+        // Every interface is read, named or not: pdtop finds the one that
+        // carried the KV by itself.
+        let net_dev = Some(match &inputs.net_dev_file {
             Some(f) => NetDevPath::File(f.clone()),
             None => NetDevPath::Proc { netns_pid: inputs.netns_pid },
         });
+        let sys = sys_roots(inputs);
         let collect = Collect {
             scrape: ScrapeOptions {
                 interval: settings.interval,
@@ -115,6 +121,7 @@ impl Session {
             prometheus,
             kv_dir: inputs.kv_dir.clone(),
             net_dev,
+            sys,
             // Often enough that a verdict lands within one refresh.
             log_poll: (settings.interval / 4).clamp(Duration::from_millis(50), Duration::from_millis(250)),
             link_interval: settings.interval,
@@ -155,6 +162,27 @@ impl Session {
     pub fn displays(&self, role: Role) -> impl Iterator<Item = &str> {
         self.endpoints.iter().filter(move |e| e.role == role).map(|e| e.display.as_str())
     }
+}
+
+/// Where link speeds are read: the given roots; with recorded counters
+/// (`--net-dev-file`) only given ones; in another namespace, its own sysfs.
+fn sys_roots(inputs: &Inputs) -> Option<crate::sources::sysnet::SysRoots> {
+    use crate::sources::sysnet::SysRoots;
+    let given =
+        SysRoots { net: inputs.sys_class_net.clone(), infiniband: inputs.sys_class_infiniband.clone() };
+    if given.net.is_some() || given.infiniband.is_some() {
+        return Some(given);
+    }
+    if inputs.net_dev_file.is_some() {
+        return None;
+    }
+    Some(match inputs.netns_pid {
+        Some(pid) => SysRoots {
+            net: Some(PathBuf::from(format!("/proc/{pid}/root/sys/class/net"))),
+            infiniband: Some(PathBuf::from(format!("/proc/{pid}/root/sys/class/infiniband"))),
+        },
+        None => SysRoots::system(),
+    })
 }
 
 /// The instances given on the command line.

@@ -326,7 +326,7 @@ mod tests {
             Msg::KvDir { at: 4.0, scan: Err("gone".into()) },
             Msg::KvDir { at: 4.1, scan: Ok(folders) },
             Msg::NetDev { at: 5.0, read: Err("no lo".into()) },
-            Msg::NetDev { at: 5.1, read: Ok(NetDevSnapshot { ifaces }) },
+            Msg::NetDev { at: 5.1, read: Ok(NetDevSnapshot { ifaces, ..Default::default() }) },
             Msg::LogsPolled { at: 6.0 },
             Msg::Discovered {
                 instance: 2,

@@ -173,6 +173,7 @@ impl Entry {
                             .into_iter()
                             .map(|(k, (rx_bytes, tx_bytes))| (k, IfaceBytes { rx_bytes, tx_bytes }))
                             .collect(),
+                        links: Default::default(),
                     }),
                     None => Err(error.unwrap_or_default()),
                 },

@@ -8,6 +8,7 @@ pub mod logtail;
 pub mod netdev;
 pub mod prometheus;
 pub mod scrape;
+pub mod sysnet;
 
 mod spawn;
 

@@ -83,7 +83,7 @@ pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
             ifaces.insert(name, IfaceBytes { rx_bytes: dev.recv_bytes, tx_bytes: dev.sent_bytes });
         }
     }
-    Ok(NetDevSnapshot { ifaces })
+    Ok(NetDevSnapshot { ifaces, links: BTreeMap::new() })
 }
 
 /// Read `/proc/net/dev` of this process's network namespace, or, with

@@ -177,6 +177,7 @@ pub enum NetDevPath {
 pub fn spawn_link_sources(
     kv_dir: Option<std::path::PathBuf>,
     netdev: Option<NetDevPath>,
+    sys: Option<super::sysnet::SysRoots>,
     interval: std::time::Duration,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
@@ -187,7 +188,7 @@ pub fn spawn_link_sources(
     let (c, t) = (clock.clone(), tx.clone());
     let task = tokio::spawn(async move {
         loop {
-            let (dir, nd) = (kv_dir.clone(), netdev.clone());
+            let (dir, nd, sys) = (kv_dir.clone(), netdev.clone(), sys.clone());
             let Ok((scan, read)) = tokio::task::spawn_blocking(move || {
                 let scan = dir.map(|d| kvdir::scan(&d));
                 let read = nd.map(|p| match p {
@@ -197,6 +198,14 @@ pub fn spawn_link_sources(
                     NetDevPath::File(f) => std::fs::read_to_string(&f)
                         .map_err(|e| format!("{}: {e}", f.display()))
                         .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
+                });
+                let read = read.map(|r| {
+                    r.map(|mut snap| {
+                        if let Some(roots) = &sys {
+                            super::sysnet::annotate(&mut snap, roots);
+                        }
+                        snap
+                    })
                 });
                 (scan, read)
             })

@@ -119,6 +119,27 @@ pub struct LinkState {
     pub kvdir_error: Option<String>,
     pub kvdir_folders: usize,
     kvdir_prev: Option<KvDirSnapshot>,
+    kvdir_last_scan: f64,
+    /// Each folder of the connector directory: when it appeared, its bytes.
+    pub folders: std::collections::BTreeMap<String, FolderSeen>,
+    /// Every interface, for finding the one that carried the KV.
+    pub wires: super::wires::Wires,
+    /// What decode took to compute prompts itself (for "worth it").
+    pub compute: super::worth::ComputeSamples,
+}
+
+/// Folders remembered at most (the oldest are forgotten first).
+const FOLDERS_CAP: usize = 10_000;
+
+/// One folder of the connector directory, as the scans saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FolderSeen {
+    /// The scan that first listed it.
+    pub first_seen: f64,
+    /// The scan before that (it was written in between).
+    pub prev_scan: Option<f64>,
+    pub files: u64,
+    pub bytes: u64,
 }
 
 impl LinkState {
@@ -153,15 +174,17 @@ impl LinkState {
     }
 
     pub fn on_netdev(&mut self, t: f64, read: Result<NetDevSnapshot, String>) {
-        let Some(iface) = self.iface.clone() else {
-            return;
-        };
         let snap = match read {
             Ok(s) => s,
             Err(e) => {
                 self.iface_error = Some(e);
                 return;
             }
+        };
+        self.wires.on_netdev(t, &snap);
+        let Some(iface) = self.iface.clone() else {
+            self.iface_error = None;
+            return;
         };
         if snap.get(&iface).is_none() {
             self.iface_error = Some(format!("interface {iface} not found"));
@@ -195,6 +218,26 @@ impl LinkState {
             }
         };
         self.kvdir_error = None;
+        let prev_scan = self.kvdir_prev.as_ref().map(|_| self.kvdir_last_scan);
+        for (name, stat) in &snap {
+            let seen = self.folders.entry(name.clone()).or_insert(FolderSeen {
+                first_seen: t,
+                prev_scan,
+                files: stat.files,
+                bytes: stat.bytes,
+            });
+            seen.files = stat.files;
+            seen.bytes = stat.bytes;
+        }
+        if self.folders.len() > FOLDERS_CAP {
+            let mut by_age: Vec<(f64, String)> =
+                self.folders.iter().map(|(n, f)| (f.first_seen, n.clone())).collect();
+            by_age.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (_, n) in by_age.into_iter().take(self.folders.len() - FOLDERS_CAP) {
+                self.folders.remove(&n);
+            }
+        }
+        self.kvdir_last_scan = t;
         if let Some(prev) = &self.kvdir_prev {
             let mut bytes = 0u64;
             let mut new = 0u64;

@@ -5,6 +5,10 @@
 mod checks;
 pub mod discovery;
 pub mod instance;
+pub mod kv_bytes;
+pub mod kv_folders;
+pub mod kv_nixl;
+pub mod kv_report;
 pub mod link;
 pub mod logs;
 pub mod mismatch;
@@ -13,6 +17,8 @@ pub mod recovery;
 pub mod report;
 mod report_traces;
 pub mod startup;
+pub mod wires;
+pub mod worth;
 
 use std::collections::VecDeque;
 
@@ -323,6 +329,7 @@ impl AppState {
                 if let Some(h) = iv.hists.get(&Hist::NixlBytes) {
                     self.link.on_nixl(iv.t, h.sum, h.total());
                 }
+                self.link.compute.on_decode_interval(&iv);
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
                     self.push_miss_event(&ev);
                 }

@@ -115,6 +115,9 @@ pub struct KvReport {
     pub kv_dir_bytes: f64,
     pub kv_dir_folders: usize,
     pub iface: Option<IfaceReport>,
+    /// Per request, the carrier, the folders, worth it (`kv_report.rs`).
+    #[serde(flatten)]
+    pub per_request: super::kv_report::KvRequests,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -159,6 +162,7 @@ impl KvReport {
                 resets: l.iface_resets,
                 error: l.iface_error.clone(),
             }),
+            per_request: super::kv_report::KvRequests::from_state(state),
         }
     }
 }
@@ -354,6 +358,9 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
+        let kv = KvReport::from_state(state);
+        // A silent slow split is as loud as a silent miss.
+        warnings.extend(kv.per_request.wire_warning.clone());
         // A mismatch shows up as misses, not errors: say it beside them.
         let misses = requests.silent_miss.max(metrics.silent_miss) + unattributed;
         if let (true, Some(cause)) = (misses > 0, state.miss_cause()) {
@@ -367,7 +374,12 @@ impl Report {
         // logs without shared ids cannot name.
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
-        } else if unreachable || restarted || disagree || requests.error > 0 {
+        } else if unreachable
+            || restarted
+            || disagree
+            || requests.error > 0
+            || kv.per_request.wire_warning.is_some()
+        {
             Verdict::Degraded
         } else if requests.seen > 0 {
             Verdict::Ok
@@ -395,7 +407,7 @@ impl Report {
             decode_ttft_ms_loaded: nonempty(&state.misses.ttft_loaded),
             decode_ttft_ms_computed: nonempty(&state.misses.ttft_computed),
             duration_s: state.started_at.map(|s| state.now - s).unwrap_or(0.0),
-            kv: KvReport::from_state(state),
+            kv,
             events: state
                 .events
                 .iter()

@@ -8,7 +8,7 @@
 //! │ source            last 60s: observed  predicted  ratio  verdict    │
 //! ├ throughput ────────────────────────────────────────────────────────┤
 //! │ ▁▂▅█▃                                                              │
-//! ├ requests with token counts (traces) ───────────────────────────────┤
+//! ├ requests: the wire, worth it, each request's bytes ────────────────┤
 //! └────────────────────────────────────────────────────────────────────┘
 //! ```
 
@@ -34,7 +34,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     size_panel(frame, size, state, theme);
     table_panel(frame, table, state, view, theme);
     throughput(frame, spark, state, theme);
-    requests_panel(frame, requests, state, theme);
+    super::link_requests::render(frame, requests, state, theme);
 }
 
 fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
@@ -191,32 +191,6 @@ fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     let title = format!(" {name} bytes per sample (peak {}) ", fmt::bytes(peak as f64));
     frame.render_widget(
         Sparkline::default().data(&data).style(theme.fg("source_external")).block(block(&title, theme)),
-        area,
-    );
-}
-
-fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    let bpt = state.link.model.as_ref().map(|m| m.bytes_per_token);
-    let mut lines = vec![Line::styled(
-        format!(" {:<24} {:>8} {:>12}  evidence", "request", "KV tok", "predicted"),
-        theme.dim(),
-    )];
-    if let Some(logs) = &state.logs {
-        for t in logs.correlator.traces().rev().take(area.height.saturating_sub(3) as usize) {
-            let Some(tokens) = t.remote_num_tokens.or(t.inject_tokens) else { continue };
-            let predicted =
-                bpt.map(|b| fmt::bytes((tokens as u64 * b) as f64)).unwrap_or_else(|| "n/a".into());
-            lines.push(Line::from(vec![
-                Span::styled(format!(" {:<24.24} {:>8} {:>12}  ", t.id, tokens, predicted), theme.text()),
-                Span::styled(t.evidence.clone(), theme.dim()),
-            ]));
-        }
-    }
-    if lines.len() == 1 {
-        lines.push(Line::styled(" no request with a token count yet (needs --decode-log)", theme.dim()));
-    }
-    frame.render_widget(
-        Paragraph::new(lines).block(block(" requests and the KV they should move ", theme)),
         area,
     );
 }

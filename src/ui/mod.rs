@@ -18,6 +18,7 @@ pub mod header;
 pub mod hist;
 pub mod instances;
 pub mod link;
+mod link_requests;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;
@@ -129,7 +130,10 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let header_rows =
         if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
     let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
-    let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
+    let miss = named || state.recent_miss(banner_secs(state)).is_some();
+    // A silent slow split is as loud as a silent miss (a miss comes first).
+    let wire = if miss { None } else { crate::state::kv_report::wire_warning_of(state) };
+    let banner = u16::from(miss || wire.is_some());
     let logs_row = u16::from(state.logs.is_some());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let mismatch_row = u16::from(!state.mismatches.is_empty());
@@ -156,7 +160,13 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     if mismatch_row > 0 {
         header::mismatch_line(frame, mismatch_area, state, theme);
     }
-    if banner > 0 {
+    if let Some(w) = wire {
+        let text = format!(" ▲ WRONG WIRE  {w} ");
+        frame.render_widget(
+            Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()),
+            banner_area,
+        );
+    } else if banner > 0 {
         header::miss_banner(frame, banner_area, state, theme);
     }
     match view.view {
