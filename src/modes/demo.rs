@@ -55,6 +55,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             net_dev: handle.net_dev_file.clone().map(NetDevPath::File),
             log_poll: Duration::from_millis(50),
             link_interval: interval,
+            otlp: Default::default(),
         }),
     };
     // pdtop's clock follows the recording: its time of day, at its speed.

@@ -8,6 +8,8 @@ pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
+pub mod span_report;
+pub mod spans;
 
 use std::collections::VecDeque;
 
@@ -72,6 +74,8 @@ pub struct AppState {
     pub last_named_miss: Option<(String, f64)>,
     /// Link bytes against the KV size the model predicts.
     pub link: link::LinkState,
+    /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
+    pub spans: spans::SpanStore,
 }
 
 impl AppState {
@@ -87,6 +91,7 @@ impl AppState {
             logs: None,
             last_named_miss: None,
             link: link::LinkState::default(),
+            spans: spans::SpanStore::new(spans::SPANS_CAP),
         }
     }
 
@@ -183,6 +188,20 @@ impl AppState {
             Msg::Discovered { instance, at, endpoint } => {
                 self.tick(at);
                 self.add_instance(instance, endpoint);
+            }
+            Msg::Spans { at, spans, counts } => {
+                self.tick(at);
+                self.spans.on_spans(spans, counts);
+            }
+            Msg::SpansRejected { at, error } => {
+                self.tick(at);
+                // One event per burst: a sender looping on bad bodies must
+                // not push every other event out of the log.
+                let last = self.spans.errors.back().map(|(t, _)| *t);
+                if last.is_none_or(|t| at - t >= 10.0) {
+                    self.push_event(at, EventKind::SourceError, format!("otlp: {error}"));
+                }
+                self.spans.on_rejected(at, error);
             }
         }
     }

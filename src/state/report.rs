@@ -81,6 +81,12 @@ pub struct Report {
     /// that answers without vLLM metrics, a detector the version lacks.
     pub warnings: Vec<String>,
     pub verdict: Verdict,
+    /// vLLM's own spans (`--otlp-listen`); absent when none arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<super::span_report::SpansReport>,
+    /// Per-hop timings from spans, by trace id (traces with spans only).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub timings: std::collections::BTreeMap<String, super::span_report::TimingsReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -348,6 +354,8 @@ impl Report {
                 .collect(),
             warnings,
             verdict,
+            spans: super::span_report::SpansReport::from_state(state),
+            timings: super::span_report::timings_by_trace(state),
         }
     }
 }

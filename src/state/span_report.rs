@@ -1,0 +1,161 @@
+//! The spans' part of `check --json`: what the receiver got, and per-trace
+//! hop timings. Kept apart from `report.rs` so the traces' JSON can attach
+//! [`TimingsReport::of`] to each trace it writes.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::AppState;
+use super::report::Quantiles;
+use super::spans::{SpanStore, Timings};
+use crate::traces::{Outcome, Trace};
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SpansReport {
+    /// Request spans received (run-long).
+    pub count: u64,
+    /// Request spans kept now (bounded).
+    pub kept: usize,
+    /// Spans whose status was ERROR.
+    pub errored: u64,
+    /// Export bodies refused as invalid, and the newest reasons.
+    pub errors: u64,
+    pub last_errors: Vec<String>,
+    /// Spans lost: dropped by the receiver when pdtop fell behind, or
+    /// evicted from the store.
+    pub dropped: u64,
+    pub evicted: u64,
+    /// Other spans (vLLM's start-up spans), counted only.
+    pub other: u64,
+    /// Traces with at least one span joined.
+    pub traces_with_spans: usize,
+    /// The decode instance's own TTFT (from its span) of requests whose
+    /// trace says it loaded the KV, against those where it computed the
+    /// prompt (silent misses and no-prefill requests).
+    pub decode_ttft_ms_loaded: Option<Quantiles>,
+    pub decode_ttft_ms_computed: Option<Quantiles>,
+}
+
+/// Per-hop times of one trace, in milliseconds; `null` when unknown.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TimingsReport {
+    /// Queue time of the first hop (the prefill's, in a pair).
+    pub queue_ms: Option<f64>,
+    /// Prompt compute of the prefill (the decode's without a prefill hop).
+    pub prefill_ms: Option<f64>,
+    /// The decode's queue after a prefill: with async KV loading, the
+    /// wait for the transfer.
+    pub transfer_wait_ms: Option<f64>,
+    /// From the prefill's answer to the decode's arrival (the proxy).
+    pub handoff_ms: Option<f64>,
+    /// From the first hop's start to the first token of the decode.
+    pub ttft_ms: Option<f64>,
+    /// The decode instance's own TTFT and prompt compute: a loaded request
+    /// computes one token, a recomputed prompt shows here.
+    pub decode_ttft_ms: Option<f64>,
+    pub decode_prefill_ms: Option<f64>,
+    pub decode_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    /// The processes that own the hops (`service.name`).
+    pub prefill_service: Option<String>,
+    pub decode_service: Option<String>,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+fn ms(v: Option<f64>) -> Option<f64> {
+    v.filter(|v| v.is_finite()).map(|v| (v * 1e4).round() / 10.0)
+}
+
+impl TimingsReport {
+    pub fn from_timings(t: &Timings) -> TimingsReport {
+        let d = t.decode;
+        TimingsReport {
+            queue_ms: ms(t.queue()),
+            prefill_ms: ms(t.prefill()),
+            transfer_wait_ms: ms(t.transfer_wait()),
+            handoff_ms: ms(t.handoff()),
+            ttft_ms: ms(t.ttft()),
+            decode_ttft_ms: ms(d.and_then(|d| d.ttft)),
+            decode_prefill_ms: ms(d.and_then(|d| d.prefill)),
+            decode_ms: ms(t.decode()),
+            e2e_ms: ms(t.e2e()),
+            prefill_service: t.prefill.map(|s| s.service.clone()),
+            decode_service: d.map(|s| s.service.clone()),
+            prompt_tokens: t.prefill.or(d).and_then(|s| s.prompt_tokens),
+            completion_tokens: d.and_then(|s| s.completion_tokens),
+        }
+    }
+
+    /// The timings of one trace, to attach to its JSON object.
+    pub fn of(spans: &SpanStore, trace: &Trace) -> TimingsReport {
+        TimingsReport::from_timings(&spans.timings_for(trace))
+    }
+}
+
+impl SpansReport {
+    /// `None` when no receiver ever got anything.
+    pub fn from_state(state: &AppState) -> Option<SpansReport> {
+        let st = &state.spans;
+        let s = st.stats;
+        if s.received == 0 && s.rejected == 0 && s.other == 0 && s.dropped == 0 {
+            return None;
+        }
+        let (mut loaded, mut computed, mut joined) = (Vec::new(), Vec::new(), 0);
+        for tr in state.logs.iter().flat_map(|l| l.correlator.traces()) {
+            let t = st.timings_for(tr);
+            joined += usize::from(!t.is_empty());
+            let Some(ttft) = t.decode.and_then(|d| d.ttft) else { continue };
+            match tr.outcome {
+                Outcome::Loaded => loaded.push(ttft),
+                Outcome::SilentMiss | Outcome::NoPrefill => computed.push(ttft),
+                _ => {}
+            }
+        }
+        Some(SpansReport {
+            count: s.received,
+            kept: st.len(),
+            errored: s.errored,
+            errors: s.rejected,
+            last_errors: st.errors.iter().map(|(_, e)| e.clone()).collect(),
+            dropped: s.dropped,
+            evicted: s.evicted,
+            other: s.other,
+            traces_with_spans: joined,
+            decode_ttft_ms_loaded: quantiles_ms(loaded),
+            decode_ttft_ms_computed: quantiles_ms(computed),
+        })
+    }
+}
+
+/// Timings of every held trace that has spans, by trace id (until each
+/// trace object of the report carries its own).
+pub fn timings_by_trace(state: &AppState) -> BTreeMap<String, TimingsReport> {
+    let Some(logs) = &state.logs else { return BTreeMap::new() };
+    logs.correlator
+        .traces()
+        .filter_map(|tr| {
+            let t = state.spans.timings_for(tr);
+            (!t.is_empty()).then(|| (tr.id.clone(), TimingsReport::from_timings(&t)))
+        })
+        .collect()
+}
+
+/// Exact quantiles (nearest rank) of seconds, in milliseconds.
+pub fn quantiles_ms(mut v: Vec<f64>) -> Option<Quantiles> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    let r = |x: f64| (x * 1e4).round() / 10.0;
+    Some(Quantiles {
+        count: v.len() as u64,
+        p50: r(at(0.5)),
+        p90: r(at(0.9)),
+        p99: r(at(0.99)),
+        mean: r(v.iter().sum::<f64>() / v.len() as f64),
+    })
+}
