@@ -19,6 +19,7 @@ pub mod instances;
 pub mod link;
 pub mod overview;
 pub mod requests;
+pub mod waterfall;
 pub mod sources_chart;
 pub mod svg;
 
@@ -94,6 +95,8 @@ pub struct ViewState {
     /// Instances view: selected row, sort column; the instance drilled into.
     pub inst_selected: usize,
     pub inst_sort: instances::SortKey,
+    /// Requests view: sorted by a span figure (`s`), or newest first.
+    pub req_sort: waterfall::RequestSort,
     pub focus: Option<usize>,
 }
 
@@ -114,6 +117,7 @@ impl Default for ViewState {
             badge: None,
             inst_selected: 0,
             inst_sort: instances::SortKey::Role,
+            req_sort: waterfall::RequestSort::Newest,
             focus: None,
         }
     }

@@ -29,7 +29,10 @@ pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
         return Vec::new();
     };
     let q = view.search.to_lowercase();
-    logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect()
+    let mut rows: Vec<&Trace> =
+        logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect();
+    super::waterfall::sort(&mut rows, &state.spans, view.req_sort);
+    rows
 }
 
 pub fn outcome_label(o: Outcome) -> &'static str {
@@ -109,6 +112,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ),
         theme.fg("title"),
     ));
+    let spans = (!state.spans.is_empty()).then_some(&state.spans);
+    if spans.is_some() {
+        title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
+    }
     if view.searching || !view.search.is_empty() {
         let cursor = if view.searching { "▏" } else { "" };
         title.push(Span::styled(format!(" /{}{cursor} ", view.search), theme.fg("accent")));
@@ -121,8 +128,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
+    let span_head = if spans.is_some() { super::waterfall::HEADER } else { "" };
     let mut lines = vec![Line::styled(
-        format!(" {:<8} {:<24} {:<12} {:<4} {:>6}  {}", "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"),
+        format!(" {:<8} {:<24} {:<12} {:<4} {:>6} {span_head} {}", "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"),
         theme.dim(),
     )];
     for (i, t) in rows.iter().enumerate().skip(first).take(height) {
@@ -132,8 +140,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
             Span::styled(format!("{:<24.24} ", t.id), theme.text()),
             Span::styled(format!("{:<12}", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
-            Span::styled(format!(" {:<4} {:>6}  ", how(t), tokens), theme.dim()),
-            Span::styled(t.evidence.clone(), theme.text()),
+            Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
+            Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
+            Span::styled(format!(" {}", t.evidence), theme.text()),
         ]);
         if i == selected {
             line = line.style(theme.selected());
@@ -152,7 +161,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 
     if let (Some(id), Some(area)) = (detail_id, detail_area) {
         match logs.correlator.get(&id) {
-            Some(t) => trace_detail(frame, area, t, view.followed.is_some(), theme),
+            Some(t) => trace_detail(frame, area, t, state, view.followed.is_some(), theme),
             None => frame.render_widget(
                 Paragraph::new(Line::styled(format!(" {id} is no longer in the ring"), theme.dim()))
                     .block(Block::default().borders(Borders::ALL)),
@@ -163,7 +172,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
-fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme: &Theme) {
+fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, state: &AppState, followed: bool, theme: &Theme) {
     let mut title = vec![
         Span::styled(format!(" trace {} ", t.id), theme.fg("title")),
         Span::styled(format!(" {} ", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
@@ -199,6 +208,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme:
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    lines.extend(super::waterfall::lines(&state.spans.timings_for(t), area.width.saturating_sub(2), theme));
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }
