@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Endpoint, KvDirSnapshot, LogOrigin, ModelInfo, NetDevSnapshot, RequestSpan, SpanCounts, TailCounts, TailState,
+    Endpoint, KvDirSnapshot, LogOrigin, ModelInfo, NetDevSnapshot, RequestSpan, SpanCounts, TailCounts,
+    TailState,
 };
 
 /// One observation. Timestamps are unix seconds from the injected clock, so

@@ -57,9 +57,11 @@ pub struct TimingsReport {
     pub decode_prefill_ms: Option<f64>,
     pub decode_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
-    /// The processes that own the hops (`service.name`).
+    /// The processes that own the hops (`service.name`), and their ids.
     pub prefill_service: Option<String>,
     pub decode_service: Option<String>,
+    pub prefill_request_id: Option<String>,
+    pub decode_request_id: Option<String>,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
 }
@@ -83,6 +85,8 @@ impl TimingsReport {
             e2e_ms: ms(t.e2e()),
             prefill_service: t.prefill.map(|s| s.service.clone()),
             decode_service: d.map(|s| s.service.clone()),
+            prefill_request_id: t.prefill.map(|s| s.request_id.clone()),
+            decode_request_id: d.map(|s| s.request_id.clone()),
             prompt_tokens: t.prefill.or(d).and_then(|s| s.prompt_tokens),
             completion_tokens: d.and_then(|s| s.completion_tokens),
         }

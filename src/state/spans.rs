@@ -282,7 +282,10 @@ mod tests {
     fn bounded_and_indexes_follow_eviction() {
         let mut st = SpanStore::new(3);
         for i in 0..10 {
-            st.on_spans(vec![span("vllm-decode", &format!("cmpl-{i}-0"), &format!("t{i}"), i as f64)], SpanCounts::default());
+            st.on_spans(
+                vec![span("vllm-decode", &format!("cmpl-{i}-0"), &format!("t{i}"), i as f64)],
+                SpanCounts::default(),
+            );
         }
         assert_eq!(st.len(), 3);
         assert_eq!(st.index_entries(), 6);

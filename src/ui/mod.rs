@@ -19,9 +19,9 @@ pub mod instances;
 pub mod link;
 pub mod overview;
 pub mod requests;
-pub mod waterfall;
 pub mod sources_chart;
 pub mod svg;
+pub mod waterfall;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};

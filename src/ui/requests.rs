@@ -130,7 +130,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let first = selected.saturating_sub(height.saturating_sub(1));
     let span_head = if spans.is_some() { super::waterfall::HEADER } else { "" };
     let mut lines = vec![Line::styled(
-        format!(" {:<8} {:<24} {:<12} {:<4} {:>6} {span_head} {}", "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"),
+        format!(
+            " {:<8} {:<24} {:<12} {:<4} {:>6} {span_head} {}",
+            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"
+        ),
         theme.dim(),
     )];
     for (i, t) in rows.iter().enumerate().skip(first).take(height) {

@@ -32,8 +32,14 @@ pub fn lines(t: &Timings, width: u16, theme: &Theme) -> Vec<Line<'static>> {
     let bar_w = (width as usize).saturating_sub(LABEL + DUR + 2).max(10);
     let total = total.max(1e-6);
     let mut out = vec![Line::from(vec![
-        Span::styled(format!(" {:<w$}", "where the time went (vLLM spans)", w = LABEL - 1), theme.fg("title")),
-        Span::styled(format!("0 {:─<w$} {}", "", fmt::secs(Some(total)), w = bar_w.saturating_sub(2)), theme.dim()),
+        Span::styled(
+            format!(" {:<w$}", "where the time went (vLLM spans)", w = LABEL - 1),
+            theme.fg("title"),
+        ),
+        Span::styled(
+            format!("0 {:─<w$} {}", "", fmt::secs(Some(total)), w = bar_w.saturating_sub(2)),
+            theme.dim(),
+        ),
     ])];
     let row = |hop: &str, who: &str, detail: String, segs: &[Seg], dur: Option<f64>, err: Option<&str>| {
         let label = format!(" {hop:<9} {who:<14.14} {detail:<w$.w$}", w = LABEL - 26);
@@ -51,7 +57,8 @@ pub fn lines(t: &Timings, width: u16, theme: &Theme) -> Vec<Line<'static>> {
         let q_end = p.start + p.queue.unwrap_or(0.0);
         let c_end = (q_end + p.prefill.unwrap_or(0.0)).min(p.end);
         let detail = format!("q {} · pf {}", short(p.queue), short(p.prefill));
-        let segs = [(p.start, q_end, '░', "warn"), (q_end, c_end, '█', "prefill"), (c_end, p.end, '─', "prefill")];
+        let segs =
+            [(p.start, q_end, '░', "warn"), (q_end, c_end, '█', "prefill"), (c_end, p.end, '─', "prefill")];
         out.push(row("prefill", &p.service, detail, &segs, Some(p.end - p.start), p.error.as_deref()));
     }
     if let (Some(p), Some(d)) = (t.prefill, t.decode) {
@@ -89,7 +96,7 @@ fn bar(segs: &[Seg], t0: f64, total: f64, w: usize, theme: &Theme) -> Vec<Span<'
     let mut cells: Vec<(char, &str)> = vec![(' ', "dim"); w];
     let col = |t: f64| (((t - t0) / total) * w as f64).clamp(0.0, w as f64);
     for &(a, b, c, role) in segs {
-        if !(b > a) {
+        if b.partial_cmp(&a) != Some(std::cmp::Ordering::Greater) {
             continue;
         }
         let from = (col(a).floor() as usize).min(w.saturating_sub(1));

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
 use tonic::{Request, Response, Status};

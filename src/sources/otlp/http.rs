@@ -34,6 +34,7 @@ pub(super) async fn serve(listener: TcpListener, sink: Arc<Sink>) {
                 async move { Ok::<_, std::convert::Infallible>(handle(req, &sink).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
@@ -55,7 +56,11 @@ async fn handle(req: Request<Incoming>, sink: &Sink) -> Response<Full<Bytes>> {
     let ctype = header(header::CONTENT_TYPE);
     if ctype.contains("json") {
         // OTLP/JSON exists; vLLM sends protobuf. Said plainly, not guessed at.
-        return reject(sink, StatusCode::UNSUPPORTED_MEDIA_TYPE, "OTLP/JSON is not supported: use http/protobuf");
+        return reject(
+            sink,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "OTLP/JSON is not supported: use http/protobuf",
+        );
     }
     let gzip = match header(header::CONTENT_ENCODING).as_str() {
         "" | "identity" => false,
@@ -79,7 +84,8 @@ async fn handle(req: Request<Incoming>, sink: &Sink) -> Response<Full<Bytes>> {
     match ExportTraceServiceRequest::decode(body) {
         Ok(export) => {
             sink.deliver(&export);
-            let mut r = Response::new(Full::new(Bytes::from(ExportTraceServiceResponse::default().encode_to_vec())));
+            let mut r =
+                Response::new(Full::new(Bytes::from(ExportTraceServiceResponse::default().encode_to_vec())));
             r.headers_mut().insert(header::CONTENT_TYPE, "application/x-protobuf".parse().expect("static"));
             r
         }
