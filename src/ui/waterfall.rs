@@ -20,7 +20,7 @@ use crate::theme::Theme;
 use crate::traces::Trace;
 
 /// Label columns before the bars, and the duration after them.
-const LABEL: usize = 40;
+const LABEL: usize = 48;
 const DUR: usize = 9;
 
 /// One stretch of a bar: from, to (unix seconds), the cell drawn, its style role.
@@ -91,12 +91,12 @@ pub fn lines(t: &Timings, width: u16, theme: &Theme) -> Vec<Line<'static>> {
 }
 
 /// Cells of one bar: each stretch to scale, at least one cell when it
-/// lasted at all, so a short wait is seen but never stretched.
+/// lasted a millisecond or more, so a short wait is seen.
 fn bar(segs: &[Seg], t0: f64, total: f64, w: usize, theme: &Theme) -> Vec<Span<'static>> {
     let mut cells: Vec<(char, &str)> = vec![(' ', "dim"); w];
     let col = |t: f64| (((t - t0) / total) * w as f64).clamp(0.0, w as f64);
     for &(a, b, c, role) in segs {
-        if b.partial_cmp(&a) != Some(std::cmp::Ordering::Greater) {
+        if b.partial_cmp(&(a + 0.001)) == Some(std::cmp::Ordering::Less) || b.is_nan() {
             continue;
         }
         let from = (col(a).floor() as usize).min(w.saturating_sub(1));
