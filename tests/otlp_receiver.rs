@@ -161,9 +161,10 @@ fn check_counts(st: &AppState) {
     // Loaded and recomputed decode requests, told apart by the traces,
     // timed by the decode's own span.
     // (The misses of this capture are joined by order only, so today's
-    // traces call them unknown rather than computed.)
+    // traces call them unknown rather than computed; traces whose spans
+    // contradict their hit lines count neither way.)
     let l = r.decode_ttft_ms_loaded.unwrap();
-    assert!(l.count >= 15, "{l:?}");
+    assert!(l.count >= 10 && r.disagreements >= 8, "{l:?} {r:?}");
     assert!(r.traces_with_spans >= 40, "{r:?}");
 }
 

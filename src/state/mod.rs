@@ -8,6 +8,7 @@ pub mod link;
 pub mod logs;
 pub mod misses;
 pub mod report;
+pub mod span_evidence;
 pub mod span_report;
 pub mod spans;
 
@@ -351,6 +352,11 @@ impl AppState {
     /// The most recent silent miss, if it happened within `secs`.
     pub fn recent_miss(&self, secs: f64) -> Option<&misses::MissEvent> {
         self.misses.events.back().filter(|e| self.now - e.t <= secs)
+    }
+
+    /// The decode instances' KV block size, when one reported it.
+    pub fn decode_block_size(&self) -> Option<u32> {
+        self.instances_of(Role::Decode).find_map(|i| i.block_size())
     }
 
     /// Mean KV usage of a role's reachable instances (0..1).

@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::AppState;
 use super::report::Quantiles;
-use super::spans::{SpanStore, Timings};
+use super::span_evidence::disagreement;
+use super::spans::Timings;
 use crate::traces::{Outcome, Trace};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -30,6 +31,8 @@ pub struct SpansReport {
     pub other: u64,
     /// Traces with at least one span joined.
     pub traces_with_spans: usize,
+    /// Traces whose spans contradict their logs (see `timings[].disagreement`).
+    pub disagreements: usize,
     /// The decode instance's own TTFT (from its span) of requests whose
     /// trace says it loaded the KV, against those where it computed the
     /// prompt (silent misses and no-prefill requests).
@@ -64,6 +67,8 @@ pub struct TimingsReport {
     pub decode_request_id: Option<String>,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
+    /// Where the spans contradict the trace's logs, in words.
+    pub disagreement: Option<String>,
 }
 
 fn ms(v: Option<f64>) -> Option<f64> {
@@ -89,12 +94,16 @@ impl TimingsReport {
             decode_request_id: d.map(|s| s.request_id.clone()),
             prompt_tokens: t.prefill.or(d).and_then(|s| s.prompt_tokens),
             completion_tokens: d.and_then(|s| s.completion_tokens),
+            disagreement: None,
         }
     }
 
     /// The timings of one trace, to attach to its JSON object.
-    pub fn of(spans: &SpanStore, trace: &Trace) -> TimingsReport {
-        TimingsReport::from_timings(&spans.timings_for(trace))
+    pub fn of(state: &AppState, trace: &Trace) -> TimingsReport {
+        let t = state.spans.timings_for(trace);
+        let mut r = TimingsReport::from_timings(&t);
+        r.disagreement = disagreement(trace, &t, state.decode_block_size());
+        r
     }
 }
 
@@ -106,10 +115,16 @@ impl SpansReport {
         if s.received == 0 && s.rejected == 0 && s.other == 0 && s.dropped == 0 {
             return None;
         }
-        let (mut loaded, mut computed, mut joined) = (Vec::new(), Vec::new(), 0);
+        let (mut loaded, mut computed, mut joined, mut disagree) = (Vec::new(), Vec::new(), 0, 0);
+        let block = state.decode_block_size();
         for tr in state.logs.iter().flat_map(|l| l.correlator.traces()) {
             let t = st.timings_for(tr);
             joined += usize::from(!t.is_empty());
+            // A verdict the spans contradict is not counted either way.
+            if disagreement(tr, &t, block).is_some() {
+                disagree += 1;
+                continue;
+            }
             let Some(ttft) = t.decode.and_then(|d| d.ttft) else { continue };
             match tr.outcome {
                 Outcome::Loaded => loaded.push(ttft),
@@ -127,6 +142,7 @@ impl SpansReport {
             evicted: s.evicted,
             other: s.other,
             traces_with_spans: joined,
+            disagreements: disagree,
             decode_ttft_ms_loaded: quantiles_ms(loaded),
             decode_ttft_ms_computed: quantiles_ms(computed),
         })
@@ -139,10 +155,8 @@ pub fn timings_by_trace(state: &AppState) -> BTreeMap<String, TimingsReport> {
     let Some(logs) = &state.logs else { return BTreeMap::new() };
     logs.correlator
         .traces()
-        .filter_map(|tr| {
-            let t = state.spans.timings_for(tr);
-            (!t.is_empty()).then(|| (tr.id.clone(), TimingsReport::from_timings(&t)))
-        })
+        .filter(|tr| !state.spans.timings_for(tr).is_empty())
+        .map(|tr| (tr.id.clone(), TimingsReport::of(state, tr)))
         .collect()
 }
 

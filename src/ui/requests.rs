@@ -211,7 +211,11 @@ fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, state: &AppState, foll
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
-    lines.extend(super::waterfall::lines(&state.spans.timings_for(t), area.width.saturating_sub(2), theme));
+    let tm = state.spans.timings_for(t);
+    lines.extend(super::waterfall::lines(&tm, area.width.saturating_sub(2), theme));
+    if let Some(d) = crate::state::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
+        lines.push(Line::styled(format!(" ⚠ {d}"), theme.fg("warn")));
+    }
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }
