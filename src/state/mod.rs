@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod instance;
+pub mod latency;
 pub mod link;
 pub mod logs;
 pub mod misses;

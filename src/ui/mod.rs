@@ -16,6 +16,7 @@ pub mod fmt;
 pub mod header;
 pub mod hist;
 pub mod instances;
+pub mod latency_chart;
 pub mod link;
 pub mod overview;
 pub mod requests;
