@@ -77,6 +77,12 @@ pub fn summary(r: &Report) -> String {
         "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
         q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
     ));
+    if let Some(sp) = &r.spans {
+        s.push_str(&format!(
+            "spans: {} received, {} on traces, {} contradict their logs, {} bodies refused, {} dropped\n",
+            sp.count, sp.traces_with_spans, sp.disagreements, sp.errors, sp.dropped
+        ));
+    }
     for w in &r.warnings {
         s.push_str(&format!("warning: {w}\n"));
     }
