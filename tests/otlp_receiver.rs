@@ -341,3 +341,44 @@ fn remote_listen_is_refused_without_the_flag() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--otlp-allow-remote") && err.contains("request metadata"), "{err}");
 }
+
+/// Not an export request (field 1 as a number, where a message belongs).
+#[derive(Clone, PartialEq, prost::Message)]
+struct NotAnExport {
+    #[prost(uint64, tag = "1")]
+    resource_spans: u64,
+}
+
+/// A gRPC message that does not decode is answered with an error status
+/// by tonic; the receiver goes on serving.
+#[tokio::test]
+async fn a_bad_grpc_message_gets_an_error_and_the_receiver_goes_on() {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let opts = OtlpOptions { http: None, grpc: Some("127.0.0.1:0".parse().unwrap()) };
+    let addr = otlp::spawn(&opts, Arc::new(SystemClock), tx).unwrap()[0];
+    let channel =
+        tonic::transport::Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut raw = tonic::client::Grpc::new(channel.clone());
+    raw.ready().await.unwrap();
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    );
+    let codec = tonic_prost::ProstCodec::<NotAnExport, ExportTraceServiceResponse>::default();
+    let err =
+        raw.unary(tonic::Request::new(NotAnExport { resource_spans: 7 }), path, codec).await.unwrap_err();
+    assert_ne!(err.code(), tonic::Code::Ok);
+    let good = bodies()
+        .into_iter()
+        .map(|(_, b)| {
+            use prost::Message;
+            ExportTraceServiceRequest::decode(&b[..]).unwrap()
+        })
+        .find(|r| !otlp::request_spans(r).0.is_empty())
+        .unwrap();
+    TraceServiceClient::new(channel).export(good).await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();
+    assert!(matches!(m, Msg::Spans { ref spans, .. } if !spans.is_empty()), "{m:?}");
+}
