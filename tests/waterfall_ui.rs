@@ -139,3 +139,18 @@ fn spans_contradict_hit_lines_pinned_on_the_wrong_request() {
     let t = common::screen_text(&app, 160, 50);
     assert!(t.contains("⚠ spans: the decode request has 2049 prompt tokens"), "{t}");
 }
+
+/// The ExampleConnector loads KV from disk inside the model step: on
+/// decode a loaded request's prompt time is like a computed one's, so a
+/// span's prefill time alone names no miss here, and pdtop says so.
+#[test]
+fn spans_alone_name_no_miss_when_loading_costs_like_computing() {
+    let st = state();
+    let r = pdtop::state::span_report::SpansReport::from_state(&st).unwrap();
+    let b = r.prefill_baseline;
+    assert!(b.computed_n >= 3 && b.loaded_n >= 3, "{b:?}");
+    let (c, l) = (b.computed_ms_per_ktok.unwrap(), b.loaded_ms_per_ktok.unwrap());
+    assert!(c < pdtop::state::span_evidence::SEPARATION * l, "{b:?}");
+    assert!(r.miss_evidence.contains("too close"), "{}", r.miss_evidence);
+    assert!(r.span_misses.is_empty(), "{:?}", r.span_misses);
+}

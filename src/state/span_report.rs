@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::AppState;
 use super::report::Quantiles;
-use super::span_evidence::disagreement;
+use super::span_evidence::{Baseline, disagreement};
 use super::spans::Timings;
 use crate::traces::{Outcome, Trace};
 
@@ -33,6 +33,15 @@ pub struct SpansReport {
     pub traces_with_spans: usize,
     /// Traces whose spans contradict their logs (see `timings[].disagreement`).
     pub disagreements: usize,
+    /// Whether a decode span's prefill time can name a miss here, and the
+    /// baselines it is judged against.
+    pub prefill_baseline: Baseline,
+    pub miss_evidence: String,
+    /// Requests after a prefill whose decode span shows a recomputed
+    /// prompt (`timings[].miss_evidence`); the ids the traces did not call
+    /// a silent miss are spans against logs.
+    pub span_misses: Vec<String>,
+    pub span_misses_not_in_traces: Vec<String>,
     /// The decode instance's own TTFT (from its span) of requests whose
     /// trace says it loaded the KV, against those where it computed the
     /// prompt (silent misses and no-prefill requests).
@@ -69,6 +78,8 @@ pub struct TimingsReport {
     pub completion_tokens: Option<u32>,
     /// Where the spans contradict the trace's logs, in words.
     pub disagreement: Option<String>,
+    /// The decode span shows the prompt recomputed after a prefill.
+    pub miss_evidence: Option<String>,
 }
 
 fn ms(v: Option<f64>) -> Option<f64> {
@@ -95,14 +106,21 @@ impl TimingsReport {
             prompt_tokens: t.prefill.or(d).and_then(|s| s.prompt_tokens),
             completion_tokens: d.and_then(|s| s.completion_tokens),
             disagreement: None,
+            miss_evidence: None,
         }
     }
 
-    /// The timings of one trace, to attach to its JSON object.
+    /// The timings of one trace, to attach to its JSON object. For many
+    /// traces, compute [`baseline`] once and use [`TimingsReport::of_with`].
     pub fn of(state: &AppState, trace: &Trace) -> TimingsReport {
+        TimingsReport::of_with(state, &baseline(state), trace)
+    }
+
+    pub fn of_with(state: &AppState, base: &Baseline, trace: &Trace) -> TimingsReport {
         let t = state.spans.timings_for(trace);
         let mut r = TimingsReport::from_timings(&t);
         r.disagreement = disagreement(trace, &t, state.decode_block_size());
+        r.miss_evidence = base.miss_evidence(trace, &t);
         r
     }
 }
@@ -132,6 +150,17 @@ impl SpansReport {
                 _ => {}
             }
         }
+        let base = baseline(state);
+        let mut span_misses = Vec::new();
+        let mut not_in_traces = Vec::new();
+        for tr in state.logs.iter().flat_map(|l| l.correlator.traces()) {
+            if base.miss_evidence(tr, &st.timings_for(tr)).is_some() {
+                span_misses.push(tr.id.clone());
+                if tr.outcome != Outcome::SilentMiss {
+                    not_in_traces.push(tr.id.clone());
+                }
+            }
+        }
         Some(SpansReport {
             count: s.received,
             kept: st.len(),
@@ -143,20 +172,36 @@ impl SpansReport {
             other: s.other,
             traces_with_spans: joined,
             disagreements: disagree,
+            miss_evidence: base.summary(),
+            prefill_baseline: base,
+            span_misses,
+            span_misses_not_in_traces: not_in_traces,
             decode_ttft_ms_loaded: quantiles_ms(loaded),
             decode_ttft_ms_computed: quantiles_ms(computed),
         })
     }
 }
 
+/// The decode's prompt-compute baselines over the held traces.
+pub fn baseline(state: &AppState) -> Baseline {
+    let block = state.decode_block_size();
+    let rows = state.logs.iter().flat_map(|l| l.correlator.traces()).map(|tr| {
+        let t = state.spans.timings_for(tr);
+        let agrees = disagreement(tr, &t, block).is_none();
+        (tr, t, agrees)
+    });
+    Baseline::from_traces(rows)
+}
+
 /// Timings of every held trace that has spans, by trace id (until each
 /// trace object of the report carries its own).
 pub fn timings_by_trace(state: &AppState) -> BTreeMap<String, TimingsReport> {
     let Some(logs) = &state.logs else { return BTreeMap::new() };
+    let base = baseline(state);
     logs.correlator
         .traces()
         .filter(|tr| !state.spans.timings_for(tr).is_empty())
-        .map(|tr| (tr.id.clone(), TimingsReport::of(state, tr)))
+        .map(|tr| (tr.id.clone(), TimingsReport::of_with(state, &base, tr)))
         .collect()
 }
 

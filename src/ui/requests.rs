@@ -216,6 +216,11 @@ fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, state: &AppState, foll
     if let Some(d) = crate::state::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
         lines.push(Line::styled(format!(" ⚠ {d}"), theme.fg("warn")));
     }
+    if !tm.is_empty()
+        && let Some(m) = crate::state::span_report::baseline(state).miss_evidence(t, &tm)
+    {
+        lines.push(Line::styled(format!(" ▲ {m}"), theme.alarm()));
+    }
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }
