@@ -135,6 +135,7 @@ impl App {
                 v.inst_selected = (v.inst_selected + 1).min(inst_rows.len().saturating_sub(1))
             }
             Action::Up if in_instances => v.inst_selected = v.inst_selected.saturating_sub(1),
+            Action::Sort if v.view == View::Requests => v.req_sort = v.req_sort.next(),
             Action::Sort => v.inst_sort = v.inst_sort.next(),
             Action::Open if in_instances => {
                 if let Some(i) = inst_rows.get(v.inst_selected) {

@@ -140,6 +140,19 @@ pub struct Inputs {
     /// PDTOP_PROMETHEUS_PASSWORD.
     #[arg(long, value_name = "USER", requires = "prometheus")]
     pub prometheus_user: Option<String>,
+    /// Receive vLLM's own request spans over OTLP/HTTP (`POST /v1/traces`)
+    /// on PORT or IP:PORT (start vLLM with --otlp-traces-endpoint
+    /// http://ADDR/v1/traces). Loopback only unless --otlp-allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    pub otlp_listen: Option<String>,
+    /// The same over OTLP/gRPC (`TraceService/Export`, vLLM's default
+    /// exporter): --otlp-traces-endpoint http://ADDR.
+    #[arg(long, value_name = "ADDR")]
+    pub otlp_grpc_listen: Option<String>,
+    /// Let the OTLP receiver listen on an address other machines reach
+    /// (spans hold request metadata: ids, token counts, timings).
+    #[arg(long)]
+    pub otlp_allow_remote: bool,
     /// Run pdtop's clock this many times faster than real time, to watch a
     /// lab replayed at that speed (latencies in its histograms are in lab
     /// seconds).

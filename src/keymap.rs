@@ -47,7 +47,7 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
     (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: the trace / one instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
-    (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances: next sort column"),
+    (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances, requests: next sort column"),
 ];
 
 /// Replay controls, checked before [`BINDINGS`] when a recording plays.

@@ -6,10 +6,12 @@ mod endpoint;
 mod link;
 mod msg;
 mod origin;
+mod span;
 mod tail;
 
 pub use endpoint::{Endpoint, ModelInfo, Role};
 pub use link::{FolderStat, IfaceBytes, KvDirSnapshot, LinkInfo, NetDevSnapshot};
 pub use msg::Msg;
 pub use origin::LogOrigin;
+pub use span::{RequestSpan, SpanCounts};
 pub use tail::{TailCounts, TailState};

@@ -2,7 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Endpoint, KvDirSnapshot, LogOrigin, ModelInfo, NetDevSnapshot, TailCounts, TailState};
+use super::{
+    Endpoint, KvDirSnapshot, LogOrigin, ModelInfo, NetDevSnapshot, RequestSpan, SpanCounts, TailCounts,
+    TailState,
+};
 
 /// One observation. Timestamps are unix seconds from the injected clock, so
 /// the state itself never reads a clock. Serialized as it is into
@@ -37,6 +40,10 @@ pub enum Msg {
     /// fleet changes while pdtop runs). `instance` is the index the
     /// collector will use for it: the next one after those the state has.
     Discovered { instance: usize, at: f64, endpoint: Endpoint },
+    /// Request spans an OTLP export carried (`--otlp-listen`).
+    Spans { at: f64, spans: Vec<RequestSpan>, counts: SpanCounts },
+    /// An OTLP export the receiver refused (not a valid export request).
+    SpansRejected { at: f64, error: String },
 }
 
 impl Msg {
@@ -53,7 +60,9 @@ impl Msg {
             | Msg::NetDev { at, .. }
             | Msg::LogsPolled { at }
             | Msg::LogLines { at, .. }
-            | Msg::Discovered { at, .. } => *at,
+            | Msg::Discovered { at, .. }
+            | Msg::Spans { at, .. }
+            | Msg::SpansRejected { at, .. } => *at,
         }
     }
 
@@ -70,7 +79,9 @@ impl Msg {
             | Msg::NetDev { at, .. }
             | Msg::LogsPolled { at }
             | Msg::LogLines { at, .. }
-            | Msg::Discovered { at, .. } => at,
+            | Msg::Discovered { at, .. }
+            | Msg::Spans { at, .. }
+            | Msg::SpansRejected { at, .. } => at,
         }
     }
 

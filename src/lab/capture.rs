@@ -43,6 +43,8 @@ pub struct Capture {
     /// listing has no creation order, so folders are matched to the
     /// recorded byte totals where a size fits.
     pub kvdir_created: Vec<(f64, usize)>,
+    /// vLLM's OpenTelemetry request spans, each export as it arrived.
+    pub spans: Vec<(f64, Vec<crate::feed::RequestSpan>)>,
 }
 
 /// Errors while loading a capture.
@@ -75,6 +77,7 @@ struct Files {
     netdev_xz: Option<Vec<u8>>,
     kvdir: Option<Vec<u8>>,
     kvdir_listing_xz: Option<Vec<u8>>,
+    otlp: Option<Vec<u8>>,
 }
 
 impl Capture {
@@ -92,6 +95,7 @@ impl Capture {
             netdev_xz: Some(embedded!("netdev.jsonl.xz").to_vec()),
             kvdir: Some(xz(embedded!("kvdir.jsonl.xz"))?),
             kvdir_listing_xz: Some(embedded!("kvdir-listing.txt.xz").to_vec()),
+            otlp: None,
         };
         Capture::from_files("qwen3-shape-restart (embedded)".into(), files)
     }
@@ -112,6 +116,7 @@ impl Capture {
             netdev_xz: read("netdev.jsonl.xz"),
             kvdir: read("kvdir.jsonl"),
             kvdir_listing_xz: read("kvdir-listing.txt.xz"),
+            otlp: read("otlp.bin"),
         };
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Capture::from_files(name, files)
@@ -201,6 +206,10 @@ impl Capture {
             kvdir_counts,
             kvdir_folders,
             kvdir_created,
+            spans: match &files.otlp {
+                Some(b) => super::spans::read_otlp_bin(b).map_err(CaptureError)?,
+                None => Vec::new(),
+            },
         })
     }
 }

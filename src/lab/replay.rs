@@ -97,6 +97,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut row = 0;
     let mut last_scrape = [f64::MIN; 2];
     let mut last_link = f64::MIN;
+    let mut next_spans = 0;
     let end = capture.t0 + secs;
     let mut t = capture.t0;
     while t <= end {
@@ -131,6 +132,11 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
                 });
             }
             row += 1;
+        }
+        while let Some((_, spans)) = capture.spans.get(next_spans).filter(|(st, _)| *st <= t) {
+            let counts = crate::feed::SpanCounts::default();
+            out.push(Msg::Spans { at: t, spans: spans.clone(), counts });
+            next_spans += 1;
         }
         if t - last_link >= 0.99 {
             last_link = t;

@@ -79,6 +79,12 @@ pub fn summary(r: &Report) -> String {
     for m in &r.mismatches {
         s.push_str(&format!("mismatch: {}\n", m.why));
     }
+    if let Some(sp) = &r.spans {
+        s.push_str(&format!(
+            "spans: {} received, {} on traces, {} contradict their logs, {} bodies refused, {} dropped\n",
+            sp.count, sp.traces_with_spans, sp.disagreements, sp.errors, sp.dropped
+        ));
+    }
     for w in &r.warnings {
         s.push_str(&format!("warning: {w}\n"));
     }

@@ -56,6 +56,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             sys: None,
             log_poll: Duration::from_millis(50),
             link_interval: interval,
+            otlp: Default::default(),
         }),
     };
     // pdtop's clock follows the recording: its time of day, at its speed.

@@ -18,7 +18,7 @@ pub const COLLECTOR_THREAD: &str = "pdtop-collectors";
 
 /// Starts every collector the session asks for, on the current runtime:
 /// log tailers, the connector directory and interface, and the scrapers
-/// (or a Prometheus server's). A session without live inputs (a replay)
+/// (or a Prometheus server's), and the OTLP span receiver. A session without live inputs (a replay)
 /// starts nothing.
 pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg>) -> Result<()> {
     let Some(c) = &session.collect else {
@@ -33,6 +33,9 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
         clock.clone(),
         tx.clone(),
     );
+    if c.otlp.is_on() {
+        sources::otlp::spawn(&c.otlp, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
+    }
     match &c.prometheus {
         Some(p) => sources::prometheus::spawn(p.clone(), session.endpoints.len(), clock, tx),
         None => sources::spawn_scrapers(&session.endpoints, &c.scrape, clock, tx),

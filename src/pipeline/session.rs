@@ -14,6 +14,7 @@ use crate::error::{Error, Result, UsageContext};
 use crate::feed::{Endpoint, LogOrigin, Role};
 use crate::kv::KvCacheDtype;
 use crate::sources::NetDevPath;
+use crate::sources::otlp::OtlpOptions;
 use crate::sources::prometheus::PromOptions;
 use crate::sources::scrape::ScrapeOptions;
 use crate::state::AppState;
@@ -71,6 +72,8 @@ pub struct Collect {
     pub log_poll: Duration,
     /// How often the connector directory and interface are read.
     pub link_interval: Duration,
+    /// Where vLLM's OTLP spans are received, if anywhere.
+    pub otlp: OtlpOptions,
 }
 
 impl PartialEq for Collect {
@@ -125,6 +128,12 @@ impl Session {
             // Often enough that a verdict lands within one refresh.
             log_poll: (settings.interval / 4).clamp(Duration::from_millis(50), Duration::from_millis(250)),
             link_interval: settings.interval,
+            otlp: OtlpOptions::new(
+                inputs.otlp_listen.as_deref(),
+                inputs.otlp_grpc_listen.as_deref(),
+                inputs.otlp_allow_remote,
+            )
+            .usage()?,
         };
         Ok(Session {
             started: SystemClock.now(),

@@ -334,6 +334,27 @@ mod tests {
                 endpoint: Endpoint::parse(Role::Decode, "http://10.0.0.9:8000").unwrap(),
             },
             Msg::Version { instance: 1, at: 6.0, version: "0.26.0".into() },
+            Msg::Spans {
+                at: 8.0,
+                spans: vec![crate::feed::RequestSpan {
+                    service: "vllm-decode".into(),
+                    trace_id: "ab".repeat(16),
+                    name: "llm_request".into(),
+                    start: 7.5,
+                    end: 7.9,
+                    request_id: "cmpl-x-0".into(),
+                    ttft: Some(0.1),
+                    queue: None,
+                    prefill: Some(0.05),
+                    decode: Some(0.3),
+                    e2e: Some(0.4),
+                    prompt_tokens: Some(10),
+                    completion_tokens: Some(3),
+                    error: Some("boom".into()),
+                }],
+                counts: crate::feed::SpanCounts { other: 2, dropped: 1 },
+            },
+            Msg::SpansRejected { at: 8.1, error: "not protobuf".into() },
         ];
         let back = Recording::read(&write(&session(), &msgs)[..]).unwrap();
         assert_eq!(back.messages, msgs);

@@ -6,6 +6,7 @@
 pub mod kvdir;
 pub mod logtail;
 pub mod netdev;
+pub mod otlp;
 pub mod prometheus;
 pub mod scrape;
 pub mod sysnet;

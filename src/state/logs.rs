@@ -80,6 +80,21 @@ impl LogState {
         self.correlator.on_prompt_tokens(origin, request_id, tokens, at);
     }
 
+    /// The decode spans' prompt lengths, given to the traces they name
+    /// (the instance told apart by the trace's own decode hop).
+    pub fn on_spans(&mut self, spans: &[crate::feed::RequestSpan], at: f64) {
+        use crate::feed::Role;
+        for s in spans {
+            let Some(n) = s.prompt_tokens else { continue };
+            if crate::state::spans::service_role(&s.service) == Some(Role::Prefill) {
+                continue;
+            }
+            if let Some(i) = self.correlator.decode_of(&s.request_id) {
+                self.on_prompt_tokens(LogOrigin::Decode(i), &s.request_id, n, at);
+            }
+        }
+    }
+
     /// Per-request verdicts need a decode instance's log: proxy lines alone
     /// never decide a request.
     pub fn has_decode_log(&self) -> bool {

@@ -9,6 +9,7 @@ pub mod kv_bytes;
 pub mod kv_folders;
 pub mod kv_nixl;
 pub mod kv_report;
+pub mod latency;
 pub mod link;
 pub mod logs;
 pub mod mismatch;
@@ -16,6 +17,9 @@ pub mod misses;
 pub mod recovery;
 pub mod report;
 mod report_traces;
+pub mod span_evidence;
+pub mod span_report;
+pub mod spans;
 pub mod startup;
 pub mod wires;
 pub mod worth;
@@ -102,6 +106,8 @@ pub struct AppState {
     pub mismatches: Vec<mismatch::Mismatch>,
     /// Instances watched after a restart, an outage or a cancellation.
     pub recovery: recovery::Recovery,
+    /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
+    pub spans: spans::SpanStore,
 }
 
 impl AppState {
@@ -119,6 +125,7 @@ impl AppState {
             link: link::LinkState::default(),
             mismatches: Vec::new(),
             recovery: recovery::Recovery::default(),
+            spans: spans::SpanStore::new(spans::SPANS_CAP),
         }
     }
 
@@ -225,6 +232,23 @@ impl AppState {
             Msg::Discovered { instance, at, endpoint } => {
                 self.tick(at);
                 self.add_instance(instance, endpoint);
+            }
+            Msg::Spans { at, spans, counts } => {
+                self.tick(at);
+                if let Some(logs) = &mut self.logs {
+                    logs.on_spans(&spans, at);
+                }
+                self.spans.on_spans(spans, counts);
+            }
+            Msg::SpansRejected { at, error } => {
+                self.tick(at);
+                // One event per burst: a sender looping on bad bodies must
+                // not push every other event out of the log.
+                let last = self.spans.errors.back().map(|(t, _)| *t);
+                if last.is_none_or(|t| at - t >= 10.0) {
+                    self.push_event(at, EventKind::SourceError, format!("otlp: {error}"));
+                }
+                self.spans.on_rejected(at, error);
             }
         }
     }
@@ -390,6 +414,11 @@ impl AppState {
     /// The most recent silent miss, if it happened within `secs`.
     pub fn recent_miss(&self, secs: f64) -> Option<&misses::MissEvent> {
         self.misses.events.back().filter(|e| self.now - e.t <= secs)
+    }
+
+    /// The decode instances' KV block size, when one reported it.
+    pub fn decode_block_size(&self) -> Option<u32> {
+        self.instances_of(Role::Decode).find_map(|i| i.block_size())
     }
 
     /// Mean KV usage of a role's reachable instances (0..1).

@@ -95,6 +95,9 @@ pub struct Report {
     /// that answers without vLLM metrics, a detector the version lacks.
     pub warnings: Vec<String>,
     pub verdict: Verdict,
+    /// vLLM's own spans (`--otlp-listen`); absent when none arrived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<super::span_report::SpansReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -309,7 +312,10 @@ impl Report {
         });
         let (traces, unknown_reasons) = match &state.logs {
             Some(l) if l.has_decode_log() => (
-                l.correlator.traces().map(|t| TraceReport::from_trace(t, state)).collect(),
+                {
+                    let cx = super::report_traces::TraceContext::new(state);
+                    l.correlator.traces().map(|t| TraceReport::from_trace(t, state, &cx)).collect()
+                },
                 unknown_reasons(l.correlator.traces()),
             ),
             _ => (Vec::new(), Vec::new()),
@@ -419,6 +425,7 @@ impl Report {
             mismatches: state.mismatches.iter().map(MismatchReport::of).collect(),
             warnings,
             verdict,
+            spans: super::span_report::SpansReport::from_state(state),
         }
     }
 }

@@ -22,6 +22,22 @@ pub struct TraceReport {
     /// `proxy`, `prefill`, `connector` or `decode` for an error.
     pub error_at: Option<&'static str>,
     pub evidence: String,
+    /// Per-hop times from vLLM's spans (each `null` without them).
+    pub timings: super::span_report::TimingsReport,
+    /// The KV bytes it should have moved and did (null when nothing says).
+    pub kv_bytes: Option<super::kv_report::KvBytes>,
+}
+
+/// What every trace's report reads, built once per report.
+pub struct TraceContext {
+    pub base: super::span_evidence::Baseline,
+    pub ledger: super::kv_bytes::Ledger,
+}
+
+impl TraceContext {
+    pub fn new(state: &AppState) -> TraceContext {
+        TraceContext { base: super::span_report::baseline(state), ledger: super::kv_bytes::build(state) }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,7 +48,7 @@ pub struct VllmId {
 }
 
 impl TraceReport {
-    pub fn from_trace(t: &crate::traces::Trace, state: &AppState) -> TraceReport {
+    pub fn from_trace(t: &crate::traces::Trace, state: &AppState, cx: &TraceContext) -> TraceReport {
         use crate::traces::{Confidence, Hop, Outcome};
         let outcome = match t.outcome {
             Outcome::Loaded => "loaded",
@@ -61,6 +77,8 @@ impl TraceReport {
             decode: t.decode.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Decode(i))),
             error_at,
             evidence: t.evidence.clone(),
+            timings: super::span_report::TimingsReport::of_with(state, &cx.base, t),
+            kv_bytes: super::kv_report::kv_bytes_for(&cx.ledger, &t.id),
         }
     }
 }

@@ -132,6 +132,11 @@ impl Correlator {
             .or_else(|| self.store.latest(super::ids::base_id(ext)))
     }
 
+    /// The decode instance that served the request an instance id names.
+    pub fn decode_of(&self, id: &str) -> Option<usize> {
+        self.store.get(self.find(id)?).and_then(|e| e.trace.decode)
+    }
+
     /// The proxy's log is read (some line of it has arrived).
     pub(super) fn proxy_read(&self) -> bool {
         self.stats.contains_key(&LogOrigin::Proxy)

@@ -17,12 +17,14 @@ pub mod fmt;
 pub mod header;
 pub mod hist;
 pub mod instances;
+pub mod latency_chart;
 pub mod link;
 mod link_requests;
 pub mod overview;
 pub mod requests;
 pub mod sources_chart;
 pub mod svg;
+pub mod waterfall;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -96,6 +98,8 @@ pub struct ViewState {
     /// Instances view: selected row, sort column; the instance drilled into.
     pub inst_selected: usize,
     pub inst_sort: instances::SortKey,
+    /// Requests view: sorted by a span figure (`s`), or newest first.
+    pub req_sort: waterfall::RequestSort,
     pub focus: Option<usize>,
 }
 
@@ -116,6 +120,7 @@ impl Default for ViewState {
             badge: None,
             inst_selected: 0,
             inst_sort: instances::SortKey::Role,
+            req_sort: waterfall::RequestSort::Newest,
             focus: None,
         }
     }

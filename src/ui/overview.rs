@@ -43,13 +43,25 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let cap = (area.height.saturating_sub(strip + 8) / 2).max(4);
     let h_ttft = lines_wanted([p_ttft.as_ref(), d_ttft.as_ref()]).clamp(4, cap);
     let h_tpot = lines_wanted([p_tpot_shown, d_tpot.as_ref()]).clamp(4, cap);
-    let [ttft, tpot, bottom, strip_area] = Layout::vertical([
+    // A tall terminal also gets latency over time, and the rest grows.
+    let series_h = if area.height >= 50 { area.height.saturating_sub(strip) / 3 } else { 0 };
+    let (h_ttft, h_tpot) = if series_h > 0 {
+        let grow = (area.height.saturating_sub(strip + series_h + 12) / 2).max(4);
+        (h_ttft.max(grow.min(cap)), h_tpot.max(grow.min(cap)))
+    } else {
+        (h_ttft, h_tpot)
+    };
+    let [ttft, tpot, series_area, bottom, strip_area] = Layout::vertical([
         Constraint::Length(h_ttft),
         Constraint::Length(h_tpot),
+        Constraint::Length(series_h),
         Constraint::Min(8),
         Constraint::Length(strip),
     ])
     .areas(area);
+    if series_h > 0 {
+        super::latency_chart::render(frame, series_area, state, view.focus, theme);
+    }
     render_pair(
         frame,
         ttft,

@@ -31,7 +31,10 @@ pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
         return Vec::new();
     };
     let q = view.search.to_lowercase();
-    logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect()
+    let mut rows: Vec<&Trace> =
+        logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect();
+    super::waterfall::sort(&mut rows, &state.spans, view.req_sort);
+    rows
 }
 
 pub fn outcome_label(o: Outcome) -> &'static str {
@@ -137,6 +140,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ),
         theme.fg("title"),
     ));
+    let spans = (!state.spans.is_empty()).then_some(&state.spans);
+    if spans.is_some() {
+        title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
+    }
     if view.searching || !view.search.is_empty() {
         let cursor = if view.searching { "▏" } else { "" };
         title.push(Span::styled(format!(" /{}{cursor} ", view.search), theme.fg("accent")));
@@ -149,9 +156,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
+    let span_head = if spans.is_some() { super::waterfall::HEADER } else { "" };
     let mut lines = vec![Line::styled(
         format!(
-            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {}",
+            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {span_head} {}",
             "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "DECODE", "EVIDENCE"
         ),
         theme.dim(),
@@ -165,7 +173,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
             Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
-            Span::styled(t.evidence.clone(), theme.text()),
+            Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
+            Span::styled(format!(" {}", t.evidence), theme.text()),
         ]);
         if i == selected {
             line = line.style(theme.selected());
@@ -243,6 +252,16 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     }
     if !facts.is_empty() {
         lines.push(Line::styled(format!(" {}", facts.join(" · ")), theme.dim()));
+    }
+    let tm = state.spans.timings_for(t);
+    lines.extend(super::waterfall::lines(&tm, area.width.saturating_sub(2), theme));
+    if let Some(d) = crate::state::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
+        lines.push(Line::styled(format!(" ⚠ {d}"), theme.fg("warn")));
+    }
+    if !tm.is_empty()
+        && let Some(m) = crate::state::span_report::baseline(state).miss_evidence(t, &tm)
+    {
+        lines.push(Line::styled(format!(" ▲ {m}"), theme.alarm()));
     }
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));

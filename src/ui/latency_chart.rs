@@ -1,0 +1,94 @@
+//! Latency over time on a tall Overview: TTFT and TPOT p50 / p90 of both
+//! roles against a clock axis, so a split, a restart or a miss burst is
+//! seen as it happens (the view a Grafana user expects).
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::symbols::Marker;
+use ratatui::text::Span;
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType};
+
+use super::{fmt, header::role_style};
+use crate::feed::Role;
+use crate::metrics::model::Hist;
+use crate::state::AppState;
+use crate::state::latency::{Point, series};
+use crate::theme::Theme;
+
+/// The most history drawn: what the state keeps per instance.
+const SPAN_S: f64 = 3600.0;
+const MIN_BIN_S: f64 = 5.0;
+
+/// (time, milliseconds) points of one percentile.
+type Line = Vec<(f64, f64)>;
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, focus: Option<usize>, theme: &Theme) {
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
+    chart(frame, left, state, Hist::Ttft, focus, theme);
+    chart(frame, right, state, Hist::Tpot, focus, theme);
+}
+
+fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Option<usize>, theme: &Theme) {
+    let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
+    // Two columns a bin, and at least 5 s in each: a percentile of a
+    // handful of requests is noise, not a trend.
+    let by_time = ((state.now - since) / MIN_BIN_S).ceil() as usize;
+    let bins = (area.width.saturating_sub(10) as usize / 2).min(by_time).clamp(1, 240);
+    let name = if hist == Hist::Ttft { "TTFT" } else { "TPOT" };
+    let roles = [Role::Prefill, Role::Decode];
+    let data: Vec<(Role, Line, Line)> = roles
+        .iter()
+        .map(|&r| {
+            let pts: Vec<Point> = series(state, r, hist, since, bins, focus);
+            let p50 = pts.iter().map(|p| (p.t, p.p50 * 1000.0)).collect();
+            let p90 = pts.iter().map(|p| (p.t, p.p90 * 1000.0)).collect();
+            (r, p50, p90)
+        })
+        .collect();
+    let top = data.iter().flat_map(|(_, a, b)| a.iter().chain(b)).map(|p| p.1).fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.1 } else { 1.0 };
+    let mut sets = Vec::new();
+    for (role, p50, p90) in &data {
+        if p50.is_empty() {
+            continue;
+        }
+        let style = role_style(*role, theme);
+        sets.push(
+            Dataset::default()
+                .name(format!("{} p90", role.name()))
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(style.add_modifier(Modifier::DIM))
+                .data(p90),
+        );
+        sets.push(
+            Dataset::default()
+                .name(format!("{} p50", role.name()))
+                .marker(Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(style)
+                .data(p50),
+        );
+    }
+    let title = if sets.is_empty() {
+        format!(" {name} over time: no requests yet ")
+    } else {
+        format!(" {name} over time · p50 (bright) p90 (dim), ms ")
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(title, theme.fg("title")));
+    let mid = (since + state.now) / 2.0;
+    let x = Axis::default()
+        .bounds([since, state.now.max(since + 1.0)])
+        .style(theme.dim())
+        .labels([fmt::clock(since), fmt::clock(mid), fmt::clock(state.now)].map(Span::raw));
+    let y = Axis::default()
+        .bounds([0.0, top])
+        .style(theme.dim())
+        .labels(["0".to_string(), format!("{:.0}", top / 2.0), format!("{top:.0}")].map(Span::raw));
+    frame.render_widget(Chart::new(sets).block(block).x_axis(x).y_axis(y), area);
+}
