@@ -8,10 +8,8 @@
 //! layer-token + 88)`), else by order. Read by decode: the prefill folder of a request
 //! that loaded. Everything else is written and never read.
 
-use serde::Serialize;
-
 use super::AppState;
-use super::kv_bytes::{Ledger, RequestBytes, set_observed};
+use super::kv_ledger::{FolderMatch, Ledger, RequestBytes, set_observed};
 use crate::kv::SAFETENSORS_KV_HEADER_BYTES;
 use crate::traces::{Outcome, Trace};
 
@@ -20,25 +18,6 @@ use crate::traces::{Outcome, Trace};
 const BEFORE_PREV_SCAN_S: f64 = 3.0;
 /// Scan-to-stamp slack: vLLM stamps are floored to the second.
 const STAMP_SLACK_S: f64 = 1.0;
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FolderMatch {
-    pub name: String,
-    pub files: u64,
-    pub bytes: u64,
-    pub first_seen: f64,
-    /// Tokens its files hold (from their size), when they divide evenly.
-    pub tokens: Option<u64>,
-    /// "prefill", "decode" or "unknown".
-    pub writer: &'static str,
-    pub request: Option<String>,
-    /// "time and size", "time" or "none".
-    pub matched_by: &'static str,
-    /// What the writer's prompt should have stored.
-    pub predicted: Option<u64>,
-    /// Decode loaded it.
-    pub read: bool,
-}
 
 /// Stored tokens of a folder: `(bytes / files - 88) / bytes per layer-token`.
 fn folder_tokens(bytes: u64, files: u64, per_layer_token: Option<u64>) -> Option<u64> {

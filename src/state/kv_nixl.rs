@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::AppState;
-use super::kv_bytes::{Ledger, RequestBytes, set_observed};
+use super::kv_ledger::{Ledger, RequestBytes, set_observed};
 use crate::feed::Role;
 use crate::metrics::model::Hist;
 use crate::traces::{Outcome, Trace};

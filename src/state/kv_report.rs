@@ -173,7 +173,7 @@ fn folders(ledger: &Ledger) -> Option<FolderSummary> {
     if ledger.folders.is_empty() {
         return None;
     }
-    let unread: Vec<&super::kv_folders::FolderMatch> = ledger.folders.iter().filter(|f| !f.read).collect();
+    let unread: Vec<&super::kv_ledger::FolderMatch> = ledger.folders.iter().filter(|f| !f.read).collect();
     let unread_bytes = unread.iter().map(|f| f.bytes).sum::<u64>();
     let text = (!unread.is_empty()).then(|| {
         format!(

@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod instance;
 pub mod kv_bytes;
 pub mod kv_folders;
+pub mod kv_ledger;
 pub mod kv_nixl;
 pub mod kv_report;
 pub mod latency;
