@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod instance;
+pub mod interval;
 pub mod link;
 pub mod logs;
 pub mod misses;

@@ -50,6 +50,9 @@ pub(crate) struct Entry {
     pub track: Track,
 }
 
+/// How many traces behind the newest one a trace is compacted.
+const COMPACT_LAG: usize = 256;
+
 #[derive(Clone)]
 pub(crate) struct Store {
     cap: usize,
@@ -57,9 +60,9 @@ pub(crate) struct Store {
     first: u64,
     entries: VecDeque<Entry>,
     /// Latest trace per base id.
-    by_base: HashMap<String, u64>,
+    by_base: HashMap<Box<str>, u64>,
     /// Trace per engine-internal id (prefill side), for NIXL params and expiry lines.
-    by_engine: HashMap<String, u64>,
+    by_engine: HashMap<Box<str>, u64>,
     pub evicted: u64,
 }
 
@@ -78,8 +81,35 @@ impl Store {
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
     pub fn push(&mut self, trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
-        self.by_base.insert(trace.id.clone(), serial);
+        self.by_base.insert(trace.id.as_str().into(), serial);
+        // Grown exactly up to the cap: doubling would leave a full ring of
+        // 10,000 with room (and memory) for 16,384.
+        if self.entries.len() == self.entries.capacity() {
+            let want = (self.entries.len() * 2).max(16).min(self.cap + 1);
+            self.entries.reserve_exact(want.saturating_sub(self.entries.len()));
+        }
         self.entries.push_back(Entry { trace, track });
+        // A trace this far back has (almost always) stopped changing: give
+        // back what its strings and vectors grew beyond their contents. One
+        // that still changes just grows again.
+        if let Some(i) = self.entries.len().checked_sub(COMPACT_LAG + 1)
+            && let Some(e) = self.entries.get_mut(i)
+        {
+            e.trace.shrink_to_fit();
+            if let Some(id) = &mut e.track.prefill_internal {
+                id.shrink_to_fit();
+            }
+        }
+        if self.entries.len() == self.cap + 1 && self.evicted == 0 {
+            // The ring is full: from here on every push removes as many
+            // index keys as it adds. Deleted keys leave tombstones, and
+            // hashbrown doubles a table that runs out of room unless it is
+            // at most half full (then it cleans up in place); room for twice
+            // the keys now makes that doubling happen here, once, and not
+            // hours later.
+            self.by_base.reserve(self.by_base.len() + 2);
+            self.by_engine.reserve(self.by_engine.len() + 2);
+        }
         while self.entries.len() > self.cap {
             if let Some(old) = self.entries.pop_front() {
                 let s = self.first;
@@ -104,7 +134,7 @@ impl Store {
                 self.by_engine.remove(k);
             }
         }
-        if let Some(k) = &old.track.prefill_internal
+        if let Some(k) = old.track.prefill_internal.as_deref()
             && self.by_engine.get(k) == Some(&serial)
         {
             self.by_engine.remove(k);
@@ -127,11 +157,11 @@ impl Store {
 
     /// Points `base` at `serial` too (a decode id joined to a prefill trace).
     pub fn alias(&mut self, base: &str, serial: u64) {
-        self.by_base.insert(base.to_string(), serial);
+        self.by_base.insert(base.into(), serial);
     }
 
     pub fn index_engine(&mut self, internal: &str, serial: u64) {
-        self.by_engine.insert(internal.to_string(), serial);
+        self.by_engine.insert(internal.into(), serial);
     }
 
     pub fn by_engine(&self, internal: &str) -> Option<u64> {

@@ -1,0 +1,276 @@
+//! What changed between two scrapes, stored compactly: an hour of these is
+//! kept per instance, so the counters sit inline (no allocation) and each
+//! histogram delta keeps its bucket bounds shared with every other interval
+//! and its cumulative counts as runs (a delta of a few requests moves a few
+//! buckets; the rest repeat the value before them). Both read back exactly
+//! what was stored.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::metrics::histogram::Histogram;
+use crate::metrics::model::{Counter, Hist};
+
+/// What changed between two consecutive good scrapes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interval {
+    pub t: f64,
+    pub dt: f64,
+    pub counters: Counters,
+    pub hists: Hists,
+    pub kv_usage: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// This interval began with a restart (its deltas count from zero).
+    pub after_restart: bool,
+}
+
+impl Interval {
+    pub fn counter(&self, c: Counter) -> f64 {
+        self.counters.get(&c).copied().unwrap_or(0.0)
+    }
+}
+
+/// Counter deltas by counter, in `Counter` order; a counter the scrape
+/// did not have is absent (not zero).
+#[derive(Clone, Copy, Default, PartialEq)]
+pub struct Counters {
+    present: u32,
+    vals: [f64; Counter::ALL.len()],
+}
+
+impl Counters {
+    pub fn get(&self, c: &Counter) -> Option<&f64> {
+        self.contains_key(c).then(|| &self.vals[*c as usize])
+    }
+
+    pub fn contains_key(&self, c: &Counter) -> bool {
+        self.present & (1 << *c as usize) != 0
+    }
+
+    pub fn insert(&mut self, c: Counter, v: f64) -> Option<f64> {
+        let old = self.get(&c).copied();
+        self.present |= 1 << c as usize;
+        self.vals[c as usize] = v;
+        old
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Counter, &f64)> {
+        Counter::ALL.iter().zip(&self.vals).filter(|(c, _)| self.contains_key(c))
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &f64> {
+        self.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.present.count_ones() as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.present == 0
+    }
+}
+
+impl<'a> IntoIterator for &'a Counters {
+    type Item = (&'a Counter, &'a f64);
+    type IntoIter = Box<dyn Iterator<Item = (&'a Counter, &'a f64)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl fmt::Debug for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// One histogram delta without its counts (those are runs in `Hists::runs`).
+#[derive(Clone, PartialEq)]
+struct Head {
+    hist: Hist,
+    /// Length of `counts` (the same as the bounds for any parsed histogram).
+    len: u32,
+    /// End of this histogram's runs in `Hists::runs`.
+    runs_end: u32,
+    bounds: Arc<[f64]>,
+    sum: f64,
+    count: f64,
+}
+
+/// Histogram deltas by histogram, in `Hist` order. `get` and iteration
+/// hand out the full `Histogram`, rebuilt.
+#[derive(Clone, Default, PartialEq)]
+pub struct Hists {
+    heads: Box<[Head]>,
+    /// (first index, cumulative count from there on), per histogram.
+    runs: Box<[(u32, f64)]>,
+}
+
+impl Hists {
+    pub fn get(&self, hist: &Hist) -> Option<Histogram> {
+        let i = self.heads.iter().position(|h| h.hist == *hist)?;
+        Some(self.decode(i))
+    }
+
+    pub fn contains_key(&self, hist: &Hist) -> bool {
+        self.heads.iter().any(|h| h.hist == *hist)
+    }
+
+    /// Adds or replaces `hist`.
+    pub fn insert(&mut self, hist: Hist, h: Histogram) {
+        let bounds: Arc<[f64]> = Arc::from(h.bounds.as_slice());
+        self.insert_shared(hist, &h, bounds);
+    }
+
+    /// As `insert`, with bounds the caller shares across intervals (see
+    /// [`share_bounds`]).
+    pub(crate) fn insert_shared(&mut self, hist: Hist, h: &Histogram, bounds: Arc<[f64]>) {
+        let mut entries: Vec<(Head, Vec<(u32, f64)>)> = (0..self.heads.len())
+            .filter(|i| self.heads[*i].hist != hist)
+            .map(|i| (self.heads[i].clone(), self.runs_of(i).to_vec()))
+            .collect();
+        let mut runs: Vec<(u32, f64)> = Vec::new();
+        for (i, c) in h.counts.iter().enumerate() {
+            // Bit equality, so that -0.0 and NaN come back as they went in.
+            if runs.last().is_none_or(|(_, v)| v.to_bits() != c.to_bits()) {
+                runs.push((i as u32, *c));
+            }
+        }
+        let head = Head { hist, len: h.counts.len() as u32, runs_end: 0, bounds, sum: h.sum, count: h.count };
+        entries.push((head, runs));
+        entries.sort_by_key(|(h, _)| h.hist);
+        let mut end = 0;
+        let mut all_runs = Vec::with_capacity(entries.iter().map(|(_, r)| r.len()).sum());
+        let heads: Vec<Head> = entries
+            .into_iter()
+            .map(|(mut head, runs)| {
+                end += runs.len() as u32;
+                head.runs_end = end;
+                all_runs.extend(runs);
+                head
+            })
+            .collect();
+        self.heads = heads.into_boxed_slice();
+        self.runs = all_runs.into_boxed_slice();
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Hist, Histogram)> + '_ {
+        (0..self.heads.len()).map(|i| (self.heads[i].hist, self.decode(i)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    fn runs_of(&self, i: usize) -> &[(u32, f64)] {
+        let start = if i == 0 { 0 } else { self.heads[i - 1].runs_end as usize };
+        &self.runs[start..self.heads[i].runs_end as usize]
+    }
+
+    fn decode(&self, i: usize) -> Histogram {
+        let head = &self.heads[i];
+        let mut counts = Vec::with_capacity(head.len as usize);
+        let runs = self.runs_of(i);
+        for (k, (from, v)) in runs.iter().enumerate() {
+            let to = runs.get(k + 1).map_or(head.len, |(next, _)| *next);
+            counts.extend(std::iter::repeat_n(*v, (to - from) as usize));
+        }
+        Histogram { bounds: head.bounds.to_vec(), counts, sum: head.sum, count: head.count }
+    }
+}
+
+impl<'a> IntoIterator for &'a Hists {
+    type Item = (Hist, Histogram);
+    type IntoIter = Box<dyn Iterator<Item = (Hist, Histogram)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl fmt::Debug for Hists {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// The shared copy of `bounds`: the one in `cache` when equal, else a new
+/// one that replaces it.
+pub(crate) fn share_bounds(cache: &mut Option<Arc<[f64]>>, bounds: &[f64]) -> Arc<[f64]> {
+    match cache {
+        Some(b) if **b == *bounds => b.clone(),
+        _ => cache.insert(Arc::from(bounds)).clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_order_is_declaration_order() {
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+        }
+        assert!(Counter::ALL.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn counters_keep_absent_apart_from_zero() {
+        let mut c = Counters::default();
+        assert_eq!(c.insert(Counter::RequestsOk, 0.0), None);
+        c.insert(Counter::PromptTokens, 5.0);
+        assert_eq!(c.insert(Counter::PromptTokens, 7.0), Some(5.0));
+        assert!(c.contains_key(&Counter::RequestsOk));
+        assert!(!c.contains_key(&Counter::PromptExternal));
+        let got: Vec<(Counter, f64)> = c.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(got, vec![(Counter::PromptTokens, 7.0), (Counter::RequestsOk, 0.0)]);
+        assert_eq!(c.len(), 2);
+    }
+
+    #[test]
+    fn histograms_come_back_exactly() {
+        let odd = Histogram {
+            bounds: vec![0.5, 1.0, 2.0, f64::INFINITY],
+            counts: vec![-0.0, 0.0, f64::NAN, 3.5],
+            sum: 1.25,
+            count: 4.0,
+        };
+        let plain = Histogram {
+            bounds: vec![1.0, 2.0, 5.0, 10.0, f64::INFINITY],
+            counts: vec![0.0, 0.0, 2.0, 2.0, 3.0],
+            sum: 9.0,
+            count: 3.0,
+        };
+        let short = Histogram { bounds: vec![1.0], counts: vec![], sum: 0.0, count: 0.0 };
+        let mut h = Hists::default();
+        h.insert(Hist::Tpot, plain.clone());
+        h.insert(Hist::Ttft, odd.clone());
+        h.insert(Hist::E2e, short.clone());
+        h.insert(Hist::Tpot, plain.clone()); // replaces
+        assert_eq!(h.len(), 3);
+        let back = h.get(&Hist::Ttft).unwrap();
+        assert_eq!(back.bounds, odd.bounds);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&back.counts), bits(&odd.counts));
+        assert_eq!(h.get(&Hist::Tpot), Some(plain));
+        assert_eq!(h.get(&Hist::E2e), Some(short));
+        assert_eq!(h.iter().map(|(k, _)| k).collect::<Vec<_>>(), vec![Hist::Ttft, Hist::Tpot, Hist::E2e]);
+        assert!(h.get(&Hist::NixlBytes).is_none());
+    }
+
+    #[test]
+    fn bounds_are_shared_while_equal() {
+        let mut cache = None;
+        let a = share_bounds(&mut cache, &[1.0, f64::INFINITY]);
+        let b = share_bounds(&mut cache, &[1.0, f64::INFINITY]);
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = share_bounds(&mut cache, &[2.0, f64::INFINITY]);
+        assert!(!Arc::ptr_eq(&a, &c));
+    }
+}
