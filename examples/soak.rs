@@ -1,8 +1,10 @@
 //! Soak: 24 simulated hours of a prefill/decode pair scraped every second,
 //! replayed headless as fast as the machine goes, through the same
 //! `AppState::apply` the dashboard uses. Prints resident memory (VmRSS from
-//! /proc/self/status) at the start and every simulated hour, so a leak
-//! shows as a curve that keeps climbing after the rings are full.
+//! /proc/self/status) and the bytes live on the heap at the start and every
+//! simulated hour, so a leak shows as a curve that keeps climbing after the
+//! rings are full (the heap column), and the allocator's own overhead and
+//! fragmentation as the gap between the two.
 //!
 //! The embedded recording (about three minutes of a real vLLM pair, with
 //! silent misses and a decode restart) is looped. Each loop shifts time by
@@ -167,8 +169,17 @@ impl Template {
     }
 }
 
-fn main() {
-    let hours: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(24.0);
+/// The recording, reduced to what a loop replays.
+struct Recording {
+    t0: f64,
+    period: f64,
+    skeletons: Vec<Skeleton>,
+    /// (time into the recording, instance, body, error)
+    picked: Vec<(f64, usize, Option<Template>, String)>,
+    logs: Vec<(LogOrigin, Vec<(f64, String)>)>,
+}
+
+fn load() -> Recording {
     let cap = Capture::embedded().expect("embedded capture");
     let period = (cap.t_end - cap.t0).ceil() + 1.0;
     // One scrape a second per instance, as the replay picks them.
@@ -201,15 +212,20 @@ fn main() {
             .map(|(text, cum)| if *cum { finals.get(text.trim_start()).copied().unwrap_or(0.0) } else { 0.0 })
             .collect();
     }
-    let mut logs: Vec<(LogOrigin, Vec<(f64, String)>)> = cap
+    let logs = cap
         .logs
         .iter()
         .map(|l| (source_of(l.file_name), l.lines.iter().map(|(t, s)| (t - cap.t0, s.clone())).collect()))
         .collect();
-    let t0 = cap.t0;
-    // The recording's bodies and lines live on in the templates above:
-    // the rest of it goes before the clock starts.
-    drop(cap);
+    Recording { t0: cap.t0, period, skeletons, picked, logs }
+}
+
+fn main() {
+    let hours: f64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(24.0);
+    // What loading freed (decompressing the whole recording: 25 MiB) goes
+    // back to the system, so the table shows the state's memory rather than
+    // the loader's high-water mark.
+    let Recording { t0, period, skeletons, picked, mut logs } = load();
     give_back_freed_heap();
     logs.sort_by_key(|(s, _)| match s {
         LogOrigin::Prefill(_) => 0,
