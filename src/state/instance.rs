@@ -167,7 +167,7 @@ fn diff(
         };
         counters.insert(*c, d.max(0.0));
     }
-    let mut hists = Hists::default();
+    let mut hists: Vec<(Hist, Histogram, Arc<[f64]>)> = Vec::new();
     for (k, h) in &cur.hists {
         let d = match prev.hists.get(k) {
             Some(p) if !restart => match h.delta(p) {
@@ -182,9 +182,11 @@ fn diff(
         // every bucket of every family.
         if d.total() > 0.0 || d.sum > 0.0 {
             let shared = share_bounds(bounds.entry(*k).or_default(), &d.bounds);
-            hists.insert_shared(*k, &d, shared);
+            hists.push((*k, d, shared));
         }
     }
+    // `cur.hists` is a map by `Hist`: already in order.
+    let hists = Hists::from_sorted(hists.iter().map(|(k, h, b)| (*k, h, b.clone())));
     Interval {
         t: at,
         dt,

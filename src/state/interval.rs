@@ -55,8 +55,8 @@ impl Counters {
         old
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&Counter, &f64)> {
-        Counter::ALL.iter().zip(&self.vals).filter(|(c, _)| self.contains_key(c))
+    pub fn iter(&self) -> CountersIter<'_> {
+        CountersIter { of: self, next: 0 }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &f64> {
@@ -72,11 +72,30 @@ impl Counters {
     }
 }
 
+/// The counters present, in `Counter` order.
+pub struct CountersIter<'a> {
+    of: &'a Counters,
+    next: usize,
+}
+
+impl<'a> Iterator for CountersIter<'a> {
+    type Item = (&'a Counter, &'a f64);
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some(c) = Counter::ALL.get(self.next) {
+            self.next += 1;
+            if self.of.contains_key(c) {
+                return Some((c, &self.of.vals[*c as usize]));
+            }
+        }
+        None
+    }
+}
+
 impl<'a> IntoIterator for &'a Counters {
     type Item = (&'a Counter, &'a f64);
-    type IntoIter = Box<dyn Iterator<Item = (&'a Counter, &'a f64)> + 'a>;
+    type IntoIter = CountersIter<'a>;
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
     }
 }
 
@@ -120,44 +139,39 @@ impl Hists {
 
     /// Adds or replaces `hist`.
     pub fn insert(&mut self, hist: Hist, h: Histogram) {
-        let bounds: Arc<[f64]> = Arc::from(h.bounds.as_slice());
-        self.insert_shared(hist, &h, bounds);
-    }
-
-    /// As `insert`, with bounds the caller shares across intervals (see
-    /// [`share_bounds`]).
-    pub(crate) fn insert_shared(&mut self, hist: Hist, h: &Histogram, bounds: Arc<[f64]>) {
-        let mut entries: Vec<(Head, Vec<(u32, f64)>)> = (0..self.heads.len())
+        let mut all: Vec<(Hist, Histogram, Arc<[f64]>)> = (0..self.heads.len())
             .filter(|i| self.heads[*i].hist != hist)
-            .map(|i| (self.heads[i].clone(), self.runs_of(i).to_vec()))
+            .map(|i| (self.heads[i].hist, self.decode(i), self.heads[i].bounds.clone()))
             .collect();
-        let mut runs: Vec<(u32, f64)> = Vec::new();
-        for (i, c) in h.counts.iter().enumerate() {
-            // Bit equality, so that -0.0 and NaN come back as they went in.
-            if runs.last().is_none_or(|(_, v)| v.to_bits() != c.to_bits()) {
-                runs.push((i as u32, *c));
-            }
-        }
-        let head = Head { hist, len: h.counts.len() as u32, runs_end: 0, bounds, sum: h.sum, count: h.count };
-        entries.push((head, runs));
-        entries.sort_by_key(|(h, _)| h.hist);
-        let mut end = 0;
-        let mut all_runs = Vec::with_capacity(entries.iter().map(|(_, r)| r.len()).sum());
-        let heads: Vec<Head> = entries
-            .into_iter()
-            .map(|(mut head, runs)| {
-                end += runs.len() as u32;
-                head.runs_end = end;
-                all_runs.extend(runs);
-                head
-            })
-            .collect();
-        self.heads = heads.into_boxed_slice();
-        self.runs = all_runs.into_boxed_slice();
+        all.push((hist, h.clone(), Arc::from(h.bounds.as_slice())));
+        all.sort_by_key(|(k, _, _)| *k);
+        *self = Hists::from_sorted(all.iter().map(|(k, h, b)| (*k, h, b.clone())));
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (Hist, Histogram)> + '_ {
-        (0..self.heads.len()).map(|i| (self.heads[i].hist, self.decode(i)))
+    /// Built in one go from histograms in `Hist` order, each at most once,
+    /// with bounds the caller shares across intervals (see [`share_bounds`]).
+    pub(crate) fn from_sorted<'h>(
+        items: impl IntoIterator<Item = (Hist, &'h Histogram, Arc<[f64]>)>,
+    ) -> Hists {
+        let mut heads: Vec<Head> = Vec::new();
+        let mut runs: Vec<(u32, f64)> = Vec::new();
+        for (hist, h, bounds) in items {
+            debug_assert!(heads.last().is_none_or(|last| last.hist < hist), "not in Hist order");
+            let from = runs.len();
+            for (i, c) in h.counts.iter().enumerate() {
+                // Bit equality, so that -0.0 and NaN come back as they went in.
+                if runs.len() == from || runs.last().is_some_and(|(_, v)| v.to_bits() != c.to_bits()) {
+                    runs.push((i as u32, *c));
+                }
+            }
+            let (len, runs_end) = (h.counts.len() as u32, runs.len() as u32);
+            heads.push(Head { hist, len, runs_end, bounds, sum: h.sum, count: h.count });
+        }
+        Hists { heads: heads.into_boxed_slice(), runs: runs.into_boxed_slice() }
+    }
+
+    pub fn iter(&self) -> HistsIter<'_> {
+        HistsIter { of: self, next: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -185,11 +199,26 @@ impl Hists {
     }
 }
 
+/// Each histogram, rebuilt, in `Hist` order.
+pub struct HistsIter<'a> {
+    of: &'a Hists,
+    next: usize,
+}
+
+impl Iterator for HistsIter<'_> {
+    type Item = (Hist, Histogram);
+    fn next(&mut self) -> Option<Self::Item> {
+        let head = self.of.heads.get(self.next)?;
+        self.next += 1;
+        Some((head.hist, self.of.decode(self.next - 1)))
+    }
+}
+
 impl<'a> IntoIterator for &'a Hists {
     type Item = (Hist, Histogram);
-    type IntoIter = Box<dyn Iterator<Item = (Hist, Histogram)> + 'a>;
+    type IntoIter = HistsIter<'a>;
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
     }
 }
 
