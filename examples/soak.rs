@@ -87,9 +87,9 @@ fn rss_kib() -> u64 {
 }
 
 /// The text of an instance's bodies with the values taken out, shared by
-/// every scrape whose series are the same (all but a few), so that the
-/// harness holds one copy of the text and a row of numbers per scrape.
-#[derive(PartialEq)]
+/// every scrape with the same series (in this recording, all of an
+/// instance's), so that the harness holds one copy of the text and a row of
+/// numbers per scrape.
 struct Skeleton {
     instance: usize,
     /// (text before a value, is a counter-like series), then the text after

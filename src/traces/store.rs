@@ -81,7 +81,7 @@ impl Store {
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
     pub fn push(&mut self, trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
-        self.by_base.insert(trace.id.as_str().into(), serial);
+        insert_key(&mut self.by_base, &trace.id, serial);
         // Grown exactly up to the cap: doubling would leave a full ring of
         // 10,000 with room (and memory) for 16,384.
         if self.entries.len() == self.entries.capacity() {
@@ -99,16 +99,6 @@ impl Store {
             if let Some(id) = &mut e.track.prefill_internal {
                 id.shrink_to_fit();
             }
-        }
-        if self.entries.len() == self.cap + 1 && self.evicted == 0 {
-            // The ring is full: from here on every push removes as many
-            // index keys as it adds. Deleted keys leave tombstones, and
-            // hashbrown doubles a table that runs out of room unless it is
-            // at most half full (then it cleans up in place); room for twice
-            // the keys now makes that doubling happen here, once, and not
-            // hours later.
-            self.by_base.reserve(self.by_base.len() + 2);
-            self.by_engine.reserve(self.by_engine.len() + 2);
         }
         while self.entries.len() > self.cap {
             if let Some(old) = self.entries.pop_front() {
@@ -157,11 +147,11 @@ impl Store {
 
     /// Points `base` at `serial` too (a decode id joined to a prefill trace).
     pub fn alias(&mut self, base: &str, serial: u64) {
-        self.by_base.insert(base.into(), serial);
+        insert_key(&mut self.by_base, base, serial);
     }
 
     pub fn index_engine(&mut self, internal: &str, serial: u64) {
-        self.by_engine.insert(internal.into(), serial);
+        insert_key(&mut self.by_engine, internal, serial);
     }
 
     pub fn by_engine(&self, internal: &str) -> Option<u64> {
@@ -192,5 +182,45 @@ impl Store {
             LogOrigin::Decode(i) => e.trace.decode == Some(i),
             LogOrigin::Proxy => e.track.proxy_seen,
         }
+    }
+}
+
+/// Indexes `key`. Once the ring is full every trace removes as many keys
+/// as it adds, and deleted keys leave tombstones that use up a hashbrown
+/// table's room; with none left, hashbrown doubles a table more than half
+/// full (hours into a run, for good). Rebuilt clean at the size its live
+/// keys need instead, it stays the size of the ring; at least a quarter of
+/// room after a rebuild keeps rebuilds rare.
+fn insert_key(map: &mut HashMap<Box<str>, u64>, key: &str, serial: u64) {
+    if map.len() == map.capacity() && !map.contains_key(key) {
+        let mut fresh = HashMap::with_capacity(map.len() + map.len() / 4 + 1);
+        fresh.extend(map.drain());
+        *map = fresh;
+    }
+    map.insert(key.into(), serial);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full ring's churn: every new key evicts the oldest.
+    fn churn(insert: fn(&mut HashMap<Box<str>, u64>, &str, u64)) -> usize {
+        let mut map = HashMap::new();
+        let live = 10_000u64;
+        for n in 0..200_000u64 {
+            insert(&mut map, &format!("cmpl-lab{n}-0"), n);
+            if n >= live {
+                map.remove(format!("cmpl-lab{}-0", n - live).as_str());
+            }
+        }
+        map.capacity()
+    }
+
+    #[test]
+    fn a_churned_index_keeps_the_size_of_its_live_keys() {
+        // (With plain inserts, the hashbrown of Rust 1.95 doubles it.)
+        let kept = churn(insert_key);
+        assert!(kept < 15_000, "{kept}");
     }
 }
