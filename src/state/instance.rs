@@ -157,16 +157,16 @@ fn diff(
         cur.hists.iter().any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
     let restart = start_changed || counter_went_down || hist_went_down;
 
-    let mut counters = Counters::default();
-    for (c, v) in &cur.counters {
+    // `cur.counters` is a map by `Counter`: already in order.
+    let counters = Counters::from_sorted(cur.counters.iter().map(|(c, v)| {
         let d = match prev.counters.get(c) {
             Some(p) if !restart => v - p,
             // After a restart (or for a family that just appeared) the
             // counter starts from zero, so all of it is new.
             _ => *v,
         };
-        counters.insert(*c, d.max(0.0));
-    }
+        (*c, d.max(0.0))
+    }));
     let mut hists: Vec<(Hist, Histogram, Arc<[f64]>)> = Vec::new();
     for (k, h) in &cur.hists {
         let d = match prev.hists.get(k) {

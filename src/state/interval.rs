@@ -1,6 +1,6 @@
 //! What changed between two scrapes, stored compactly: an hour of these is
-//! kept per instance, so the counters sit inline (no allocation) and each
-//! histogram delta keeps its bucket bounds shared with every other interval
+//! kept per instance, so the counters keep only their values other than
+//! zero (an idle interval allocates nothing) and each histogram delta keeps its bucket bounds shared with every other interval
 //! and its cumulative counts as runs (a delta of a few requests moves a few
 //! buckets; the rest repeat the value before them). Both read back exactly
 //! what was stored.
@@ -32,16 +32,46 @@ impl Interval {
 }
 
 /// Counter deltas by counter, in `Counter` order; a counter the scrape
-/// did not have is absent (not zero).
-#[derive(Clone, Copy, Default, PartialEq)]
+/// did not have is absent (not zero). Only values other than zero take
+/// room: most intervals are idle, and those allocate nothing.
+#[derive(Clone, Default, PartialEq)]
 pub struct Counters {
     present: u32,
-    vals: [f64; Counter::ALL.len()],
+    /// Those of `present` whose value is not `+0.0` (bit for bit).
+    nonzero: u32,
+    /// Their values, in `Counter` order.
+    vals: Box<[f64]>,
 }
 
+/// What an absent value (one of `present`, not of `nonzero`) reads as.
+static ZERO: f64 = 0.0;
+
+const _: () = assert!(Counter::ALL.len() <= 32);
+
 impl Counters {
+    /// Built in one go from counters in `Counter` order, each at most once.
+    pub(crate) fn from_sorted(items: impl IntoIterator<Item = (Counter, f64)>) -> Counters {
+        let (mut present, mut nonzero, mut vals) = (0u32, 0u32, Vec::new());
+        for (c, v) in items {
+            debug_assert!(present >> c as usize == 0, "not in Counter order");
+            present |= 1 << c as usize;
+            if v.to_bits() != 0 {
+                nonzero |= 1 << c as usize;
+                vals.push(v);
+            }
+        }
+        Counters { present, nonzero, vals: vals.into_boxed_slice() }
+    }
+
     pub fn get(&self, c: &Counter) -> Option<&f64> {
-        self.contains_key(c).then(|| &self.vals[*c as usize])
+        let bit = 1u32 << *c as usize;
+        if self.present & bit == 0 {
+            None
+        } else if self.nonzero & bit == 0 {
+            Some(&ZERO)
+        } else {
+            Some(&self.vals[(self.nonzero & (bit - 1)).count_ones() as usize])
+        }
     }
 
     pub fn contains_key(&self, c: &Counter) -> bool {
@@ -50,8 +80,10 @@ impl Counters {
 
     pub fn insert(&mut self, c: Counter, v: f64) -> Option<f64> {
         let old = self.get(&c).copied();
-        self.present |= 1 << c as usize;
-        self.vals[c as usize] = v;
+        let rest = self.iter().filter(|(k, _)| **k != c).map(|(k, v)| (*k, *v));
+        let mut all: Vec<(Counter, f64)> = rest.chain([(c, v)]).collect();
+        all.sort_by_key(|(k, _)| *k);
+        *self = Counters::from_sorted(all);
         old
     }
 
@@ -83,8 +115,8 @@ impl<'a> Iterator for CountersIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         while let Some(c) = Counter::ALL.get(self.next) {
             self.next += 1;
-            if self.of.contains_key(c) {
-                return Some((c, &self.of.vals[*c as usize]));
+            if let Some(v) = self.of.get(c) {
+                return Some((c, v));
             }
         }
         None
@@ -260,6 +292,13 @@ mod tests {
         let got: Vec<(Counter, f64)> = c.iter().map(|(k, v)| (*k, *v)).collect();
         assert_eq!(got, vec![(Counter::PromptTokens, 7.0), (Counter::RequestsOk, 0.0)]);
         assert_eq!(c.len(), 2);
+        c.insert(Counter::PromptLocalCompute, 3.0);
+        c.insert(Counter::NixlExpired, -0.0);
+        assert_eq!(c.get(&Counter::PromptLocalCompute), Some(&3.0));
+        assert_eq!(c.get(&Counter::PromptTokens), Some(&7.0));
+        assert_eq!(c.get(&Counter::NixlExpired).map(|v| v.to_bits()), Some((-0.0f64).to_bits()));
+        let built = Counters::from_sorted(c.iter().map(|(k, v)| (*k, *v)));
+        assert_eq!(built, c);
     }
 
     #[test]
