@@ -16,8 +16,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use pdtop::app::App;
 use pdtop::feed::Msg;
 use pdtop::lab::{Capture, replay};
-use pdtop::record::{Entry, FORMAT, Header, Recording, VERSION, Writer};
-use pdtop::replay::Player;
+use pdtop::pipeline::{Player, Session};
+use pdtop::record::{Recording, Writer};
 use pdtop::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -27,39 +27,24 @@ fn hour_recording(capture: &Capture) -> Vec<u8> {
     let once = replay::messages(capture, capture.t_end - capture.t0 + 1.0, true);
     let span = capture.t_end - capture.t0 + 2.0;
     let loops = (3600.0 / span).ceil() as usize;
-    let header = Header {
-        format: FORMAT.into(),
-        version: VERSION,
-        started: capture.t0,
-        prefill: vec!["127.0.0.1:8100".into()],
-        decode: vec!["127.0.0.1:8200".into()],
-        logs: vec![
-            ("prefill#0".into(), "prefill.log".into()),
-            ("decode#0".into(), "decode.log".into()),
-            ("proxy".into(), "proxy.log".into()),
-        ],
-        iface: Some("lo".into()),
-        kv_bytes_per_token: Some(147_456),
-        kv_source: Some("bench".into()),
-        window_secs: 60.0,
-    };
+    let mut session = Session::from_capture(capture, true);
+    session.kv_model.get_or_insert(pdtop::state::link::KvModel {
+        bytes_per_token: 147_456,
+        source: "bench".into(),
+        layers: None,
+    });
     let mut out = Vec::new();
-    let mut w = Writer::new(&mut out, &header).expect("writer");
+    let mut w = Writer::new(&mut out, &session).expect("writer");
     for l in 0..loops {
         let shift = l as f64 * span;
-        for m in &once {
-            if let Some(mut e) = Entry::from_msg(m) {
-                shift_entry(&mut e, shift);
-                w.write(&e).expect("write");
-            }
+        for m in once.iter().filter(|m| m.is_observation()) {
+            let mut m = m.clone();
+            *m.at_mut() += shift;
+            w.write(&m).expect("write");
         }
     }
     drop(w);
     out
-}
-
-fn shift_entry(e: &mut Entry, by: f64) {
-    *e.t_mut() += by;
 }
 
 fn bench(c: &mut Criterion) {
@@ -67,8 +52,8 @@ fn bench(c: &mut Criterion) {
     let bytes = hour_recording(&capture);
     let rec = Recording::read(&bytes[..]).expect("read");
     let span =
-        rec.entries.last().map(Entry::t).unwrap_or(0.0) - rec.entries.first().map(Entry::t).unwrap_or(0.0);
-    println!("recording: {:.0} s, {} entries, {} bytes compressed", span, rec.entries.len(), bytes.len());
+        rec.messages.last().map(Msg::at).unwrap_or(0.0) - rec.messages.first().map(Msg::at).unwrap_or(0.0);
+    println!("recording: {:.0} s, {} entries, {} bytes compressed", span, rec.messages.len(), bytes.len());
 
     let mut g = c.benchmark_group("replay");
     g.sample_size(10);
@@ -76,7 +61,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("one_hour_headless", |b| {
         b.iter(|| {
             let rec = Recording::read(&bytes[..]).expect("read");
-            let mut state = pdtop::run::state_for(&rec.header).expect("state");
+            let mut state = rec.session.state();
             let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
             state.finish(end);
             black_box(pdtop::state::report::Report::from_state(&state))

@@ -2,18 +2,16 @@
 //! drained in batches, and a frame is drawn only when something changed,
 //! at most [`FRAME`] apart: an idle dashboard costs almost nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::{Frame, Terminal, backend::Backend};
-use tokio::sync::mpsc::{Receiver, UnboundedReceiver};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
-use crate::clock::Clock;
 use crate::feed::Msg;
 use crate::keymap::{Action, action_for};
-use crate::lab::server::LabClock;
+use crate::pipeline::{Feed, LiveFeed, Player};
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::ui::{self, DemoInfo, HistWindow, View, ViewState};
@@ -31,13 +29,11 @@ pub struct App {
     pub view: ViewState,
     pub theme: Theme,
     pub quit: bool,
-    /// Set when a recording plays instead of live collectors.
-    pub player: Option<crate::replay::Player>,
 }
 
 impl App {
     pub fn new(state: AppState, theme: Theme) -> App {
-        App { state, view: ViewState::default(), theme, quit: false, player: None }
+        App { state, view: ViewState::default(), theme, quit: false }
     }
 
     pub fn on_msg(&mut self, msg: Msg) {
@@ -46,10 +42,16 @@ impl App {
 
     /// Applies a key; returns whether the screen changed.
     pub fn on_key(&mut self, key: &KeyEvent) -> bool {
+        self.on_key_with(key, None)
+    }
+
+    /// Applies a key, the replay keys steering `player` when a recording
+    /// plays; returns whether the screen changed.
+    pub fn on_key_with(&mut self, key: &KeyEvent, player: Option<&mut Player>) -> bool {
         if self.view.searching && key.kind == KeyEventKind::Press {
             return self.on_search_key(key);
         }
-        if let Some(player) = &mut self.player
+        if let Some(player) = player
             && let Some(a) = crate::keymap::replay_action_for(key)
         {
             match a {
@@ -194,15 +196,22 @@ pub enum Input {
     Signal,
 }
 
-/// Runs until the user quits (or every source of input is gone).
+/// What a run of the loop did: the tests read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    pub frames: u64,
+    pub messages: u64,
+}
+
+/// Runs until the user quits (or every source of input is gone), drawing
+/// the state the feed builds.
 pub async fn run<B: Backend>(
     terminal: &mut Terminal<B>,
     app: &mut App,
-    mut msgs: Receiver<Msg>,
+    mut feed: Feed,
     mut input: UnboundedReceiver<Input>,
-    clock: Arc<dyn Clock>,
-    demo: Option<(String, f64, LabClock)>,
-) -> Result<(), B::Error> {
+) -> Result<RunStats, B::Error> {
+    let mut stats = RunStats::default();
     let mut tick = tokio::time::interval(TICK);
     // A recording plays in small steps so that time on screen flows.
     let mut play = tokio::time::interval(FRAME * 2);
@@ -211,55 +220,75 @@ pub async fn run<B: Backend>(
     let mut last_draw = Instant::now() - FRAME;
     while !app.quit {
         if dirty && last_draw.elapsed() >= FRAME {
-            if let Some((name, speed, lab)) = &demo {
-                let (loop_no, _) = lab.now();
+            if let Feed::Live(LiveFeed { lab: Some(lab), .. }) = &feed {
+                let (loop_no, _) = lab.clock.now();
                 app.view.demo = Some(DemoInfo {
-                    capture: name.clone(),
-                    speed: *speed,
+                    capture: lab.capture.clone(),
+                    speed: lab.speed,
                     loop_no,
-                    progress: lab.progress(),
+                    progress: lab.clock.progress(),
                 });
             }
             terminal.draw(|f| app.draw(f))?;
+            stats.frames += 1;
             last_draw = Instant::now();
             dirty = false;
         }
         let next_frame = last_draw + FRAME;
-        tokio::select! {
-            biased;
-            ev = input.recv() => match ev {
-                Some(Input::Key(k)) => dirty |= app.on_key(&k),
-                Some(Input::Resize) => dirty = true,
-                Some(Input::Signal) | None => app.quit = true,
-            },
-            msg = msgs.recv() => {
-                let Some(msg) = msg else { break };
-                app.on_msg(msg);
-                for _ in 0..DRAIN_BATCH {
-                    match msgs.try_recv() {
-                        Ok(m) => app.on_msg(m),
-                        Err(_) => break,
+        match &mut feed {
+            Feed::Live(live) => tokio::select! {
+                biased;
+                ev = input.recv() => dirty |= app.on_input(ev, None),
+                msg = live.rx.recv() => {
+                    let Some(msg) = msg else { break };
+                    app.on_msg(msg);
+                    stats.messages += 1;
+                    for _ in 0..DRAIN_BATCH {
+                        match live.rx.try_recv() {
+                            Ok(m) => {
+                                app.on_msg(m);
+                                stats.messages += 1;
+                            }
+                            Err(_) => break,
+                        }
                     }
+                    dirty = true;
                 }
-                dirty = true;
-            }
-            _ = tick.tick(), if app.player.is_none() => {
-                app.on_msg(Msg::Tick { at: clock.now() });
-                dirty = true;
-            }
-            _ = play.tick(), if app.player.is_some() => {
-                let dt = last_play.elapsed().as_secs_f64();
-                last_play = Instant::now();
-                if let Some(p) = &mut app.player {
-                    p.advance(dt, &mut app.state);
-                    app.view.badge = Some(p.badge());
+                _ = tick.tick() => {
+                    app.on_msg(Msg::Tick { at: live.clock.now() });
+                    dirty = true;
                 }
-                dirty = true;
-            }
-            _ = tokio::time::sleep_until(next_frame), if dirty => {}
+                _ = tokio::time::sleep_until(next_frame), if dirty => {}
+            },
+            Feed::Recording(player) => tokio::select! {
+                biased;
+                ev = input.recv() => dirty |= app.on_input(ev, Some(player.as_mut())),
+                _ = play.tick() => {
+                    let dt = last_play.elapsed().as_secs_f64();
+                    last_play = Instant::now();
+                    player.advance(dt, &mut app.state);
+                    app.view.badge = Some(player.badge());
+                    dirty = true;
+                }
+                _ = tokio::time::sleep_until(next_frame), if dirty => {}
+            },
         }
     }
-    Ok(())
+    Ok(stats)
+}
+
+impl App {
+    /// A terminal event; `None` (every input gone) and signals quit.
+    fn on_input(&mut self, ev: Option<Input>, player: Option<&mut Player>) -> bool {
+        match ev {
+            Some(Input::Key(k)) => self.on_key_with(&k, player),
+            Some(Input::Resize) => true,
+            Some(Input::Signal) | None => {
+                self.quit = true;
+                false
+            }
+        }
+    }
 }
 
 /// Reads terminal events on a plain thread (crossterm's read blocks).

@@ -179,7 +179,8 @@ pub struct RecordArgs {
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// A recording made by `pdtop record` or `pdtop import-lab`.
+    /// A recording made by `pdtop record` or `pdtop import-lab`, or a
+    /// capture folder in the `lab-captures` layout.
     pub file: PathBuf,
     /// Recording seconds per real second.
     #[arg(long, default_value_t = 1.0)]
@@ -202,7 +203,7 @@ pub struct CheckArgs {
     /// How long to watch.
     #[arg(long, value_name = "SECS", required_unless_present = "replay")]
     pub duration: Option<f64>,
-    /// Read a recording instead of watching live.
+    /// Read a recording (or a capture folder) instead of watching live.
     #[arg(long, value_name = "FILE", conflicts_with = "duration")]
     pub replay: Option<PathBuf>,
     /// Print the JSON report (the machine interface) instead of a summary.

@@ -2,70 +2,48 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pdtop::cli::{Cli, Command};
-use pdtop::run;
+use pdtop::error::Error;
+use pdtop::modes;
 
+/// Exit status: 0 fine, 1 a verdict that fails (`check`), 2 bad usage,
+/// 3 a runtime failure (README, "Exit status").
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let usage = |e: String| {
-        eprintln!("pdtop: {e}");
-        ExitCode::from(2)
-    };
-    match cli.command {
-        Some(Command::Kv(args)) => match pdtop::kv::run(&args, &mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => usage(e.to_string()),
-        },
-        Some(Command::Check(args)) => match run::check(&args) {
+    let result = match cli.command {
+        Some(Command::Kv(args)) => pdtop::kv::run(&args, &mut std::io::stdout()).map_err(Error::usage),
+        Some(Command::Check(args)) => match modes::check(&args) {
             Ok(report) => {
                 if args.json {
                     println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
                 } else {
-                    print!("{}", run::summary(&report));
+                    print!("{}", modes::summary(&report));
                 }
-                ExitCode::from(report.verdict.exit_code() as u8)
+                return ExitCode::from(report.verdict.exit_code() as u8);
             }
-            Err(e) => usage(e),
+            Err(e) => Err(e),
         },
-        Some(Command::Screenshots(args)) => match run::screenshots(&args.out) {
-            Ok(files) => {
-                for f in files {
-                    println!("{}", f.display());
-                }
-                ExitCode::SUCCESS
+        Some(Command::Screenshots(args)) => modes::screenshots(&args.out).map(|files| {
+            for f in files {
+                println!("{}", f.display());
             }
-            Err(e) => finish(Err(e)),
-        },
-        Some(Command::Record(args)) => match run::record(&args) {
-            Ok(summary) => {
-                eprintln!("{summary}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => usage(e),
-        },
-        Some(Command::ImportLab(args)) => match run::import_lab(&args) {
-            Ok(summary) => {
-                eprintln!("{summary}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => usage(e),
-        },
-        Some(Command::Replay(args)) => finish(color_eyre::install().and_then(|_| run::replay(args))),
-        Some(Command::Demo(args)) => finish(color_eyre::install().and_then(|_| run::demo(args))),
-        None => {
-            if let Err(e) = run::endpoints(&cli.inputs) {
-                return usage(e);
-            }
-            finish(color_eyre::install().and_then(|_| run::dashboard(cli.inputs, cli.ui)))
+        }),
+        Some(Command::Record(args)) => modes::record(&args).map(|s| eprintln!("{s}")),
+        Some(Command::ImportLab(args)) => modes::import_lab(&args).map(|s| eprintln!("{s}")),
+        Some(Command::Replay(args)) => screen_hooks().and_then(|_| modes::replay(args)),
+        Some(Command::Demo(args)) => screen_hooks().and_then(|_| modes::demo(args)),
+        None => screen_hooks().and_then(|_| modes::dashboard(cli.inputs, cli.ui)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pdtop: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn finish(r: color_eyre::Result<()>) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("pdtop: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+/// The screen modes print a panic as a readable report (color-eyre's hook,
+/// which the terminal guard lets through once the screen is restored).
+fn screen_hooks() -> Result<(), Error> {
+    color_eyre::install().map_err(|e| Error::Runtime(format!("panic hook: {e}")))
 }

@@ -257,7 +257,8 @@ async fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
         .args(["check", "--replay", &file.display().to_string(), "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // A runtime failure, not bad usage: exit 3.
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at byte"), "{err}");
     std::fs::remove_file(&file).ok();

@@ -260,7 +260,8 @@ fn an_unreachable_prometheus_is_an_error_not_a_pass() {
         .args(["--prometheus", "http://127.0.0.1:9", "--decode-match", r#"{job="x"}"#])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // A runtime failure, not bad usage: exit 3.
+    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no instance matched") && err.contains("cannot connect"), "{err}");
 }

@@ -24,6 +24,13 @@ const PREFIXES: &[&str] = &[
     "INFO:__main__:[prefill] done request_id=",
     "{\"ts\": 1, \"request_id\": \"r\", \"event\": ",
     "\x1b[",
+    "(APIServer pid=1) DEBUG 11-30 06:25:31 [request_logger.py:50] Request cmpl-x-0 details: prompt: '",
+    "Request cmpl-x-0 details: prompt_token_ids: [",
+    "(APIServer pid=1) INFO 12-01 07:29:35 [async_llm.py:601] Request ",
+    "(<class '",
+    "[\"<class '",
+    "ERROR:root:ClientError occurred: Cannot connect to host ",
+    "Error in completion stream generator",
 ];
 
 /// A few real lines to cut and splice.
@@ -33,6 +40,12 @@ const REAL: &[&str] = &[
     "(APIServer pid=3126) INFO 11-30 06:26:48 [loggers.py:310] Engine 000: Avg prompt throughput: 10.8 tokens/s, Avg generation throughput: 67.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%",
     "(APIServer pid=3126) INFO:     127.0.0.1:55082 - \"GET /metrics HTTP/1.1\" 200 OK",
     "INFO:__main__:[prefill] done request_id=abc status=200 elapsed=0.15s",
+    // demo-proxy-qwen3: vLLM's own disagg_proxy_demo.py and a dying engine.
+    "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]",
+    "(<class 'fastapi.exceptions.HTTPException'>, HTTPException(status_code=502, detail='Bad Gateway: Error communicating with upstream server.'), <traceback object at 0x7efcb3d82e40>)",
+    "(APIServer pid=1010) INFO 12-01 07:29:35 [async_llm.py:601] Request cmpl-be795e55122ce50d-0 failed (engine dead).",
+    "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.",
+    "(APIServer pid=1010) INFO 12-01 07:28:32 [api_utils.py:273] non-default args: {'block_size': 16, 'kv_transfer_config': KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')}",
 ];
 
 proptest! {

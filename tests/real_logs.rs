@@ -41,6 +41,9 @@ fn kind(e: &VllmEvent) -> &'static str {
         VllmEvent::ServerStarted { .. } => "started",
         VllmEvent::Shutdown => "shutdown",
         VllmEvent::KvConnectorConfig { .. } => "kv_config",
+        VllmEvent::RequestFailed { .. } => "failed",
+        VllmEvent::StreamError => "stream_error",
+        VllmEvent::RequestDetails { .. } => "details",
         VllmEvent::Other => "other",
     }
 }
@@ -311,7 +314,7 @@ fn nixl_kv_params_link_decode_to_prefill() {
     let prefill_engine = prefill
         .iter()
         .find_map(|l| match &l.event {
-            VllmEvent::KvConnectorConfig { role, connector, engine_id } => {
+            VllmEvent::KvConnectorConfig { role, connector, engine_id, .. } => {
                 assert_eq!(
                     (role.as_deref(), connector.as_deref()),
                     (Some("kv_producer"), Some("NixlConnector"))

@@ -214,7 +214,7 @@ fn a_panic_and_an_error_exit_restore_the_terminal() {
     t.run_pdtop("PDTOP_TEST_UI_FAULT=error", &format!("--decode {ep}"));
     let p = t.until("pdtop to exit", exited);
     assert!(p.contains("pdtop:") && p.contains("test hook PDTOP_TEST_UI_FAULT"), "{p}");
-    assert!(p.contains("EXITED=1"), "{p}");
+    assert!(p.contains("EXITED=3"), "{p}");
     t.assert_restored();
 }
 

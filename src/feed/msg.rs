@@ -17,6 +17,8 @@ pub enum Msg {
     ScrapeFailed { instance: usize, at: f64, error: String },
     /// `/v1/models` answered, after a (re)connect.
     Models { instance: usize, at: f64, info: ModelInfo },
+    /// `/version` answered (`{"version":"0.26.0"}`), after a (re)connect.
+    Version { instance: usize, at: f64, version: String },
     /// The clock moved (ages on screen depend on it). Not recorded.
     Tick { at: f64 },
     /// A collector task ended unexpectedly (a panic is caught and reported).
@@ -44,6 +46,7 @@ impl Msg {
             Msg::Scrape { at, .. }
             | Msg::ScrapeFailed { at, .. }
             | Msg::Models { at, .. }
+            | Msg::Version { at, .. }
             | Msg::Tick { at }
             | Msg::SourceFailed { at, .. }
             | Msg::KvDir { at, .. }
@@ -60,6 +63,7 @@ impl Msg {
             Msg::Scrape { at, .. }
             | Msg::ScrapeFailed { at, .. }
             | Msg::Models { at, .. }
+            | Msg::Version { at, .. }
             | Msg::Tick { at }
             | Msg::SourceFailed { at, .. }
             | Msg::KvDir { at, .. }

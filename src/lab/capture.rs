@@ -277,16 +277,24 @@ fn model_label(body: &str) -> Option<String> {
 
 /// Gives each line the time it was printed: vLLM lines carry
 /// `MM-DD HH:MM:SS` (UTC in the captures), read with the log parser and
-/// anchored to the recording's year; lines without one (uvicorn's access
-/// lines) inherit the previous line's time.
+/// anchored to the recording's year; a line without one (uvicorn's access
+/// line) was printed before the next stamped line, so it takes that
+/// line's second (the previous line's at the end of the file).
 fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
     let text = String::from_utf8_lossy(bytes);
+    let stamps: Vec<Option<f64>> = text.lines().map(|l| vllm_timestamp(l, t0)).collect();
+    let mut next = vec![None; stamps.len()];
+    let mut upcoming = None;
+    for (k, ts) in stamps.iter().enumerate().rev() {
+        upcoming = ts.or(upcoming);
+        next[k] = upcoming;
+    }
     let mut t = f64::MIN;
     let mut out = Vec::new();
-    for line in text.lines() {
+    for (k, line) in text.lines().enumerate() {
         // Keep file order: a process printing a second late never moves
         // a line before the one above it.
-        if let Some(ts) = vllm_timestamp(line, t0) {
+        if let Some(ts) = stamps[k].or(next[k]) {
             t = t.max(ts);
         }
         out.push((t, line.to_string()));
@@ -299,30 +307,47 @@ fn vllm_timestamp(line: &str, t0: f64) -> Option<f64> {
     crate::traces::anchor(stamp, t0, None)
 }
 
-/// The proxy log has no timestamps; its access line is printed when the
-/// decode response starts, so the n-th access line is timed at the n-th
-/// proxied request's start plus its TTFT (from the ground truth).
+/// The proxy log has no timestamps; its `POST` access line is printed when
+/// the decode response starts, so the n-th one is timed at the n-th
+/// proxied request's start plus its TTFT (its end when nothing came back),
+/// from the ground truth. Other lines (the demo proxy's error report) were
+/// printed just before the access line that follows them.
 fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, String)> {
     let mut times: Vec<f64> = requests
         .map(|r| String::from_utf8_lossy(r).into_owned())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["mode"] == "proxy")
-        .filter_map(|v| Some(v["t_start"].as_f64()? + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0))
+        .filter(|v| v["mode"] == "proxy" || v["mode"] == "chat")
+        .filter_map(|v| {
+            let start = v["t_start"].as_f64()?;
+            Some(match v["ttft_ms"].as_f64() {
+                Some(ms) => start + ms / 1000.0,
+                None => v["t_end"].as_f64().unwrap_or(start),
+            })
+        })
         .collect();
     times.sort_by(f64::total_cmp);
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    let is_post = |l: &str| l.contains("\"POST ") && l.contains(" HTTP/");
     let mut next = times.into_iter();
     let mut last = t0;
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .map(|line| {
-            if line.contains("\" ") && line.contains(" HTTP/") {
-                last = next.next().unwrap_or(last);
+    let mut out: Vec<(f64, String)> = Vec::with_capacity(lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        if is_post(line) {
+            last = next.next().unwrap_or(last);
+        } else if !line.starts_with("INFO:") && lines[k + 1..].iter().take(4).any(|l| is_post(l)) {
+            // An error report: its access line comes within a few lines.
+            let mut peek = next.clone();
+            if let Some(t) = peek.next() {
+                out.push(((t - 0.001).max(last), line.to_string()));
+                continue;
             }
-            (last, line.to_string())
-        })
-        .collect()
+        }
+        out.push((last, line.to_string()));
+    }
+    out
 }
 
 #[cfg(test)]

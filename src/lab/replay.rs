@@ -9,9 +9,11 @@ use crate::feed::Role;
 use crate::feed::{Endpoint, Msg};
 use crate::feed::{FolderStat, KvDirSnapshot};
 use crate::feed::{TailCounts, TailState};
+use crate::pipeline::Session;
+use crate::record::Recording;
 use crate::sources::netdev::parse_net_dev;
 use crate::state::AppState;
-use crate::state::link::{KvModel, LinkState};
+use crate::state::link::KvModel;
 
 /// Where each of a capture's logs belongs.
 pub fn source_of(file: &str) -> LogOrigin {
@@ -40,19 +42,45 @@ pub fn state_at(capture: &Capture, secs: f64, with_logs: bool) -> AppState {
     st
 }
 
-/// A fresh state watching what the recorded lab had: its endpoints, its
-/// logs, the loopback interface and the model's KV size.
+/// A fresh state watching what the recorded lab had.
 pub fn initial_state(capture: &Capture, with_logs: bool) -> AppState {
-    let logs: Vec<(LogOrigin, String)> = if with_logs {
-        capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
-    } else {
-        Vec::new()
-    };
-    let model = capture.model_config.as_deref().and_then(|text| {
-        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
-    });
-    let iface = (!capture.netdev.is_empty()).then(|| "lo".to_string());
-    AppState::new(endpoints(), 60.0).with_logs(&logs).with_link(LinkState::new(iface, model, None))
+    Session::from_capture(capture, with_logs).state()
+}
+
+impl Session {
+    /// What the recorded lab had: its endpoints, its logs (unless
+    /// `with_logs` is false: a metrics-only pdtop), the loopback interface
+    /// and the model's KV size.
+    pub fn from_capture(capture: &Capture, with_logs: bool) -> Session {
+        let logs: Vec<(LogOrigin, String)> = if with_logs {
+            capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
+        } else {
+            Vec::new()
+        };
+        let kv_model = capture.model_config.as_deref().and_then(|text| {
+            KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+        });
+        Session {
+            started: capture.t0,
+            endpoints: endpoints(),
+            logs,
+            iface: (!capture.netdev.is_empty()).then(|| "lo".to_string()),
+            kv_model,
+            kv_cache_dtype: None,
+            window_secs: 60.0,
+            clock_speed: 1.0,
+            show_prompts: false,
+            collect: None,
+        }
+    }
+}
+
+/// The whole capture as a recording (what `import-lab` writes): the
+/// session it had and every observation, clock ticks left out.
+pub fn recording(capture: &Capture) -> Recording {
+    let span = capture.t_end - capture.t0 + 1.0;
+    let messages = messages(capture, span, true).into_iter().filter(Msg::is_observation).collect();
+    Recording { session: Session::from_capture(capture, true), version: crate::record::VERSION, messages }
 }
 
 /// Every message a live pdtop would have received in the first `secs` of

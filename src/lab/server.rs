@@ -194,6 +194,10 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
             Err(()) => ("503 Service Unavailable", "text/plain", "down\n".to_string()),
         },
         "/v1/models" => ("200 OK", "application/json", models_json(&capture)),
+        "/version" => match version_of(&capture, role) {
+            Some(v) => ("200 OK", "application/json", serde_json::json!({ "version": v }).to_string()),
+            None => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        },
         "/health" => ("200 OK", "text/plain", String::new()),
         _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
     };
@@ -218,6 +222,20 @@ fn models_json(capture: &Capture) -> String {
         }]
     })
     .to_string()
+}
+
+/// The vLLM version the recorded instance ran, as its own log printed it.
+fn version_of(capture: &Capture, role: Role) -> Option<String> {
+    let file = match role {
+        Role::Prefill => "prefill.log",
+        Role::Decode => "decode.log",
+    };
+    let log = capture.logs.iter().find(|l| l.file_name == file)?;
+    let mut config = crate::state::startup::StartupConfig::default();
+    log.lines.iter().take(2000).find_map(|(_, line)| {
+        config.on_line(line);
+        config.version.clone()
+    })
 }
 
 /// Appends each line of each log when its time comes; truncates at a new

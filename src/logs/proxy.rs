@@ -59,21 +59,9 @@
 use serde::Deserialize;
 
 // uvicorn colours its level name on a TTY, as vLLM does its prefix.
-use super::vllm::{Level, split_uvicorn_level, strip_ansi};
+use super::line::{Level, clip, split_uvicorn_level, strip_ansi};
 
-/// Longest error text kept from a line.
-const MAX_TEXT: usize = 512;
-
-/// One uvicorn access line (proxy or vLLM API server).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AccessLine {
-    /// `ip:port` of the client as uvicorn printed it.
-    pub client: String,
-    pub method: String,
-    /// Path with query string, as printed.
-    pub path: String,
-    pub status: u16,
-}
+pub use super::line::{AccessLine, parse_access};
 
 /// A step in one request's life through the proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +109,10 @@ pub enum ProxyErrorKind {
     Unexpected,
     /// The benchmark proxy's `Request cancelled ...`.
     Cancelled,
+    /// The line `disagg_proxy_demo.py` prints after `Error occurred in disagg
+    /// proxy server`: `sys.exc_info()` as a tuple (completions) or a list of
+    /// strings (chat), naming the exception and any HTTP status in it.
+    Detail,
     /// Any other ERROR/CRITICAL record.
     Other,
 }
@@ -133,6 +125,8 @@ pub enum ProxyEvent {
         kind: ProxyErrorKind,
         status: Option<u16>,
         text: String,
+        /// `host:port` the line names (`Cannot connect to host 127.0.0.1:8100`).
+        instance: Option<String>,
     },
     /// Server startup; `port` from `Uvicorn running on http://127.0.0.1:8000`.
     Startup {
@@ -162,25 +156,6 @@ pub fn parse_proxy_line(line: &str) -> Option<ProxyEvent> {
         None => (None, trimmed),
     };
     Some(parse_message(level, msg))
-}
-
-/// `127.0.0.1:36058 - "POST /v1/completions HTTP/1.1" 200 OK` (after the level prefix).
-pub fn parse_access(s: &str) -> Option<AccessLine> {
-    let (client, rest) = s.split_once(" - \"")?;
-    let close = rest.rfind('"')?;
-    let request = &rest[..close];
-    let mut words = request.split(' ');
-    let method = words.next().filter(|m| !m.is_empty())?;
-    let path = words.next()?;
-    let status = rest[close + 1..].trim_start();
-    let end = status.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(status.len());
-    let status = status[..end].parse().ok()?;
-    Some(AccessLine {
-        client: client.trim().to_string(),
-        method: method.to_string(),
-        path: path.to_string(),
-        status,
-    })
 }
 
 fn parse_uvicorn(level: Level, rest: &str) -> ProxyEvent {
@@ -234,6 +209,9 @@ fn parse_message(level: Option<Level>, msg: &str) -> ProxyEvent {
     }
     if let Some(r) = msg.strip_prefix("[decode] ") {
         return bench_request(r, false).unwrap_or(ProxyEvent::Other);
+    }
+    if let Some(ev) = exc_info_line(msg) {
+        return ev;
     }
     if msg.starts_with("Error occurred in disagg proxy server") {
         return error(K::DisaggProxy, None, msg);
@@ -352,7 +330,44 @@ fn parse_json(s: &str) -> Option<ProxyEvent> {
 }
 
 fn error(kind: ProxyErrorKind, status: Option<u16>, text: &str) -> ProxyEvent {
-    ProxyEvent::Error { kind, status, text: clip(text.trim()) }
+    ProxyEvent::Error { kind, status, text: clip(text.trim()), instance: named_host(text) }
+}
+
+/// `host:port` after `Cannot connect to host ` (aiohttp) or `Connection error to `.
+fn named_host(text: &str) -> Option<String> {
+    const MARKS: [&str; 3] = ["Cannot connect to host ", "Connection error to ", "Timeout connecting to "];
+    let (i, m) = MARKS.iter().find_map(|m| text.find(m).map(|i| (i, *m)))?;
+    let rest = &text[i + m.len()..];
+    let word = rest.split([' ', ',']).next()?;
+    let hp = host_port(word)?;
+    hp.contains(':').then(|| hp.trim_end_matches(['.', ':']).to_string())
+}
+
+/// `(<class 'X'>, X(status_code=502, ...), <traceback ...>)` or
+/// `["<class 'X'>", '502: Bad Gateway...', '<traceback ...>']`.
+fn exc_info_line(msg: &str) -> Option<ProxyEvent> {
+    let m = msg.trim();
+    let inner = m
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .or_else(|| m.strip_prefix('[').and_then(|r| r.strip_suffix(']')))?;
+    let c = inner.find("<class '")?;
+    let after = &inner[c + "<class '".len()..];
+    let class = &after[..after.find('\'')?];
+    let status = inner
+        .find("status_code=")
+        .and_then(|i| leading_status(&inner[i + "status_code=".len()..]))
+        .or_else(|| {
+            // chat prints `str(HTTPException)`: '502: Bad Gateway...'.
+            let i = inner.find(", '").or_else(|| inner.find(", \""))?;
+            leading_status(&inner[i + 3..])
+        });
+    let name = class.rsplit('.').next().unwrap_or(class);
+    let text = match status {
+        Some(s) => format!("{name} (HTTP {s})"),
+        None => name.to_string(),
+    };
+    Some(ProxyEvent::Error { kind: ProxyErrorKind::Detail, status, text: clip(&text), instance: None })
 }
 
 /// A leading 3-digit HTTP status, as in `500: ...` or `503 - ...`.
@@ -370,14 +385,6 @@ fn host_port(url: &str) -> Option<&str> {
 fn url_port(url: &str) -> Option<u16> {
     let (_, port) = host_port(url)?.rsplit_once(':')?;
     port.parse().ok()
-}
-
-fn clip(s: &str) -> String {
-    let mut end = s.len().min(MAX_TEXT);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }
 
 #[cfg(test)]
@@ -430,6 +437,28 @@ mod tests {
             Some((K::UpstreamStatus, Some(503)))
         );
         assert_eq!(p("INFO:root:Verifying 1.2.3.4:8 ..."), ProxyEvent::Other);
+        // What the demo proxy really printed (demo-proxy-qwen3/proxy.log).
+        let host = |l: &str| match p(l) {
+            ProxyEvent::Error { instance, .. } => instance,
+            _ => None,
+        };
+        assert_eq!(
+            host(
+                "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]"
+            ),
+            Some("127.0.0.1:8100".into())
+        );
+        let tuple = "(<class 'fastapi.exceptions.HTTPException'>, HTTPException(status_code=502, detail='Bad Gateway: Error communicating with upstream server.'), <traceback object at 0x7efcb3d82e40>)";
+        assert_eq!(kind(tuple), Some((K::Detail, Some(502))));
+        let stop = "(<class 'StopIteration'>, StopIteration(), <traceback object at 0x7efcb3477fc0>)";
+        assert!(
+            matches!(p(stop), ProxyEvent::Error { kind: K::Detail, status: None, ref text, .. } if text == "StopIteration")
+        );
+        let chat = "[\"<class 'fastapi.exceptions.HTTPException'>\", '502: Bad Gateway: Error communicating with upstream server.', '<traceback object at 0x7f>']";
+        assert_eq!(kind(chat), Some((K::Detail, Some(502))));
+        // Cut mid-way: still an error line, never a panic.
+        assert_eq!(kind("(<class 'fastapi.exceptions.HTTPExc"), None);
+        assert_eq!(host("ERROR:root:ClientError occurred: Cannot connect to host "), None);
     }
 
     #[test]

@@ -15,46 +15,19 @@
 //! line of every tailed log, so it must be cheap, and it must never panic on
 //! whatever a process writes to its stdout.
 
-use std::borrow::Cow;
+use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
+use super::pyrepr::Cursor;
+pub use super::vllm_params::KvParams;
+use super::vllm_params::{parse_kv_config, parse_received};
 
-use super::proxy::{AccessLine, parse_access};
+pub use super::line::{AccessLine, Level};
+pub use super::prompt::{MAX_PROMPT_CHARS, prompt_of, redact_prompt};
+pub use super::vllm_stats::{EngineStats, KvTransferMetrics};
+use super::vllm_stats::{parse_engine_stats, parse_kv_metrics};
 
 /// `(month, day, hour, minute, second)` as vLLM prints it (`%m-%d %H:%M:%S`).
 /// vLLM logs carry no year and no time zone; the caller anchors it.
 pub type Stamp = (u8, u8, u8, u8, u8);
-
-/// Longest text kept in a free-text event (`EngineDead`, `Exception`), so a
-/// giant exception message does not get copied whole into app state.
-const MAX_TEXT: usize = 512;
-
-/// Deepest nesting of Python literals we follow before giving up, so a
-/// hostile `[[[[...` line cannot exhaust the stack.
-const MAX_DEPTH: usize = 32;
-
-/// Log level, from vLLM's `LEVEL MM-DD` header or uvicorn's `LEVEL:` prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Trace,
-    Debug,
-    Info,
-    Warning,
-    Error,
-    Critical,
-}
-
-impl Level {
-    fn from_word(w: &str) -> Option<Level> {
-        Some(match w {
-            "TRACE" => Level::Trace,
-            "DEBUG" => Level::Debug,
-            "INFO" => Level::Info,
-            "WARNING" | "WARN" => Level::Warning,
-            "ERROR" => Level::Error,
-            "CRITICAL" | "FATAL" => Level::Critical,
-            _ => return None,
-        })
-    }
-}
 
 /// One parsed line. Fields the line does not carry are `None`.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,58 +38,6 @@ pub struct VllmLine {
     pub level: Option<Level>,
     pub timestamp: Option<Stamp>,
     pub event: VllmEvent,
-}
-
-/// `kv_transfer_params` as the API server logged them inside
-/// `SamplingParams(... extra_args={'kv_transfer_params': {...}})`.
-/// Keys that were absent or `None` stay `None`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct KvParams {
-    pub do_remote_prefill: Option<bool>,
-    pub do_remote_decode: Option<bool>,
-    /// The prefill instance's *internal* id (with its `-<8 hex>` suffix).
-    pub remote_request_id: Option<String>,
-    pub remote_engine_id: Option<String>,
-    pub remote_num_tokens: Option<u32>,
-    /// Count of block ids in `remote_block_ids` (flattened: NIXL logs one list per KV group).
-    pub remote_block_count: Option<usize>,
-    pub remote_host: Option<String>,
-    pub remote_port: Option<u16>,
-}
-
-/// The periodic `Engine 000: Avg prompt throughput: ...` line (§2.2).
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineStats {
-    /// `Engine 000` → `Some(0)`; `N Engines Aggregated` → `None`.
-    pub engine: Option<u32>,
-    pub prompt_tps: f64,
-    pub gen_tps: f64,
-    pub running: u32,
-    pub waiting: u32,
-    pub kv_usage_pct: f64,
-    /// Only printed once the prefix cache has seen queries (v0.33).
-    pub prefix_hit_pct: Option<f64>,
-    /// Only printed when a KV connector reports stats.
-    pub external_hit_pct: Option<f64>,
-    /// `Deferred: N reqs` (≥0.24, only when non-zero).
-    pub deferred: Option<u32>,
-    /// `Preemptions: N` (only when non-zero in the interval).
-    pub preemptions: Option<u32>,
-}
-
-/// `KV Transfer metrics: k=v, ...` (§2.3). `pairs` keeps every key in order,
-/// so keys added by later vLLM versions are not lost; the named fields are
-/// the ones the dashboard uses.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct KvTransferMetrics {
-    pub pairs: Vec<(String, String)>,
-    pub num_successful_transfers: Option<u64>,
-    pub avg_xfer_ms: Option<f64>,
-    pub p90_xfer_ms: Option<f64>,
-    pub avg_mb_per_transfer: Option<f64>,
-    pub throughput_mb_s: Option<f64>,
-    pub num_failed_transfers: Option<u64>,
-    pub num_kv_expired: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -156,6 +77,20 @@ pub enum VllmEvent {
     EngineDead {
         text: String,
     },
+    /// `Request <external id> failed (engine dead).`: the API server's word
+    /// that this request died with its engine (0.2x).
+    RequestFailed {
+        id: String,
+    },
+    /// `Error in completion stream generator.` (or chat): a stream broke;
+    /// the line names no request.
+    StreamError,
+    /// `Request <id> details: prompt: ..., prompt_token_ids: [...]` (DEBUG,
+    /// ≥0.14): the prompt length, never the text.
+    RequestDetails {
+        id: String,
+        prompt_tokens: Option<u32>,
+    },
     /// `Traceback (most recent call last):`. Not fatal by itself: the NIXL
     /// captures log two at WARNING for an optional import at every start.
     Traceback,
@@ -177,6 +112,8 @@ pub enum VllmEvent {
         role: Option<String>,
         connector: Option<String>,
         engine_id: Option<String>,
+        /// `'block_size': N` of the `non-default args` line that carried it.
+        block_size: Option<u32>,
     },
     Other,
 }
@@ -221,33 +158,6 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     Some(out)
 }
 
-/// Removes ANSI colour escapes (`ESC [ ... letter`). vLLM colours its prefix
-/// on a TTY; a log captured through `script` or a pty would carry them.
-/// Borrowed when there is nothing to strip, which is the common case.
-pub(crate) fn strip_ansi(line: &str) -> Cow<'_, str> {
-    if !line.contains('\x1b') {
-        return Cow::Borrowed(line);
-    }
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                // Parameters and intermediates, then one final byte in @..~.
-                for c2 in chars.by_ref() {
-                    if ('@'..='~').contains(&c2) {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    Cow::Owned(out)
-}
-
 /// `(Name pid=N) rest` → `(Name, Some(N), rest)`. Names can carry extra words
 /// (`(VllmWorker rank=0 pid=7)`): the name is the first word, pid is last.
 fn split_process_prefix(line: &str) -> Option<(&str, Option<u32>, &str)> {
@@ -258,19 +168,6 @@ fn split_process_prefix(line: &str) -> Option<(&str, Option<u32>, &str)> {
     let pid = inner[pid_at + 4..].parse().ok();
     let rest = &line[inner_end + 1..];
     Some((name, pid, rest.strip_prefix(' ').unwrap_or(rest)))
-}
-
-/// Uvicorn's level prefix: `INFO:` padded with spaces. Requires the space so
-/// Python's `INFO:root:msg` (basicConfig) is not mistaken for it.
-pub(crate) fn split_uvicorn_level(s: &str) -> Option<(Level, &str)> {
-    // Level words are ASCII, so a ':' within the first 10 bytes is a char boundary.
-    let colon = s.bytes().take(10).position(|b| b == b':')?;
-    let level = Level::from_word(&s[..colon])?;
-    let after = &s[colon + 1..];
-    if !after.starts_with(' ') {
-        return None;
-    }
-    Some((level, after.trim_start_matches(' ')))
 }
 
 /// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
@@ -304,7 +201,8 @@ fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
 /// are `starts_with` on a few distinct first words before anything costlier.
 fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Received request ") {
-        return parse_received(r);
+        let (id, max_tokens, kv_params) = parse_received(r);
+        return VllmEvent::Received { id, max_tokens, kv_params };
     }
     if let Some(r) = msg.strip_prefix("Added request ") {
         let internal = r.trim_end().trim_end_matches('.');
@@ -344,6 +242,21 @@ fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("KV Transfer metrics: ") {
         return VllmEvent::KvTransferMetrics(parse_kv_metrics(r));
     }
+    if let Some(r) = msg.strip_prefix("Request ") {
+        if let Some(id) =
+            r.strip_suffix(" failed (engine dead).").or_else(|| r.strip_suffix(" failed (engine dead)"))
+        {
+            return VllmEvent::RequestFailed { id: id.to_string() };
+        }
+        if let Some((id, rest)) = r.split_once(" details: ") {
+            return VllmEvent::RequestDetails { id: id.to_string(), prompt_tokens: count_token_ids(rest) };
+        }
+    }
+    if msg.starts_with("Error in completion stream generator")
+        || msg.starts_with("Error in chat completion stream generator")
+    {
+        return VllmEvent::StreamError;
+    }
     if msg.starts_with("Traceback (most recent call last)") {
         return VllmEvent::Traceback;
     }
@@ -371,13 +284,20 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::Shutdown;
     }
     if let Some(r) = msg.strip_prefix("KVTransferConfig(") {
-        return parse_kv_config(r);
+        let (role, connector, engine_id) = parse_kv_config(r);
+        return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size: None };
     }
     if msg.starts_with("non-default args: ") {
         // The startup line embeds the same repr; NIXL setups print no other.
         const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
         if let Some(i) = msg.find(CFG) {
-            return parse_kv_config(&msg[i + CFG.len()..]);
+            let (role, connector, engine_id) = parse_kv_config(&msg[i + CFG.len()..]);
+            const BS: &str = "'block_size': ";
+            let block_size = msg
+                .find(BS)
+                .and_then(|j| leading_u64(&msg[j + BS.len()..]))
+                .and_then(|n| u32::try_from(n).ok());
+            return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size };
         }
         return VllmEvent::Other;
     }
@@ -389,6 +309,28 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::Exception { name: name.to_string(), text: clip(text) };
     }
     VllmEvent::Other
+}
+
+/// Number of ids in `prompt_token_ids: [1, 2, 3]`, read after the prompt
+/// repr (which is user text and may itself contain that phrase).
+fn count_token_ids(rest: &str) -> Option<u32> {
+    let mut rest = rest;
+    if let Some(p) = rest.strip_prefix("prompt: ") {
+        let mut c = Cursor::new(p);
+        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { return None };
+    }
+    let list = rest.strip_prefix("prompt_token_ids: [")?;
+    let end = list.find(']')?;
+    let body = list[..end].trim();
+    if body.is_empty() {
+        return Some(0);
+    }
+    let mut n = 0u32;
+    for tok in body.split(',') {
+        tok.trim().parse::<u64>().ok()?;
+        n = n.checked_add(1)?;
+    }
+    Some(n)
 }
 
 /// The external id is the internal one minus the `-<8 hex>` the engine
@@ -421,489 +363,6 @@ fn exception_line(msg: &str) -> Option<(&str, &str)> {
     }
     let text = rest.strip_prefix(':')?;
     Some((name, text.trim()))
-}
-
-/// Keeps at most `MAX_TEXT` bytes, cut on a char boundary.
-fn clip(s: &str) -> String {
-    if s.len() <= MAX_TEXT {
-        return s.to_string();
-    }
-    let mut end = MAX_TEXT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
-}
-
-/// Leading decimal digits of `s`, if any.
-fn leading_u64(s: &str) -> Option<u64> {
-    let end = s.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(s.len());
-    s[..end].parse().ok()
-}
-
-/// Port of `http://host:port[/...]`, `host:port` or `[::1]:port`.
-fn url_port(url: &str) -> Option<u16> {
-    let hostport = url.split("://").last()?.split('/').next()?;
-    let (_, port) = hostport.rsplit_once(':')?;
-    leading_u64(port).and_then(|p| u16::try_from(p).ok())
-}
-
-/// Longest prompt text kept when prompts are asked for (`--show-prompts`).
-pub const MAX_PROMPT_CHARS: usize = 300;
-
-/// The prompt a line prints, with its request id: `Received request <id>:
-/// prompt: '...'` (≤0.11) or `Request <id> details: prompt: '...'` (DEBUG,
-/// ≥0.14). Only called when the user asked to see prompts; the normal
-/// parser never keeps them.
-pub fn prompt_of(line: &str) -> Option<(String, String)> {
-    let (id, start, end) = prompt_span(line)?;
-    let text: String = line[start..end].chars().take(MAX_PROMPT_CHARS).collect();
-    Some((id, text))
-}
-
-/// The line with its prompt text (if it prints one) replaced, so that a
-/// recording does not carry users' prompts unless asked to.
-pub fn redact_prompt(line: &str) -> Option<String> {
-    let (_, start, end) = prompt_span(line)?;
-    Some(format!("{}'<prompt hidden by pdtop>'{}", &line[..start], &line[end..]))
-}
-
-/// (request id, byte range of the prompt's repr) in a line that prints one.
-fn prompt_span(line: &str) -> Option<(String, usize, usize)> {
-    let (id, rest) = if let Some(i) = line.find("Received request ") {
-        let r = &line[i + "Received request ".len()..];
-        let (id, rest) = r.split_once(": ")?;
-        (id, rest)
-    } else {
-        let i = line.find("] Request ")?;
-        let r = &line[i + "] Request ".len()..];
-        let (id, rest) = r.split_once(" details: ")?;
-        (id, rest)
-    };
-    let p = rest.strip_prefix("prompt: ")?;
-    let mut c = Cursor::new(p);
-    if !c.skip_value() {
-        return None;
-    }
-    let start = line.len() - p.len();
-    let end = line.len() - c.rest().len();
-    Some((id.to_string(), start, end))
-}
-
-/// `Received request <id>: params: SamplingParams(...), lora_request: ...`
-/// (≥0.14) or `Received request <id>: prompt: '...', params: ...` (≤0.11).
-fn parse_received(r: &str) -> VllmEvent {
-    let (id, mut rest) = match r.find(": ") {
-        Some(i) => (&r[..i], &r[i + 2..]),
-        None => (r.trim_end_matches(['.', ':']), ""),
-    };
-    let mut max_tokens = None;
-    let mut kv_params = None;
-    // Skip the prompt repr without looking inside it: it is user text and may
-    // itself contain "max_tokens=" or "kv_transfer_params".
-    if let Some(p) = rest.strip_prefix("prompt: ") {
-        let mut c = Cursor::new(p);
-        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { "" };
-    }
-    if let Some(p) = rest.strip_prefix("params: SamplingParams(") {
-        let mut c = Cursor::new(p);
-        while let Some(key) = c.key_eq() {
-            match key {
-                "max_tokens" => {
-                    max_tokens = match c.value(0) {
-                        Some(Py::Int(n)) => u32::try_from(n).ok(),
-                        _ => None,
-                    }
-                }
-                "extra_args" => kv_params = c.value(0).and_then(|v| kv_params_of(&v)),
-                _ => {
-                    if !c.skip_value() {
-                        break;
-                    }
-                }
-            }
-            if !c.eat(b',') {
-                break;
-            }
-        }
-    }
-    VllmEvent::Received { id: id.to_string(), max_tokens, kv_params }
-}
-
-/// `{'kv_transfer_params': {...}}` → `KvParams`; anything else → `None`.
-fn kv_params_of(extra: &Py) -> Option<KvParams> {
-    let params = extra.get("kv_transfer_params")?;
-    let Py::Dict(_) = params else { return None };
-    let s = |k| match params.get(k) {
-        Some(Py::Str(v)) => Some(v.clone().into_owned()),
-        _ => None,
-    };
-    let b = |k| match params.get(k) {
-        Some(Py::Bool(v)) => Some(*v),
-        _ => None,
-    };
-    let n = |k| match params.get(k) {
-        Some(Py::Int(v)) => Some(*v),
-        _ => None,
-    };
-    Some(KvParams {
-        do_remote_prefill: b("do_remote_prefill"),
-        do_remote_decode: b("do_remote_decode"),
-        remote_request_id: s("remote_request_id"),
-        remote_engine_id: s("remote_engine_id"),
-        remote_num_tokens: n("remote_num_tokens").and_then(|v| u32::try_from(v).ok()),
-        remote_block_count: match params.get("remote_block_ids") {
-            Some(v @ Py::List(_)) => Some(v.count_leaves()),
-            _ => None,
-        },
-        remote_host: s("remote_host"),
-        remote_port: n("remote_port").and_then(|v| u16::try_from(v).ok()),
-    })
-}
-
-/// Body of `KVTransferConfig(` up to its `)`.
-fn parse_kv_config(r: &str) -> VllmEvent {
-    let (mut role, mut connector, mut engine_id) = (None, None, None);
-    let mut c = Cursor::new(r);
-    while let Some(key) = c.key_eq() {
-        let slot = match key {
-            "kv_role" => &mut role,
-            "kv_connector" => &mut connector,
-            "engine_id" => &mut engine_id,
-            _ => {
-                if !c.skip_value() {
-                    break;
-                }
-                if !c.eat(b',') {
-                    break;
-                }
-                continue;
-            }
-        };
-        if let Some(Py::Str(v)) = c.value(0) {
-            *slot = Some(v.into_owned());
-        }
-        if !c.eat(b',') {
-            break;
-        }
-    }
-    VllmEvent::KvConnectorConfig { role, connector, engine_id }
-}
-
-/// `Engine 000: Avg prompt throughput: 0.5 tokens/s, ...` (see §2.2 for the
-/// optional parts). The five parts every version prints are required.
-fn parse_engine_stats(msg: &str) -> Option<EngineStats> {
-    let (head, body) = msg.split_once(": ")?;
-    let engine = match head.strip_prefix("Engine ") {
-        Some(n) => Some(n.parse().ok()?),
-        None if head.ends_with(" Engines Aggregated") => None,
-        None => return None,
-    };
-    let (mut prompt, mut gen_, mut running, mut waiting, mut kv) = (None, None, None, None, None);
-    let mut s = EngineStats {
-        engine,
-        prompt_tps: 0.0,
-        gen_tps: 0.0,
-        running: 0,
-        waiting: 0,
-        kv_usage_pct: 0.0,
-        prefix_hit_pct: None,
-        external_hit_pct: None,
-        deferred: None,
-        preemptions: None,
-    };
-    // Parts are joined by ", "; "KV fetch: a, b, c" splits into pieces that
-    // match nothing below and are ignored.
-    for part in body.split(", ") {
-        let num = |p: &str| -> Option<f64> {
-            let v = p.trim_end_matches(" tokens/s").trim_end_matches(" reqs");
-            v.trim_end_matches('%').trim().parse().ok()
-        };
-        let int = |p: &str| num(p).filter(|v| *v >= 0.0 && *v <= u32::MAX as f64).map(|v| v as u32);
-        if let Some(v) = part.strip_prefix("Avg prompt throughput: ") {
-            prompt = num(v);
-        } else if let Some(v) = part.strip_prefix("Avg generation throughput: ") {
-            gen_ = num(v);
-        } else if let Some(v) = part.strip_prefix("Running: ") {
-            running = int(v);
-        } else if let Some(v) = part.strip_prefix("Waiting: ") {
-            waiting = int(v);
-        } else if let Some(v) = part.strip_prefix("Deferred: ") {
-            s.deferred = int(v);
-        } else if let Some(v) = part.strip_prefix("Preemptions: ") {
-            s.preemptions = int(v);
-        } else if let Some(v) = part.strip_prefix("Prefix cache hit rate: ") {
-            s.prefix_hit_pct = num(v);
-        } else if let Some(v) = part.strip_prefix("External prefix cache hit rate: ") {
-            s.external_hit_pct = num(v);
-        } else if let Some(i) = part.find("KV cache usage: ") {
-            // "GPU KV cache usage" on CUDA, "<DEVICE> KV cache usage" elsewhere.
-            kv = num(&part[i + "KV cache usage: ".len()..]);
-        }
-    }
-    s.prompt_tps = prompt?;
-    s.gen_tps = gen_?;
-    s.running = running?;
-    s.waiting = waiting?;
-    s.kv_usage_pct = kv?;
-    Some(s)
-}
-
-/// `Num successful transfers=2, Avg xfer time (ms)=82.675, ...` (keys have
-/// no `=` or `, `; values are numbers).
-fn parse_kv_metrics(r: &str) -> KvTransferMetrics {
-    let mut m = KvTransferMetrics::default();
-    for part in r.trim_end().split(", ") {
-        let Some((k, v)) = part.split_once('=') else {
-            continue;
-        };
-        let (k, v) = (k.trim(), v.trim());
-        let f = v.parse::<f64>().ok().filter(|x| x.is_finite());
-        let u = v.parse::<u64>().ok().or_else(|| f.filter(|x| *x >= 0.0).map(|x| x as u64));
-        match k {
-            // 0.11 printed the single key `num_successful_transfers`.
-            "Num successful transfers" | "num_successful_transfers" => m.num_successful_transfers = u,
-            "Avg xfer time (ms)" => m.avg_xfer_ms = f,
-            "P90 xfer time (ms)" => m.p90_xfer_ms = f,
-            "Avg MB per transfer" => m.avg_mb_per_transfer = f,
-            "Throughput (MB/s)" => m.throughput_mb_s = f,
-            "Num failed transfers" => m.num_failed_transfers = u,
-            "Num KV expired reqs" => m.num_kv_expired = u,
-            _ => {}
-        }
-        m.pairs.push((k.to_string(), v.to_string()));
-    }
-    m
-}
-
-/// A Python literal, as far as `repr()` output needs: enough to read
-/// `kv_transfer_params` and `KVTransferConfig` values.
-#[derive(Debug, Clone, PartialEq)]
-enum Py<'a> {
-    None,
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(Cow<'a, str>),
-    List(Vec<Py<'a>>),
-    Dict(Vec<(Py<'a>, Py<'a>)>),
-    /// Anything else (`<Enum.X: 0>`, `Foo(a=1)`, ...), kept as its raw text.
-    Other(&'a str),
-}
-
-impl Py<'_> {
-    fn get(&self, key: &str) -> Option<&Self> {
-        match self {
-            Py::Dict(items) => {
-                items.iter().find(|(k, _)| matches!(k, Py::Str(s) if s == key)).map(|(_, v)| v)
-            }
-            _ => None,
-        }
-    }
-
-    /// Number of non-list values inside nested lists: `[[1, 2], [3]]` → 3.
-    fn count_leaves(&self) -> usize {
-        match self {
-            Py::List(items) => items.iter().map(Py::count_leaves).sum(),
-            _ => 1,
-        }
-    }
-}
-
-/// A byte cursor over Python `repr()` text. Every method stops (returns
-/// `None`/`false`) on input it does not understand instead of panicking.
-struct Cursor<'a> {
-    s: &'a str,
-    i: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(s: &'a str) -> Self {
-        Cursor { s, i: 0 }
-    }
-
-    fn rest(&self) -> &'a str {
-        self.s.get(self.i..).unwrap_or("")
-    }
-
-    fn peek(&self) -> Option<u8> {
-        self.s.as_bytes().get(self.i).copied()
-    }
-
-    fn ws(&mut self) {
-        while self.peek() == Some(b' ') {
-            self.i += 1;
-        }
-    }
-
-    /// Consumes `b` (after spaces) if it is next.
-    fn eat(&mut self, b: u8) -> bool {
-        self.ws();
-        if self.peek() == Some(b) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// `name=` of a keyword-argument repr; `None` at `)` or end.
-    fn key_eq(&mut self) -> Option<&'a str> {
-        self.ws();
-        let start = self.i;
-        while self.peek().is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            self.i += 1;
-        }
-        let key = &self.s[start..self.i];
-        if key.is_empty() || self.peek() != Some(b'=') {
-            return None;
-        }
-        self.i += 1;
-        Some(key)
-    }
-
-    /// Skips a quoted string starting at the cursor; returns its raw inside.
-    fn string(&mut self) -> Option<&'a str> {
-        let q = self.peek()?;
-        let b = self.s.as_bytes();
-        let start = self.i + 1;
-        let mut j = start;
-        while j < b.len() {
-            match b[j] {
-                b'\\' => j += 2,
-                c if c == q => {
-                    self.i = j + 1;
-                    return self.s.get(start..j);
-                }
-                _ => j += 1,
-            }
-        }
-        None
-    }
-
-    /// Skips one value of any shape without building it: iterative, so deep
-    /// nesting costs no stack. Stops before a `,` `)` `]` `}` at depth 0.
-    fn skip_value(&mut self) -> bool {
-        self.ws();
-        let b = self.s.as_bytes();
-        let mut depth = 0usize;
-        while self.i < b.len() {
-            match b[self.i] {
-                b'\'' | b'"' => {
-                    if self.string().is_none() {
-                        return false;
-                    }
-                    continue;
-                }
-                b'(' | b'[' | b'{' | b'<' => depth += 1,
-                b')' | b']' | b'}' | b'>' if depth > 0 => depth -= 1,
-                b',' | b')' | b']' | b'}' if depth == 0 => return true,
-                _ => {}
-            }
-            self.i += 1;
-        }
-        depth == 0
-    }
-
-    /// Parses one value. `depth` bounds recursion into lists and dicts.
-    fn value(&mut self, depth: usize) -> Option<Py<'a>> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.ws();
-        match self.peek()? {
-            b'\'' | b'"' => {
-                let raw = self.string()?;
-                Some(Py::Str(unescape(raw)))
-            }
-            open @ (b'[' | b'(') => {
-                let close = if open == b'[' { b']' } else { b')' };
-                self.i += 1;
-                let mut items = Vec::new();
-                loop {
-                    if self.eat(close) {
-                        return Some(Py::List(items));
-                    }
-                    items.push(self.value(depth + 1)?);
-                    if !self.eat(b',') {
-                        return self.eat(close).then_some(Py::List(items));
-                    }
-                }
-            }
-            b'{' => {
-                self.i += 1;
-                let mut items = Vec::new();
-                loop {
-                    if self.eat(b'}') {
-                        return Some(Py::Dict(items));
-                    }
-                    let k = self.value(depth + 1)?;
-                    if !self.eat(b':') {
-                        return None;
-                    }
-                    let v = self.value(depth + 1)?;
-                    items.push((k, v));
-                    if !self.eat(b',') {
-                        return self.eat(b'}').then_some(Py::Dict(items));
-                    }
-                }
-            }
-            _ => {
-                let start = self.i;
-                while self
-                    .peek()
-                    .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'+'))
-                {
-                    self.i += 1;
-                }
-                let tok = &self.s[start..self.i];
-                if tok.is_empty() || matches!(self.peek(), Some(b'(' | b'[')) {
-                    // A call repr, `<Enum.X: 0>` or similar: keep its text.
-                    self.i = start;
-                    if !self.skip_value() {
-                        return None;
-                    }
-                    return Some(Py::Other(&self.s[start..self.i]));
-                }
-                Some(match tok {
-                    "None" => Py::None,
-                    "True" => Py::Bool(true),
-                    "False" => Py::Bool(false),
-                    _ => match tok.parse::<i64>() {
-                        Ok(n) => Py::Int(n),
-                        Err(_) => tok.parse::<f64>().map(Py::Float).unwrap_or(Py::Other(tok)),
-                    },
-                })
-            }
-        }
-    }
-}
-
-/// Undoes the common `repr()` escapes; others are kept as written.
-fn unescape(raw: &str) -> Cow<'_, str> {
-    if !raw.contains('\\') {
-        return Cow::Borrowed(raw);
-    }
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some(e @ ('\\' | '\'' | '"')) => out.push(e),
-            Some(e) => {
-                out.push('\\');
-                out.push(e);
-            }
-            None => out.push('\\'),
-        }
-    }
-    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -986,6 +445,19 @@ mod tests {
             VllmEvent::Other
         );
         assert_eq!(ev("Traceback (most recent call last):"), VllmEvent::Traceback);
+    }
+
+    #[test]
+    fn engine_dead_requests_and_details() {
+        let l = "(APIServer pid=1010) INFO 12-01 07:29:35 [async_llm.py:601] Request cmpl-be795e55122ce50d-0 failed (engine dead).";
+        assert_eq!(ev(l), VllmEvent::RequestFailed { id: "cmpl-be795e55122ce50d-0".into() });
+        let s = "(APIServer pid=1010) ERROR 12-01 07:29:35 [serving.py:495] Error in completion stream generator.";
+        assert_eq!(ev(s), VllmEvent::StreamError);
+        let d = "(APIServer pid=1) DEBUG 11-30 06:25:31 [request_logger.py:50] Request cmpl-x-0 details: prompt: 'a, prompt_token_ids: [9]', prompt_token_ids: [1, 2, 3], prompt_embeds shape: None.";
+        assert_eq!(ev(d), VllmEvent::RequestDetails { id: "cmpl-x-0".into(), prompt_tokens: Some(3) });
+        let cut =
+            "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-x-0 details: prompt: 'a', prompt_token_ids: [1, 2";
+        assert_eq!(ev(cut), VllmEvent::RequestDetails { id: "cmpl-x-0".into(), prompt_tokens: None });
     }
 
     #[test]

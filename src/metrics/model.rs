@@ -111,6 +111,8 @@ pub struct InstanceSample {
     /// 0..1 fraction, clamped; `None` when absent or NaN.
     pub kv_usage: Option<f64>,
     pub block_size: Option<u32>,
+    /// `cache_config_info{cache_dtype}`: `auto` (the model's) or e.g. `fp8`.
+    pub cache_dtype: Option<String>,
     pub num_gpu_blocks: Option<u64>,
     pub counters: BTreeMap<Counter, f64>,
     pub hists: BTreeMap<Hist, Histogram>,
@@ -167,6 +169,7 @@ impl InstanceSample {
         out.kv_usage = out.mean_gauge(usage).map(|v| v.clamp(0.0, 1.0));
         if let Some(info) = get("vllm:cache_config_info").first() {
             out.block_size = info.label("block_size").and_then(|v| v.parse().ok());
+            out.cache_dtype = info.label("cache_dtype").map(|v| v.into_owned());
             out.num_gpu_blocks = info.label("num_gpu_blocks").and_then(|v| v.parse().ok());
         }
 

@@ -1,12 +1,28 @@
 //! Recordings: everything pdtop saw, in one compressed file, replayable at
-//! any speed. The format is in [`format`] and `docs/recording.md`.
+//! any speed (`docs/recording.md`). Version 2 is one zstd stream of JSON
+//! lines: a header holding the [`Session`], then every [`Msg`] as the
+//! collectors sent it. Version 1 files are still read ([`v1`]).
 
-pub mod format;
+pub mod v1;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
-pub use format::{Entry, FORMAT, Header, VERSION};
+use serde::{Deserialize, Serialize};
+
+use crate::feed::Msg;
+use crate::pipeline::Session;
+
+pub const FORMAT: &str = "pdtop-recording";
+pub const VERSION: u32 = 2;
+
+/// The first line of a recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    pub session: Session,
+}
 
 /// zstd level: scrapes repeat almost byte for byte, so even a fast level
 /// finds the previous scrape within its window.
@@ -22,15 +38,16 @@ pub struct Writer<W: Write> {
 }
 
 impl<W: Write> Writer<W> {
-    pub fn new(out: W, header: &Header) -> std::io::Result<Writer<W>> {
+    pub fn new(out: W, session: &Session) -> std::io::Result<Writer<W>> {
         let mut enc = zstd::stream::Encoder::new(out, LEVEL)?.auto_finish();
-        serde_json::to_writer(&mut enc, header)?;
+        let header = Header { format: FORMAT.into(), version: VERSION, session: session.clone() };
+        serde_json::to_writer(&mut enc, &header)?;
         enc.write_all(b"\n")?;
         Ok(Writer { enc, entries: 0 })
     }
 
-    pub fn write(&mut self, e: &Entry) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.enc, e)?;
+    pub fn write(&mut self, m: &Msg) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.enc, m)?;
         self.enc.write_all(b"\n")?;
         self.entries += 1;
         Ok(())
@@ -82,8 +99,10 @@ impl<R: Read> Read for Counting<R> {
 /// A whole recording, read into memory.
 #[derive(Debug, Clone)]
 pub struct Recording {
-    pub header: Header,
-    pub entries: Vec<Entry>,
+    pub session: Session,
+    /// The format version the file was written in.
+    pub version: u32,
+    pub messages: Vec<Msg>,
 }
 
 impl Recording {
@@ -110,8 +129,8 @@ impl Recording {
         let mut reader = BufReader::new(dec);
         let mut line = Vec::new();
         let mut n = 0u64;
-        let mut header: Option<Header> = None;
-        let mut entries = Vec::new();
+        let mut header: Option<(u32, Session)> = None;
+        let mut messages = Vec::new();
         loop {
             line.clear();
             let got = read_line(&mut reader, &mut line).map_err(|e| err(Some(n + 1), e))?;
@@ -123,29 +142,46 @@ impl Recording {
                 return Err(err(Some(n), "the last line is cut short (truncated file)".into()));
             }
             match &header {
-                None => {
-                    let h: Header = serde_json::from_slice(&line)
-                        .map_err(|e| err(Some(n), format!("not a pdtop recording: {e}")))?;
-                    if h.format != FORMAT {
-                        return Err(err(Some(n), format!("format is {:?}, not {FORMAT:?}", h.format)));
-                    }
-                    if h.version > VERSION {
-                        return Err(err(
-                            Some(n),
-                            format!("version {} is newer than this pdtop reads ({VERSION})", h.version),
-                        ));
-                    }
-                    header = Some(h);
+                None => header = Some(read_header(&line).map_err(|e| err(Some(n), e))?),
+                Some((1, _)) => {
+                    let e: v1::Entry =
+                        serde_json::from_slice(&line).map_err(|e| err(Some(n), format!("bad entry: {e}")))?;
+                    messages.push(e.into_msg());
                 }
                 Some(_) => {
-                    let e: Entry =
+                    let m: Msg =
                         serde_json::from_slice(&line).map_err(|e| err(Some(n), format!("bad entry: {e}")))?;
-                    entries.push(e);
+                    messages.push(m);
                 }
             }
         }
-        let header = header.ok_or_else(|| err(None, "empty recording".into()))?;
-        Ok(Recording { header, entries })
+        let (version, session) = header.ok_or_else(|| err(None, "empty recording".into()))?;
+        Ok(Recording { session, version, messages })
+    }
+}
+
+/// The header line, of either version, as the session it describes.
+fn read_header(line: &[u8]) -> Result<(u32, Session), String> {
+    #[derive(Deserialize)]
+    struct Peek {
+        format: String,
+        version: u32,
+    }
+    let peek: Peek = serde_json::from_slice(line).map_err(|e| format!("not a pdtop recording: {e}"))?;
+    if peek.format != FORMAT {
+        return Err(format!("format is {:?}, not {FORMAT:?}", peek.format));
+    }
+    match peek.version {
+        1 => {
+            let h: v1::Header =
+                serde_json::from_slice(line).map_err(|e| format!("bad header of format version 1: {e}"))?;
+            Ok((1, h.into_session().map_err(|e| format!("header of format version 1: {e}"))?))
+        }
+        VERSION => {
+            let h: Header = serde_json::from_slice(line).map_err(|e| format!("bad header: {e}"))?;
+            Ok((VERSION, h.session))
+        }
+        v => Err(format!("format version {v} is not one this pdtop reads (1 and {VERSION})")),
     }
 }
 
@@ -176,44 +212,55 @@ fn read_line(r: &mut impl BufRead, out: &mut Vec<u8>) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::Msg;
+    use crate::feed::{
+        Endpoint, FolderStat, IfaceBytes, LogOrigin, ModelInfo, NetDevSnapshot, Role, TailCounts, TailState,
+    };
+    use crate::state::link::KvModel;
 
-    fn header() -> Header {
-        Header {
-            format: FORMAT.into(),
-            version: VERSION,
+    fn session() -> Session {
+        Session {
             started: 1.0,
-            prefill: vec!["127.0.0.1:8100".into()],
-            decode: vec!["127.0.0.1:8200".into()],
-            logs: vec![("decode#0".into(), "decode.log".into())],
+            endpoints: vec![
+                Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap(),
+                Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap(),
+            ],
+            logs: vec![(LogOrigin::Decode(0), "decode.log".into())],
             iface: Some("lo".into()),
-            kv_bytes_per_token: Some(147_456),
-            kv_source: Some("test".into()),
+            kv_model: Some(KvModel { bytes_per_token: 147_456, source: "test".into(), layers: Some(36) }),
+            kv_cache_dtype: Some("fp8".into()),
             window_secs: 60.0,
+            clock_speed: 2.0,
+            show_prompts: false,
+            collect: None,
         }
     }
 
-    fn sample() -> Vec<u8> {
+    fn write(session: &Session, msgs: &[Msg]) -> Vec<u8> {
         let mut out = Vec::new();
         {
-            let mut w = Writer::new(&mut out, &header()).unwrap();
-            for i in 0..200 {
-                let msg =
-                    Msg::Scrape { instance: i % 2, at: i as f64, body: format!("vllm:x {i}\n").repeat(50) };
-                w.write(&Entry::from_msg(&msg).unwrap()).unwrap();
+            let mut w = Writer::new(&mut out, session).unwrap();
+            for m in msgs {
+                w.write(m).unwrap();
             }
         }
         out
     }
 
+    fn sample() -> Vec<u8> {
+        let msgs: Vec<Msg> = (0..200)
+            .map(|i| Msg::Scrape { instance: i % 2, at: i as f64, body: format!("vllm:x {i}\n").repeat(50) })
+            .collect();
+        write(&session(), &msgs)
+    }
+
     #[test]
     fn round_trip() {
         let r = Recording::read(&sample()[..]).unwrap();
-        assert_eq!(r.header, header());
-        assert_eq!(r.entries.len(), 200);
-        match r.entries[3].clone().into_msg() {
+        assert_eq!((r.version, &r.session), (VERSION, &session()));
+        assert_eq!(r.messages.len(), 200);
+        match &r.messages[3] {
             Msg::Scrape { instance, at, body } => {
-                assert_eq!((instance, at), (1, 3.0));
+                assert_eq!((*instance, *at), (1, 3.0));
                 assert!(body.starts_with("vllm:x 3\n"));
             }
             other => panic!("{other:?}"),
@@ -239,17 +286,29 @@ mod tests {
         assert!(e.to_string().contains("byte"), "{e}");
     }
 
+    /// The recording writes the messages themselves: every kind, every
+    /// field (the old mirror dropped `config_json`) comes back equal.
     #[test]
     fn every_message_kind_survives() {
-        use crate::feed::LogOrigin;
-        use crate::feed::{TailCounts, TailState};
+        let info = ModelInfo {
+            id: "lab-8b".into(),
+            root: Some("/models/q".into()),
+            max_model_len: Some(8192),
+            config_json: Some("{\"num_hidden_layers\": 36}".into()),
+        };
+        let folders = [("abc".to_string(), FolderStat { files: 36, bytes: 2_359_296 })].into_iter().collect();
+        let ifaces = [("lo".to_string(), IfaceBytes { rx_bytes: 1, tx_bytes: 2 })].into_iter().collect();
         let msgs = vec![
+            Msg::Scrape { instance: 0, at: 1.0, body: "vllm:x 1\n".into() },
             Msg::ScrapeFailed { instance: 1, at: 2.0, error: "refused".into() },
+            Msg::Models { instance: 1, at: 2.5, info },
+            Msg::Tick { at: 2.6 },
+            Msg::SourceFailed { source: "log tailer".into(), at: 2.7, error: "stopped".into() },
             Msg::LogLines {
                 source: LogOrigin::Decode(0),
                 at: 3.0,
                 lines: vec!["a".into()],
-                state: TailState::Missing,
+                state: TailState::Error("permission denied".into()),
                 counts: TailCounts {
                     truncations: 1,
                     rotations: 2,
@@ -257,12 +316,57 @@ mod tests {
                     invalid_utf8_lines: 4,
                 },
             },
+            Msg::LogLines {
+                source: LogOrigin::Proxy,
+                at: 3.1,
+                lines: vec![],
+                state: TailState::Missing,
+                counts: TailCounts::default(),
+            },
             Msg::KvDir { at: 4.0, scan: Err("gone".into()) },
+            Msg::KvDir { at: 4.1, scan: Ok(folders) },
             Msg::NetDev { at: 5.0, read: Err("no lo".into()) },
+            Msg::NetDev { at: 5.1, read: Ok(NetDevSnapshot { ifaces }) },
+            Msg::LogsPolled { at: 6.0 },
+            Msg::Discovered {
+                instance: 2,
+                at: 7.0,
+                endpoint: Endpoint::parse(Role::Decode, "http://10.0.0.9:8000").unwrap(),
+            },
+            Msg::Version { instance: 1, at: 6.0, version: "0.26.0".into() },
         ];
-        for m in msgs {
-            let back = Entry::from_msg(&m).unwrap().into_msg();
-            assert_eq!(format!("{m:?}"), format!("{back:?}"));
-        }
+        let back = Recording::read(&write(&session(), &msgs)[..]).unwrap();
+        assert_eq!(back.messages, msgs);
+    }
+
+    /// A version 1 file (as pdtop wrote them before version 2) reads into
+    /// the same session and messages.
+    #[test]
+    fn version_1_files_are_read() {
+        let lines = [
+            r#"{"format":"pdtop-recording","version":1,"started":1.0,"prefill":["127.0.0.1:8100"],"decode":["127.0.0.1:8200"],"logs":[["decode#0","decode.log"]],"iface":"lo","kv_bytes_per_token":147456,"kv_source":"test","window_secs":60.0}"#,
+            r#"{"k":"scrape","t":2.0,"i":1,"body":"vllm:x 1\n"}"#,
+            r#"{"k":"log","t":3.0,"src":"decode#0","lines":["a"],"state":"following","counts":[0,1,0,0]}"#,
+            r#"{"k":"polled","t":3.5}"#,
+        ];
+        let text = lines.join("\n") + "\n";
+        let bytes = zstd::stream::encode_all(text.as_bytes(), 1).unwrap();
+        let r = Recording::read(&bytes[..]).unwrap();
+        assert_eq!(r.version, 1);
+        assert_eq!(r.session.endpoints.len(), 2);
+        assert_eq!(r.session.logs, vec![(LogOrigin::Decode(0), "decode.log".to_string())]);
+        assert_eq!(r.session.kv_model.as_ref().map(|m| m.bytes_per_token), Some(147_456));
+        assert_eq!(r.messages[0], Msg::Scrape { instance: 1, at: 2.0, body: "vllm:x 1\n".into() });
+        assert!(matches!(&r.messages[1], Msg::LogLines { counts, .. } if counts.rotations == 1));
+        assert_eq!(r.messages[2], Msg::LogsPolled { at: 3.5 });
+        // A version this pdtop does not know is named.
+        let v9 = zstd::stream::encode_all(
+            &br#"{"format":"pdtop-recording","version":9}
+"#[..],
+            1,
+        )
+        .unwrap();
+        let e = Recording::read(&v9[..]).unwrap_err();
+        assert!(e.to_string().contains("format version 9"), "{e}");
     }
 }

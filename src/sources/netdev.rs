@@ -161,25 +161,27 @@ impl NetDevSnapshot {
         self.ifaces.get(iface).copied()
     }
 
+    /// What happened to `iface` from `prev` to `self`; `None` when neither
+    /// read has it.
+    pub fn change_of(&self, prev: &NetDevSnapshot, iface: &str) -> Option<IfaceChange> {
+        match (prev.ifaces.get(iface), self.ifaces.get(iface)) {
+            (Some(p), Some(cur)) => Some(IfaceChange::Counted {
+                rx: byte_delta(p.rx_bytes, cur.rx_bytes),
+                tx: byte_delta(p.tx_bytes, cur.tx_bytes),
+            }),
+            (None, Some(cur)) => Some(IfaceChange::Appeared(*cur)),
+            (Some(_), None) => Some(IfaceChange::Gone),
+            (None, None) => None,
+        }
+    }
+
     /// Per-interface change from `prev` to `self`, over the union of names.
     pub fn changes_since(&self, prev: &NetDevSnapshot) -> BTreeMap<String, IfaceChange> {
-        let mut out = BTreeMap::new();
-        for (name, cur) in &self.ifaces {
-            let change = match prev.ifaces.get(name) {
-                Some(p) => IfaceChange::Counted {
-                    rx: byte_delta(p.rx_bytes, cur.rx_bytes),
-                    tx: byte_delta(p.tx_bytes, cur.tx_bytes),
-                },
-                None => IfaceChange::Appeared(*cur),
-            };
-            out.insert(name.clone(), change);
-        }
-        for name in prev.ifaces.keys() {
-            if !self.ifaces.contains_key(name) {
-                out.insert(name.clone(), IfaceChange::Gone);
-            }
-        }
-        out
+        self.ifaces
+            .keys()
+            .chain(prev.ifaces.keys())
+            .filter_map(|name| Some((name.clone(), self.change_of(prev, name)?)))
+            .collect()
     }
 }
 

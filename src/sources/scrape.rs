@@ -3,8 +3,8 @@
 //! Each attempt ends in a [`Msg::Scrape`] or a [`Msg::ScrapeFailed`] with a
 //! readable cause. After failures the next attempt waits longer, doubling
 //! from the interval up to a cap, so a dead instance is not hammered but is
-//! seen again within seconds of coming back. `/v1/models` is asked once per
-//! (re)connect.
+//! seen again within seconds of coming back. `/v1/models` and `/version`
+//! are asked once per (re)connect.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,8 +104,10 @@ pub async fn run(
 ) {
     let metrics_url = format!("{}/metrics", endpoint.base_url);
     let models_url = format!("{}/v1/models", endpoint.base_url);
+    let version_url = format!("{}/version", endpoint.base_url);
     let mut failures = 0u32;
     let mut need_models = true;
+    let mut need_version = true;
     loop {
         // Real time: the interval is a real wait even on a sped-up clock.
         let started = tokio::time::Instant::now();
@@ -117,6 +119,7 @@ pub async fn run(
             Err(error) => {
                 failures += 1;
                 need_models = true;
+                need_version = true;
                 Msg::ScrapeFailed { instance, at: clock.now(), error }
             }
         };
@@ -137,6 +140,17 @@ pub async fn run(
             need_models = false;
             let msg = Msg::Models { instance, at: clock.now(), info };
             if tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+        // Asked once per connect, answered or not: a server without it
+        // (not vLLM, or an old one) is not asked every interval.
+        if ok && need_version {
+            need_version = false;
+            if let Ok(body) = fetch(&client, &version_url, &opts).await
+                && let Some(version) = parse_version(&body)
+                && tx.send(Msg::Version { instance, at: clock.now(), version }).await.is_err()
+            {
                 return;
             }
         }
@@ -228,6 +242,13 @@ pub fn parse_models(body: &str) -> Option<ModelInfo> {
     })
 }
 
+/// Reads `/version`: `{"version":"0.26.0"}`.
+pub fn parse_version(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let version = v.get("version")?.as_str()?.trim();
+    (!version.is_empty() && version.len() <= 64).then(|| version.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +286,13 @@ mod tests {
         assert_eq!(m.root.as_deref(), Some("/models/x"));
         assert_eq!(m.max_model_len, Some(8192));
         assert!(parse_models("<html>").is_none());
+    }
+
+    #[test]
+    fn version_body() {
+        assert_eq!(parse_version(r#"{"version":"0.26.0"}"#).as_deref(), Some("0.26.0"));
+        assert!(parse_version(r#"{"version":""}"#).is_none());
+        assert!(parse_version(r#"{"version":5}"#).is_none());
+        assert!(parse_version("not found").is_none());
     }
 }

@@ -54,14 +54,4 @@ mod tests {
         st.apply(Msg::Scrape { instance: 1, at: 4.0, body: "vllm:num_requests_running 3\n".into() });
         assert_eq!(st.instances[1].health.scrapes_ok, 1);
     }
-
-    #[test]
-    fn a_discovered_instance_survives_a_recording() {
-        use crate::record::Entry;
-        let msg = Msg::Discovered { instance: 3, at: 7.5, endpoint: ep("10.0.0.9:8000") };
-        let back = Entry::from_msg(&msg).map(Entry::into_msg);
-        assert!(
-            matches!(back, Some(Msg::Discovered { instance: 3, at, endpoint }) if at == 7.5 && endpoint == ep("10.0.0.9:8000"))
-        );
-    }
 }

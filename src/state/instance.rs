@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use super::startup::StartupConfig;
 use crate::feed::{Endpoint, ModelInfo};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist, InstanceSample};
@@ -38,6 +39,10 @@ pub struct Health {
 pub struct InstanceState {
     pub endpoint: Endpoint,
     pub info: Option<ModelInfo>,
+    /// `/version`, asked once per connect.
+    pub version: Option<String>,
+    /// What its startup log says it runs (when its log is tailed).
+    pub startup: StartupConfig,
     pub health: Health,
     pub latest: Option<InstanceSample>,
     pub latest_at: Option<f64>,
@@ -54,6 +59,8 @@ impl InstanceState {
         InstanceState {
             endpoint,
             info: None,
+            version: None,
+            startup: StartupConfig::default(),
             health: Health::default(),
             latest: None,
             latest_at: None,

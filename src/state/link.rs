@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use crate::feed::KvDirSnapshot;
 use crate::feed::NetDevSnapshot;
 use crate::kv::{KvCacheDtype, ModelShape, bytes_per_token};
-use crate::sources::netdev::byte_delta;
+use crate::sources::netdev::IfaceChange;
 
 /// Samples kept per series (an hour at 1 s).
 const SERIES_CAP: usize = 3600;
@@ -22,7 +22,7 @@ const SERIES_CAP: usize = 3600;
 pub const MIN_PREDICTED_BYTES: f64 = 1024.0 * 1024.0;
 
 /// Where the bytes-per-token figure came from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KvModel {
     pub bytes_per_token: u64,
     pub source: String,
@@ -163,15 +163,16 @@ impl LinkState {
                 return;
             }
         };
-        let Some(cur) = snap.get(&iface) else {
+        if snap.get(&iface).is_none() {
             self.iface_error = Some(format!("interface {iface} not found"));
             self.netdev_prev = Some(snap);
             return;
-        };
+        }
         self.iface_error = None;
-        if let Some(prev) = self.netdev_prev.as_ref().and_then(|p| p.get(&iface)) {
-            let rx = byte_delta(prev.rx_bytes, cur.rx_bytes);
-            let tx = byte_delta(prev.tx_bytes, cur.tx_bytes);
+        // A first read, or an interface that just appeared, is a baseline.
+        if let Some(IfaceChange::Counted { rx, tx }) =
+            self.netdev_prev.as_ref().and_then(|prev| snap.change_of(prev, &iface))
+        {
             // A counter that went down is a new interface: skip the step
             // rather than invent a rate.
             match (rx.bytes(), tx.bytes()) {

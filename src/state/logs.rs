@@ -51,6 +51,35 @@ impl LogState {
         }
     }
 
+    /// Tells the correlator where each instance serves (`host:port`), so a
+    /// proxy line naming one names its hop. `LogOrigin` indexes count
+    /// within a role, in command-line order.
+    pub fn set_addrs<'a>(&mut self, endpoints: impl Iterator<Item = &'a crate::feed::Endpoint>) {
+        let (mut p, mut d) = (0, 0);
+        for e in endpoints {
+            let origin = match e.role {
+                crate::feed::Role::Prefill => {
+                    p += 1;
+                    LogOrigin::Prefill(p - 1)
+                }
+                crate::feed::Role::Decode => {
+                    d += 1;
+                    LogOrigin::Decode(d - 1)
+                }
+            };
+            let hostport = e.base_url.split("://").last().unwrap_or("").split('/').next().unwrap_or("");
+            self.correlator.set_instance_addr(origin, hostport);
+        }
+    }
+
+    /// A request's prompt length reported outside the logs (a span's
+    /// `gen_ai.usage.prompt_tokens` for `gen_ai.request.id` on that
+    /// instance): it settles which request of a shared scheduling step
+    /// loaded its KV, so the miss gets a name.
+    pub fn on_prompt_tokens(&mut self, origin: LogOrigin, request_id: &str, tokens: u32, at: f64) {
+        self.correlator.on_prompt_tokens(origin, request_id, tokens, at);
+    }
+
     /// Per-request verdicts need a decode instance's log: proxy lines alone
     /// never decide a request.
     pub fn has_decode_log(&self) -> bool {

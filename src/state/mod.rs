@@ -2,13 +2,18 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+mod checks;
 pub mod discovery;
 pub mod instance;
 pub mod interval;
 pub mod link;
 pub mod logs;
+pub mod mismatch;
 pub mod misses;
+pub mod recovery;
 pub mod report;
+mod report_traces;
+pub mod startup;
 
 use std::collections::VecDeque;
 
@@ -37,6 +42,16 @@ pub enum EventKind {
     Down,
     Up,
     SourceError,
+    /// The roles disagree on what they run (block size, model, ...).
+    Mismatch,
+    /// After a restart, outage or cancellation: the next request succeeded.
+    Recovered,
+    /// ... or it failed, or the instance went down first.
+    NotRecovered,
+    /// KV still held with nothing running, after one of those.
+    KvNotReleased,
+    /// The end came before any request showed it.
+    RecoveryUnknown,
 }
 
 impl EventKind {
@@ -47,6 +62,11 @@ impl EventKind {
             EventKind::Down => "down",
             EventKind::Up => "up",
             EventKind::SourceError => "source_error",
+            EventKind::Mismatch => "mismatch",
+            EventKind::Recovered => "recovered",
+            EventKind::NotRecovered => "not_recovered",
+            EventKind::KvNotReleased => "kv_not_released",
+            EventKind::RecoveryUnknown => "recovery_unknown",
         }
     }
 }
@@ -73,6 +93,10 @@ pub struct AppState {
     pub last_named_miss: Option<(String, f64)>,
     /// Link bytes against the KV size the model predicts.
     pub link: link::LinkState,
+    /// What the roles disagree on, most harmful first.
+    pub mismatches: Vec<mismatch::Mismatch>,
+    /// Instances watched after a restart, an outage or a cancellation.
+    pub recovery: recovery::Recovery,
 }
 
 impl AppState {
@@ -88,6 +112,8 @@ impl AppState {
             logs: None,
             last_named_miss: None,
             link: link::LinkState::default(),
+            mismatches: Vec::new(),
+            recovery: recovery::Recovery::default(),
         }
     }
 
@@ -100,7 +126,9 @@ impl AppState {
     /// Adds tailed logs: (which instance or the proxy, path or `-`).
     pub fn with_logs(mut self, logs: &[(crate::feed::LogOrigin, String)]) -> AppState {
         if !logs.is_empty() {
-            self.logs = Some(Box::new(LogState::new(logs)));
+            let mut l = LogState::new(logs);
+            l.set_addrs(self.instances.iter().map(|i| &i.endpoint));
+            self.logs = Some(Box::new(l));
         }
         self
     }
@@ -120,6 +148,7 @@ impl AppState {
             logs.correlator.finish(self.now);
         }
         self.collect_named_misses();
+        self.finish_recovery();
     }
 
     pub fn apply(&mut self, msg: Msg) {
@@ -137,6 +166,7 @@ impl AppState {
                     if was_up && inst.health.consecutive_failures == 1 {
                         let text = format!("{} down: {error}", inst.endpoint.display);
                         self.push_event(at, EventKind::Down, text);
+                        self.recovery_on_down(instance, at);
                     }
                 }
             }
@@ -147,7 +177,12 @@ impl AppState {
                 }
                 if let Some(inst) = self.instances.get_mut(instance) {
                     inst.info = Some(info);
+                    self.refresh_mismatches();
                 }
+            }
+            Msg::Version { instance, at, version } => {
+                self.tick(at);
+                self.on_version(instance, &version);
             }
             Msg::Tick { at } => self.tick(at),
             Msg::LogsPolled { at } => {
@@ -166,6 +201,7 @@ impl AppState {
             }
             Msg::LogLines { source, at, lines, state, counts } => {
                 self.tick(at);
+                self.on_instance_lines(source, at, &lines);
                 if let Some(logs) = &mut self.logs {
                     logs.on_lines(source, at, &lines, state, counts);
                 }
@@ -216,8 +252,9 @@ impl AppState {
                 (id, evidence)
             })
             .collect();
+        let cause = self.miss_cause().map(|c| format!(" · {c}")).unwrap_or_default();
         for (id, evidence) in found {
-            self.push_event(self.now, EventKind::SilentMiss, format!("{id}: {evidence}"));
+            self.push_event(self.now, EventKind::SilentMiss, format!("{id}: {evidence}{cause}"));
             self.last_named_miss = Some((id, self.now));
         }
     }
@@ -236,8 +273,11 @@ impl AppState {
         } else {
             String::new()
         };
-        let text =
-            format!("{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}", ev.count);
+        let cause = self.miss_cause().map(|c| format!(" · {c}")).unwrap_or_default();
+        let text = format!(
+            "{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}{cause}",
+            ev.count
+        );
         self.push_event(ev.t, EventKind::SilentMiss, text);
     }
 
@@ -246,9 +286,18 @@ impl AppState {
             return;
         };
         let was_down = !inst.health.up && inst.health.consecutive_failures > 0;
-        let Some(iv) = inst.on_scrape(at, sample) else {
+        let config = |s: Option<&InstanceSample>| {
+            s.map(|s| (s.block_size, s.cache_dtype.clone(), s.model_name.clone()))
+        };
+        let seen = config(inst.latest.as_ref());
+        let iv = inst.on_scrape(at, sample);
+        if config(inst.latest.as_ref()) != seen {
+            self.refresh_mismatches();
+        }
+        let Some(iv) = iv else {
             return;
         };
+        let inst = &self.instances[idx];
         let role = inst.endpoint.role;
         let display = inst.endpoint.display.clone();
         let block = inst.block_size();
@@ -259,6 +308,8 @@ impl AppState {
             let text = format!("{display} restarted: counters start again from zero");
             self.push_event(at, EventKind::Restart, text);
         }
+        let has_log = self.has_log(idx);
+        self.check_recovery(idx, &iv, has_log);
         match role {
             Role::Prefill => {
                 use crate::metrics::model::Counter;

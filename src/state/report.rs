@@ -7,6 +7,7 @@ use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
 
 use super::misses::Outcomes;
+pub use super::report_traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
 use super::{AppState, Role};
 
 /// Requests by outcome. From traces (per request, named) when a decode
@@ -18,6 +19,8 @@ pub struct RequestCounts {
     pub silent_miss: u64,
     pub no_prefill: u64,
     pub error: u64,
+    /// Traces only: the client went away mid-request (`Aborted request(s)`).
+    pub cancelled: u64,
     /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
@@ -32,6 +35,7 @@ impl From<&crate::traces::Counts> for RequestCounts {
             silent_miss: c.silent_miss as u64,
             no_prefill: c.no_prefill as u64,
             error: c.error as u64,
+            cancelled: c.cancelled as u64,
             unknown: c.unknown as u64,
             pending: c.pending as u64,
         }
@@ -46,6 +50,7 @@ impl From<Outcomes> for RequestCounts {
             silent_miss: o.silent_miss,
             no_prefill: o.no_prefill,
             error: o.error,
+            cancelled: 0,
             unknown: 0,
             pending: 0,
         }
@@ -60,7 +65,12 @@ pub struct Report {
     pub kv_usage: ByRole<Option<f64>>,
     pub decode_prompt_tokens: PromptTokens,
     pub requests: RequestCounts,
+    /// The `id` of every trace called a silent miss.
     pub silent_miss_ids: Vec<String>,
+    /// Every request the traces hold, oldest first (empty without logs).
+    pub traces: Vec<TraceReport>,
+    /// Why `requests.unknown` are unknown, grouped.
+    pub unknown_reasons: Vec<UnknownReason>,
     /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
     pub requests_source: &'static str,
     /// The metrics-only count, always: a cross-check of the traces.
@@ -77,6 +87,10 @@ pub struct Report {
     pub kv: KvReport,
     /// Misses, restarts and outages, oldest first (the last 100).
     pub events: Vec<EventReport>,
+    /// What the roles disagree on (block size, KV dtype, model, connector,
+    /// version...): each field with every reporting endpoint's value and
+    /// what the disagreement does. Fields one side lacks are not compared.
+    pub mismatches: Vec<MismatchReport>,
     /// Things that make the numbers above less than they seem: an endpoint
     /// that answers without vLLM metrics, a detector the version lacks.
     pub warnings: Vec<String>,
@@ -150,6 +164,24 @@ impl KvReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
+pub struct MismatchReport {
+    pub field: &'static str,
+    /// Endpoint → value (a number or a string, as the instance gave it).
+    pub values: std::collections::BTreeMap<String, serde_json::Value>,
+    pub why: String,
+}
+
+impl MismatchReport {
+    fn of(m: &super::mismatch::Mismatch) -> MismatchReport {
+        MismatchReport {
+            field: m.field,
+            values: m.values.iter().map(|(e, _, v)| (e.clone(), v.to_json())).collect(),
+            why: m.why.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
 pub struct EventReport {
     pub t: f64,
     pub kind: &'static str,
@@ -174,6 +206,11 @@ pub struct InstanceReport {
     pub model: Option<String>,
     pub block_size: Option<u32>,
     pub bad_lines: u64,
+    /// From `/version`, else the startup log.
+    pub vllm_version: Option<String>,
+    /// From the startup log, when it is tailed.
+    pub kv_connector: Option<String>,
+    pub kv_role: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -247,6 +284,9 @@ impl Report {
                 model: i.model_name().map(str::to_owned),
                 block_size: i.block_size(),
                 bad_lines: i.health.bad_lines_total,
+                vllm_version: i.version.clone().or_else(|| i.startup.version.clone()),
+                kv_connector: i.startup.connector.clone(),
+                kv_role: i.startup.kv_role.clone(),
             })
             .collect();
         let q = |role, hist| state.total_hist(role, hist).as_ref().and_then(Quantiles::ms);
@@ -263,11 +303,20 @@ impl Report {
             let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
+        let (traces, unknown_reasons) = match &state.logs {
+            Some(l) if l.has_decode_log() => (
+                l.correlator.traces().map(|t| TraceReport::from_trace(t, state)).collect(),
+                unknown_reasons(l.correlator.traces()),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
         let (requests, silent_miss_ids, unattributed, source) = match traced {
             Some((c, ids, u)) => (c, ids, u, "traces"),
             None => (metrics, Vec::new(), 0, "metrics"),
         };
-        let disagreement = (source == "traces" && requests.silent_miss != metrics.silent_miss).then(|| {
+        // Misses the traces know of but cannot name count on their side.
+        let known = requests.silent_miss + unattributed;
+        let disagreement = (source == "traces" && known != metrics.silent_miss).then(|| {
             format!(
                 "traces name {} silent miss(es), metrics count {}{}",
                 requests.silent_miss,
@@ -305,13 +354,20 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
+        // A mismatch shows up as misses, not errors: say it beside them.
+        let misses = requests.silent_miss.max(metrics.silent_miss) + unattributed;
+        if let (true, Some(cause)) = (misses > 0, state.miss_cause()) {
+            warnings.push(format!("{misses} silent miss(es): {cause}"));
+        }
         let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up) || !not_vllm.is_empty();
         let restarted = instances.iter().any(|i| i.restarts > 0);
+        // Roles that cannot work together are degraded before any request shows it.
+        let disagree = state.mismatches.iter().any(|m| m.effect != super::mismatch::Effect::Risk);
         // Either count is enough for the verdict: metrics see misses that
         // logs without shared ids cannot name.
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
-        } else if unreachable || restarted || requests.error > 0 {
+        } else if unreachable || restarted || disagree || requests.error > 0 {
             Verdict::Degraded
         } else if requests.seen > 0 {
             Verdict::Ok
@@ -330,6 +386,8 @@ impl Report {
             decode_prompt_tokens: tokens,
             requests,
             silent_miss_ids,
+            traces,
+            unknown_reasons,
             requests_source: source,
             requests_metrics: metrics,
             disagreement,
@@ -346,6 +404,7 @@ impl Report {
                 .rev()
                 .map(|e| EventReport { t: e.t, kind: e.kind.name(), text: e.text.clone() })
                 .collect(),
+            mismatches: state.mismatches.iter().map(MismatchReport::of).collect(),
             warnings,
             verdict,
         }

@@ -1,11 +1,15 @@
 //! The correlator: owns the ring, the per-source queues and the verdicts.
 //! Pure: lines and time come in as arguments; nothing here reads a clock or
-//! a file. Event handling lives in `instance.rs` and `proxy.rs`, deadlines
-//! and verdict wording in `decide.rs`.
+//! a file. Event handling lives in `instance_events.rs`, `lifecycle.rs` and
+//! `proxy_events.rs`, deadlines and verdict wording in `decide.rs`, what the
+//! proxy's flow proves in `flow.rs`, hit attribution in `hits.rs` and
+//! `groups.rs`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::hits::HitQueue;
+use super::decode_log::DecodeLog;
+use super::flow::Flow;
+use super::joiner::Joiner;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
@@ -22,33 +26,32 @@ pub struct Correlator {
     pub(super) opts: CorrelatorOptions,
     pub(super) store: Store,
     pub(super) stats: BTreeMap<LogOrigin, SourceStats>,
-    /// ExampleConnector hit attribution, per decode index.
-    pub(super) hits: HashMap<usize, HitQueue>,
-    /// Requests in arrival order awaiting their uvicorn access line, per source.
-    pub(super) access_wait: HashMap<LogOrigin, VecDeque<u64>>,
-    /// Prefill traces with no decode yet, oldest first (order joins).
-    pub(super) unpaired_prefills: VecDeque<u64>,
+    /// Per decode index: its hit queue, params loads, queueing.
+    pub(super) decodes: HashMap<usize, DecodeLog>,
+    /// Pairs prefill and decode sides, and access lines with requests.
+    pub(super) joiner: Joiner,
     /// Undecided traces, checked on every tick.
     pub(super) open: VecDeque<u64>,
-    /// Decode requests loaded on the strength of `kv_transfer_params`,
-    /// waiting for a `KV Transfer metrics` window to count them.
-    pub(super) params_loaded: HashMap<usize, VecDeque<u64>>,
-    /// Read time until which a decode engine counts as queueing.
-    pub(super) busy_until: HashMap<usize, f64>,
     pub(super) new_misses: VecDeque<String>,
     pub(super) unattributed_misses: u64,
-    /// A prefill and a decode request have shared an id: the proxy forwards
-    /// `X-Request-Id`, so an id seen only on decode really had no prefill.
-    pub(super) ids_shared: bool,
-    /// Order of decode `Added` lines, across sources.
-    pub(super) added_seq: u64,
     pub(super) synthetic: u64,
     /// Last id-less error trace per source, so one failure printed as
     /// several lines stays one trace: (serial, read time).
     pub(super) last_error: HashMap<LogOrigin, (u64, f64)>,
     pub(super) last_at: f64,
-    /// Decode indexes whose requests have arrived with `kv_transfer_params`.
-    pub(super) params_seen: std::collections::HashSet<usize>,
+    /// What the proxy's flow proves without shared ids.
+    pub(super) flow: Flow,
+    /// What each instance's log says of itself beyond its stats.
+    pub(super) facts: InstanceFacts,
+}
+
+/// Per-instance facts read from its log.
+#[derive(Debug, Clone, Default)]
+pub(super) struct InstanceFacts {
+    /// `block_size` from the instance's `non-default args`.
+    pub blocks: HashMap<LogOrigin, u32>,
+    /// Time of the last stamped line.
+    pub last_stamp: HashMap<LogOrigin, f64>,
 }
 
 /// How a decode instance's connector shows a load in its log.
@@ -75,26 +78,71 @@ impl Correlator {
             store: Store::new(opts.capacity),
             opts,
             stats: BTreeMap::new(),
-            hits: HashMap::new(),
-            access_wait: HashMap::new(),
-            unpaired_prefills: VecDeque::new(),
+            decodes: HashMap::new(),
+            joiner: Joiner::default(),
             open: VecDeque::new(),
-            params_loaded: HashMap::new(),
-            busy_until: HashMap::new(),
             new_misses: VecDeque::new(),
             unattributed_misses: 0,
-            ids_shared: false,
-            added_seq: 0,
             synthetic: 0,
             last_error: HashMap::new(),
             last_at: 0.0,
-            params_seen: std::collections::HashSet::new(),
+            flow: Flow::default(),
+            facts: InstanceFacts::default(),
         }
     }
 
     /// Keep (or stop keeping) the prompt text lines carry: `--show-prompts`.
     pub fn set_keep_prompts(&mut self, on: bool) {
         self.opts.keep_prompts = on;
+    }
+
+    /// The `host:port` an instance serves on, so that a proxy line naming
+    /// it (`Cannot connect to host 127.0.0.1:8100`) names the right hop.
+    pub fn set_instance_addr(&mut self, src: LogOrigin, addr: &str) {
+        self.flow.set_addr(src, addr);
+    }
+
+    /// A request's prompt length as an instance reported it (vLLM's DEBUG
+    /// request details, an OpenTelemetry span): `id` is the instance's own
+    /// id, with or without the engine suffix. On decode it settles which of
+    /// several requests scheduled together an injected KV belonged to.
+    pub fn on_prompt_tokens(&mut self, src: LogOrigin, id: &str, n: u32, at: f64) {
+        let at = if at.is_finite() { at } else { self.last_at };
+        let Some(s) = self.find(id) else {
+            return;
+        };
+        let on_decode = matches!(src, LogOrigin::Decode(_));
+        if let Some(e) = self.store.get_mut(s)
+            && on_decode
+            && e.trace.decode.is_some()
+        {
+            e.trace.prompt_tokens = Some(n);
+        }
+        if let LogOrigin::Decode(i) = src {
+            self.resolve_groups_of(i, s, at);
+        }
+    }
+
+    /// The trace an instance id names: engine id, external id or base id.
+    pub(super) fn find(&self, id: &str) -> Option<u64> {
+        let ext = super::ids::external_of_internal(id);
+        self.store
+            .by_engine(id)
+            .or_else(|| self.store.latest(&super::ids::response_id(ext)))
+            .or_else(|| self.store.latest(super::ids::base_id(ext)))
+    }
+
+    /// The proxy's log is read (some line of it has arrived).
+    pub(super) fn proxy_read(&self) -> bool {
+        self.stats.contains_key(&LogOrigin::Proxy)
+    }
+
+    /// Without a shared id, whether this trace's decode request is known to
+    /// have been prefilled: it came through a proxy that prefills every
+    /// request it forwards (`flow.rs`).
+    pub(super) fn prefill_guaranteed(&self, serial: u64) -> bool {
+        self.flow.established()
+            && self.store.get(serial).is_some_and(|e| e.track.proxy_seen && e.trace.prefill.is_some())
     }
 
     /// One line of one source, read at `at` (unix seconds).
@@ -169,6 +217,7 @@ impl Correlator {
                 Outcome::SilentMiss => c.silent_miss += 1,
                 Outcome::NoPrefill => c.no_prefill += 1,
                 Outcome::Error => c.error += 1,
+                Outcome::Cancelled => c.cancelled += 1,
                 Outcome::Unknown => c.unknown += 1,
             }
         }
@@ -188,12 +237,11 @@ impl Correlator {
     pub fn stats(&self) -> CorrelatorStats {
         CorrelatorStats {
             sources: self.stats.values().cloned().collect(),
-            orphan_hits: self.hits.values().map(|q| q.orphan_total).sum(),
+            orphan_hits: self.decodes.values().map(|d| d.hits.orphan_total).sum(),
             open: self.open.len(),
-            queued: self.hits.values().map(HitQueue::len).sum::<usize>()
-                + self.access_wait.values().map(VecDeque::len).sum::<usize>()
-                + self.unpaired_prefills.len()
-                + self.params_loaded.values().map(VecDeque::len).sum::<usize>(),
+            queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
+                + self.joiner.queued()
+                + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }
     }
@@ -212,9 +260,9 @@ impl Correlator {
                 return Style::Hits;
             }
         }
-        if self.params_seen.contains(&i) {
+        if self.decodes.get(&i).is_some_and(|d| d.params_seen) {
             Style::Params
-        } else if self.hits.get(&i).is_some_and(|q| q.hits_seen > 0) {
+        } else if self.decodes.get(&i).is_some_and(|d| d.hits.hits_seen > 0) {
             Style::Hits
         } else {
             Style::Unknown
@@ -258,14 +306,25 @@ impl Correlator {
         let Some(e) = self.store.get_mut(serial) else {
             return;
         };
+        let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
         let t = &mut e.trace;
         let was_miss = t.outcome == Outcome::SilentMiss;
         let (mut outcome, mut evidence) = (outcome, evidence);
-        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss {
+        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss && !guaranteed {
             outcome = Outcome::Unknown;
             evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
         }
-        t.confidence = if t.join == Join::ByOrder { Confidence::Unsure } else { confidence };
+        t.confidence = match (t.join, outcome) {
+            // A failure or a cancel the instance logged for this request's
+            // own id does not rest on which prefill it was paired with.
+            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById, _) => confidence,
+            // The prefill happened (the proxy's flow); which one it was is a guess.
+            (Join::ByOrder, _) if guaranteed => confidence.max(Confidence::Likely),
+            (Join::ByOrder, _) => Confidence::Unsure,
+        };
+        if outcome != Outcome::Error {
+            t.error_at = None;
+        }
         t.outcome = outcome;
         t.evidence = evidence;
         t.decided_at = Some(now);
@@ -325,6 +384,9 @@ impl Correlator {
             Some((o, ev)) => format!("{what} (was {o:?}: {ev})"),
         };
         self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
+        if let Some(e) = self.store.get_mut(serial) {
+            e.trace.error_at = Some(hop);
+        }
     }
 }
 

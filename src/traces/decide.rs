@@ -2,27 +2,40 @@
 //! a hit (or its absence) becomes a verdict.
 
 use super::correlator::{Correlator, Style};
-use super::hits::{Claim, Waiting};
-use super::ids::looks_random;
+use super::flow::PROXY_WAIT_S;
+use super::hits::{Claim, Group, Waiting};
+use super::ids::{base_id, looks_random};
 use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 
-/// Longest a request waits for its access line before its slot is dropped.
-const ACCESS_WAIT_S: f64 = 120.0;
-
 impl Correlator {
     pub(super) fn sweep(&mut self, now: f64, force: bool) {
-        let mut decodes: Vec<usize> = self.hits.keys().copied().collect();
+        let mut decodes: Vec<usize> = self.decodes.keys().copied().collect();
         decodes.sort_unstable();
         for i in decodes {
-            let busy = self.busy_until.get(&i).is_some_and(|u| *u > now);
+            let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
-            let gone = self.hits.get_mut(&i).map(|q| q.expire(now, settle, force)).unwrap_or_default();
+            if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
+                && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
+            {
+                // A connector that prints no `Inject` line: the step ends with time.
+                q.end_step(busy);
+            }
+            let gone = self
+                .decodes
+                .get_mut(&i)
+                .map(|d| &mut d.hits)
+                .map(|q| q.expire(now, settle, force))
+                .unwrap_or_default();
             for w in gone {
                 self.no_hit_verdict(i, w, now, busy, false);
             }
         }
-        self.prune_queues(now);
+        self.joiner.prune(&self.store, now);
+        if self.proxy_read() {
+            let store = &self.store;
+            self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
+        }
         let open = std::mem::take(&mut self.open);
         for s in open {
             let pending = match self.store.get_mut(s) {
@@ -41,32 +54,6 @@ impl Correlator {
         }
     }
 
-    /// Drops queue heads that can no longer matter, so the queues stay
-    /// short in a long run (they are capped regardless).
-    fn prune_queues(&mut self, now: f64) {
-        while let Some(s) = self.unpaired_prefills.front().copied() {
-            let live = self
-                .store
-                .get(s)
-                .is_some_and(|e| e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending);
-            if live {
-                break;
-            }
-            self.unpaired_prefills.pop_front();
-        }
-        // An access line that never came (a request that died before its
-        // response) would shift every later one by one: old heads go.
-        for q in self.access_wait.values_mut() {
-            while let Some(s) = q.front().copied() {
-                let old = self.store.get(s).is_none_or(|e| now - e.trace.first_seen > ACCESS_WAIT_S);
-                if !old {
-                    break;
-                }
-                q.pop_front();
-            }
-        }
-    }
-
     /// Deadline verdicts for traces not waiting on a hit. `true` when decided.
     fn decide_open(&mut self, s: u64, now: f64, force: bool) -> bool {
         let Some(e) = self.store.get(s) else {
@@ -75,6 +62,14 @@ impl Correlator {
         let (tr, tk) = (&e.trace, &e.track);
         if tk.in_hit_queue {
             return false;
+        }
+        if let (Some(busy), Some(di)) = (tk.miss_due, tr.decode) {
+            let since = tk.decode_added_at.unwrap_or(tr.first_seen);
+            if !force && !self.prefill_guaranteed(s) && now - since < PROXY_WAIT_S && !self.flow.bypass {
+                return false;
+            }
+            self.miss_now(di, s, busy, now);
+            return true;
         }
         let (settle, busy_settle) = (self.opts.settle_s, self.opts.settle_busy_s);
         match (tr.prefill, tr.decode, tk.decode_at) {
@@ -93,8 +88,9 @@ impl Correlator {
                 if !force && now - dat < settle {
                     return false;
                 }
-                let id_known = !looks_random(&tr.id) || self.ids_shared;
+                let id_known = !looks_random(base_id(&tr.id)) || self.joiner.ids_shared;
                 let prefill_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_)));
+                let direct = !tk.proxy_seen && self.proxy_read();
                 let (o, c, ev) = if !prefill_read {
                     (
                         Outcome::Unknown,
@@ -102,13 +98,19 @@ impl Correlator {
                         format!("served by decode#{di}; no prefill log is being read"),
                     )
                 } else if id_known {
-                    let c = if self.ids_shared { Confidence::Sure } else { Confidence::Likely };
+                    let c = if self.joiner.ids_shared { Confidence::Sure } else { Confidence::Likely };
                     (
                         Outcome::NoPrefill,
                         c,
                         format!("no prefill instance logged {}: decode#{di} computed it alone", tr.id),
                     )
+                } else if direct && self.flow.established() {
+                    (Outcome::NoPrefill, Confidence::Likely, self.no_prefill_by_flow(di))
                 } else {
+                    if direct && !self.flow.bypass {
+                        // The flow is not known yet: look again once it is.
+                        self.flow.orphan(s);
+                    }
                     (
                         Outcome::Unknown,
                         Confidence::Unsure,
@@ -159,9 +161,7 @@ impl Correlator {
         if e.trace.outcome != Outcome::Pending {
             return;
         }
-        let (join, id, prefill) = (e.trace.join, e.trace.id.clone(), e.trace.prefill.unwrap_or(0));
-        let t_dec = e.track.decode_event_t.unwrap_or(now);
-        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+        let (join, id) = (e.trace.join, e.trace.id.clone());
         if capped {
             let ev = format!("decode#{i} had too many requests waiting for a hit to follow this one");
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
@@ -171,36 +171,71 @@ impl Correlator {
             let rivals: Vec<String> =
                 w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
             let ev = format!(
-                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which",
+                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which until their prompt lengths are known (vLLM's DEBUG request log or its spans)",
                 rivals.len(),
                 rivals.join(", ")
             );
-            if join == Join::ById {
+            let counted = join == Join::ById || self.flow.established();
+            if counted {
                 self.unattributed_misses += 1;
             }
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            let mut members = w.rivals.clone();
+            members.push(w.serial);
+            let hits =
+                w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
             for r in &w.rivals {
                 if let Some(re) = self.store.get_mut(*r)
                     && re.trace.outcome == Outcome::Loaded
                 {
-                    re.trace.confidence = re.trace.confidence.max(Confidence::Likely);
+                    // FIFO gave it the hit; the step's other request may own it.
+                    re.trace.confidence = Confidence::Unsure;
                     re.trace
                         .evidence
                         .push_str(&format!("; its hit may have been {id}'s (one of them missed)"));
                 }
             }
+            // Last: prompt lengths already known settle it now, over the above.
+            self.open_group(i, Group { members, hits, counted }, now);
             return;
         }
+        if join == Join::ByOrder
+            && !self.prefill_guaranteed(w.serial)
+            && self.proxy_read()
+            && !self.flow.bypass
+        {
+            // The proxy line that proves the prefill may still be on its way.
+            if let Some(e) = self.store.get_mut(w.serial) {
+                e.track.miss_due = Some(busy);
+            }
+            self.mark_open(w.serial);
+            return;
+        }
+        self.miss_now(i, w.serial, busy, now);
+    }
+
+    /// The verdict on a request whose hit never came.
+    pub(super) fn miss_now(&mut self, i: usize, serial: u64, busy: bool, now: f64) {
+        let Some(e) = self.store.get_mut(serial) else {
+            return;
+        };
+        e.track.miss_due = None;
+        if e.trace.outcome != Outcome::Pending {
+            return;
+        }
+        let prefill = e.trace.prefill.unwrap_or(0);
+        let t_dec = e.track.decode_event_t.unwrap_or(now);
+        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
         let style = self.style(i);
         if style == Style::Unknown {
             let ev = format!(
                 "decode#{i}'s connector ({}) logs nothing per request that pdtop reads: no verdict",
                 self.connector_name(i)
             );
-            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+            self.decide(serial, Outcome::Unknown, Confidence::Unsure, ev, now);
             return;
         }
-        let finished = self.finished_note(w.serial, t_dec);
+        let finished = self.finished_note(serial, t_dec);
         let ev = if style == Style::Params {
             format!(
                 "decode got no kv_transfer_params although prefill#{prefill} ran it: {} cannot pull without them",
@@ -213,7 +248,30 @@ impl Correlator {
             )
         };
         let conf = if busy { Confidence::Likely } else { Confidence::Sure };
-        self.decide(w.serial, Outcome::SilentMiss, conf, ev, now);
+        self.decide(serial, Outcome::SilentMiss, conf, ev, now);
+    }
+
+    fn no_prefill_by_flow(&self, di: usize) -> String {
+        format!(
+            "decode#{di} served it with no prefill copy before it and no proxy access line for it: it bypassed the proxy, which prefills every request it forwards"
+        )
+    }
+
+    /// The flow just became known: requests left Unknown for want of it
+    /// are decided now.
+    pub(super) fn settle_orphans(&mut self, now: f64) {
+        let orphans: Vec<u64> = self.flow.orphans.drain(..).collect();
+        for s in orphans {
+            let Some(e) = self.store.get(s) else { continue };
+            let still = e.trace.outcome == Outcome::Unknown
+                && e.trace.prefill.is_none()
+                && !e.track.proxy_seen
+                && e.trace.decode.is_some();
+            if let (true, Some(di)) = (still, e.trace.decode) {
+                let ev = self.no_prefill_by_flow(di);
+                self.decide(s, Outcome::NoPrefill, Confidence::Likely, ev, now);
+            }
+        }
     }
 
     /// A hit attributed to a request: `Loaded`, as sure as the queue allows.
@@ -272,6 +330,8 @@ impl Correlator {
     /// " 1.0 s earlier" when the prefill's answer time is known.
     pub(super) fn finished_note(&self, s: u64, t: f64) -> String {
         match self.store.get(s).and_then(|e| e.track.prefill_done) {
+            // Stamps have one-second resolution: below that, say so.
+            Some(done) if t >= done && t - done < 1.0 => " under a second earlier".to_string(),
             Some(done) if t >= done => format!(" {:.1} s earlier", t - done),
             _ => String::new(),
         }

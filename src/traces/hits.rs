@@ -12,12 +12,19 @@
 //! - scheduling follows `Added` within milliseconds unless the engine is
 //!   queueing, so a request with no hit after a short settle time missed.
 //!
+//! - the hits of one scheduling step print back to back, and the worker's
+//!   `Inject` lines for that step follow them (one engine process, in
+//!   order); so a request waiting when a step's first hit printed was
+//!   scheduled in that step, hit or not, unless the engine is queueing:
+//!   once the step's `Inject` lines come it can take no later hit.
+//!
 //! The one thing order cannot tell: with two requests waiting and one hit,
 //! FIFO gives the hit to the older, but if the older had been scheduled
 //! already and missed, the hit was the younger's. So every hit taken while
 //! younger requests wait records the taker as their *rival*; a request that
 //! then goes without a hit while it has rivals is ambiguous (one of them
-//! missed, unknown which) and is never called a miss by name.
+//! missed, unknown which) and is never called a miss by name, until the
+//! sizes of the loads settle it (`groups.rs`).
 
 use std::collections::VecDeque;
 
@@ -31,6 +38,8 @@ pub(crate) struct Waiting {
     pub seq: u64,
     /// Older requests that took a hit while this one was waiting.
     pub rivals: Vec<u64>,
+    /// Scheduled in a step that gave it no hit: it takes none later.
+    pub closed: bool,
 }
 
 /// A hit given to a request.
@@ -45,13 +54,33 @@ pub(crate) struct Claim {
     pub from_orphan: bool,
 }
 
+/// Requests scheduled together with fewer hits than members: one of them
+/// (or more) did not load, and order alone cannot say which. Kept so that
+/// prompt lengths arriving later can settle it (`groups.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Group {
+    pub members: Vec<u64>,
+    /// `Inject KV cache of N tokens` of each hit the members took (None: not seen).
+    pub hits: Vec<Option<u32>>,
+    /// Counted in `unattributed_misses` until settled.
+    pub counted: bool,
+}
+
+/// Most open groups kept per decode instance.
+const MAX_GROUPS: usize = 256;
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HitQueue {
+    /// Unsettled groups, oldest first.
+    pub groups: VecDeque<Group>,
     waiting: VecDeque<Waiting>,
     /// Read times of hits that found nobody waiting.
     orphans: VecDeque<f64>,
     /// Requests that got a hit and await their `Inject KV cache` line.
     awaiting_inject: VecDeque<u64>,
+    /// The scheduling step whose hits are printing: the requests waiting at
+    /// its first hit, and its read time.
+    step: Option<(Vec<u64>, f64)>,
     pub orphan_total: u64,
     pub hits_seen: u64,
 }
@@ -64,7 +93,7 @@ impl HitQueue {
         while self.orphans.front().is_some_and(|t| w.added_at - t > orphan_s) {
             self.orphans.pop_front();
         }
-        if self.waiting.is_empty() && self.orphans.pop_front().is_some() {
+        if !self.waiting.iter().any(|x| !x.closed) && self.orphans.pop_front().is_some() {
             push_capped(&mut self.awaiting_inject, w.serial, cap);
             let claim = Claim { serial: w.serial, contested_by: 0, rivals: Vec::new(), from_orphan: true };
             return (Some(claim), None);
@@ -78,18 +107,26 @@ impl HitQueue {
     /// An `External Cache Hit!` line: the oldest waiting request takes it.
     pub fn hit(&mut self, at: f64, cap: usize) -> Option<Claim> {
         self.hits_seen += 1;
-        let Some(w) = self.waiting.pop_front() else {
+        if self.step.is_none() {
+            let members = self.waiting.iter().filter(|x| !x.closed).map(|x| x.serial).collect();
+            self.step = Some((members, at));
+        }
+        // No request open for a hit: one its step passed over was scheduled
+        // a step later after all (the engine got it just after that step began).
+        let pos =
+            self.waiting.iter().position(|x| !x.closed).or_else(|| (!self.waiting.is_empty()).then_some(0));
+        let Some(w) = pos.and_then(|p| self.waiting.remove(p)) else {
             self.orphan_total += 1;
             push_capped(&mut self.orphans, at, cap);
             return None;
         };
-        for younger in self.waiting.iter_mut() {
+        for younger in self.waiting.iter_mut().filter(|x| !x.closed) {
             younger.rivals.push(w.serial);
         }
         push_capped(&mut self.awaiting_inject, w.serial, cap);
         Some(Claim {
             serial: w.serial,
-            contested_by: self.waiting.len(),
+            contested_by: self.waiting.iter().filter(|x| !x.closed).count(),
             rivals: w.rivals,
             from_orphan: false,
         })
@@ -98,6 +135,26 @@ impl HitQueue {
     /// An `Inject KV cache of N tokens` line: the oldest hit without one.
     pub fn inject(&mut self) -> Option<u64> {
         self.awaiting_inject.pop_front()
+    }
+
+    /// The step's hits are over (its `Inject` lines print, or time passed):
+    /// the requests it scheduled without a hit take none later, unless the
+    /// engine is queueing (`busy`: they may not have been scheduled at all).
+    pub fn end_step(&mut self, busy: bool) {
+        let Some((members, _)) = self.step.take() else {
+            return;
+        };
+        if busy {
+            return;
+        }
+        for w in self.waiting.iter_mut().filter(|w| members.contains(&w.serial)) {
+            w.closed = true;
+        }
+    }
+
+    /// Read time of the step's first hit, if one is printing.
+    pub fn step_started(&self) -> Option<f64> {
+        self.step.as_ref().map(|(_, at)| *at)
     }
 
     /// Requests whose hit is overdue (`force`: all of them).
@@ -120,11 +177,16 @@ impl HitQueue {
     pub fn reset(&mut self) -> Vec<Waiting> {
         self.orphans.clear();
         self.awaiting_inject.clear();
+        self.step = None;
         self.waiting.drain(..).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.waiting.len() + self.orphans.len() + self.awaiting_inject.len()
+        self.waiting.len() + self.orphans.len() + self.awaiting_inject.len() + self.groups.len()
+    }
+
+    pub fn add_group(&mut self, g: Group) {
+        push_capped(&mut self.groups, g, MAX_GROUPS);
     }
 }
 
@@ -140,7 +202,7 @@ mod tests {
     use super::*;
 
     fn w(serial: u64, at: f64) -> Waiting {
-        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new() }
+        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false }
     }
 
     #[test]

@@ -22,6 +22,29 @@ pub fn base_id(external: &str) -> &str {
     external
 }
 
+/// The key a trace is filed under: the forwarded id when there is one
+/// (`lab-steady-3`), else the response id the client got (`cmpl-9f…`),
+/// since the instance invented the id and that is the only name the user
+/// can find.
+pub fn trace_key(external: &str) -> String {
+    let b = base_id(external);
+    if looks_random(b) { response_id(external) } else { b.to_string() }
+}
+
+/// The id a client receives in the response (`"id"`) for an external id:
+/// `cmpl-9f…` for `cmpl-9f…-0` (one prompt), `chatcmpl-…` unchanged.
+pub fn response_id(external: &str) -> String {
+    if let Some(rest) = external.strip_prefix("cmpl-")
+        && let Some((b, n)) = rest.rsplit_once('-')
+        && !b.is_empty()
+        && !n.is_empty()
+        && n.bytes().all(|c| c.is_ascii_digit())
+    {
+        return format!("cmpl-{b}");
+    }
+    external.to_string()
+}
+
 fn non_empty_or<'a>(s: &'a str, fallback: &'a str) -> &'a str {
     if s.is_empty() { fallback } else { s }
 }
@@ -57,6 +80,9 @@ mod tests {
         assert_eq!(base_id("cmpl--0"), "-0");
         assert_eq!(base_id("plain"), "plain");
         assert_eq!(external_of_internal("cmpl-a-0-0123abcd"), "cmpl-a-0");
+        assert_eq!(response_id("cmpl-9d3f201b9676b9f3-0"), "cmpl-9d3f201b9676b9f3");
+        assert_eq!(response_id("chatcmpl-9890aac7d33b3580"), "chatcmpl-9890aac7d33b3580");
+        assert_eq!(response_id("cmpl--0"), "cmpl--0");
         assert_eq!(external_of_internal("cmpl-a-0"), "cmpl-a-0");
         assert!(looks_random("0123456789abcdef0123456789abcdef"));
         assert!(looks_random("01234567-89ab-cdef-0123-456789abcdef"));

@@ -3,9 +3,12 @@
 
 use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
-use super::instance::hop_of;
+use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
+
+/// Lines of one engine death arrive within this long of each other.
+const DEATH_BURST_S: f64 = 5.0;
 
 impl Correlator {
     pub(super) fn on_expired(
@@ -68,8 +71,13 @@ impl Correlator {
 
     pub(super) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
         let st = self.stat(src);
-        st.deaths += 1;
-        st.last_death = Some(Death { at: t, text: text.to_string() });
+        // One death prints several lines (the core's, then each request's
+        // EngineDeadError): count it once, keep the first (the cause).
+        let again = st.last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= DEATH_BURST_S);
+        if !again {
+            st.deaths += 1;
+            st.last_death = Some(Death { at: t, text: text.to_string() });
+        }
         let victims: Vec<u64> = self
             .open
             .iter()
@@ -90,15 +98,17 @@ impl Correlator {
 
     pub(super) fn on_restart(&mut self, src: LogOrigin, at: f64) {
         self.stat(src).starts += 1;
-        self.access_wait.remove(&src);
+        self.joiner.forget_access(src);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
-            self.busy_until.remove(&i);
+            if let Some(d) = self.decodes.get_mut(&i) {
+                d.busy_until = None;
+            }
         }
     }
 
     fn reset_hits(&mut self, i: usize, at: f64) {
-        let gone = self.hits.get_mut(&i).map(|q| q.reset()).unwrap_or_default();
+        let gone = self.decodes.get_mut(&i).map(|d| &mut d.hits).map(|q| q.reset()).unwrap_or_default();
         for w in gone {
             if let Some(e) = self.store.get_mut(w.serial) {
                 e.track.in_hit_queue = false;
@@ -112,7 +122,7 @@ impl Correlator {
 
     /// A `KV Transfer metrics` window: confirms that many param-loaded requests.
     pub(super) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
-        let Some(q) = self.params_loaded.get_mut(&i) else {
+        let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.params_loaded) else {
             return;
         };
         let mut confirmed = Vec::new();
@@ -153,15 +163,7 @@ impl Correlator {
     }
 
     pub(super) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
-        let mut serial = None;
-        if let Some(q) = self.access_wait.get_mut(&src) {
-            while let Some(s) = q.pop_front() {
-                if self.store.get(s).is_some() {
-                    serial = Some(s);
-                    break;
-                }
-            }
-        }
+        let serial = self.joiner.next_access(src, &self.store);
         let ok = (200..300).contains(&status);
         match (serial, ok) {
             (Some(s), true) => {
@@ -178,9 +180,66 @@ impl Correlator {
             (None, true) => {}
             (None, false) => {
                 self.stat(src).unattributed_errors += 1;
-                self.error_trace(src, format!("answered HTTP {status} (no request to pin it on)"), t, at);
+                self.refused(src, status, t, at);
             }
         }
+    }
+
+    /// A failing access line with no request waiting for it: vLLM refused
+    /// the request at validation, before logging it. One trace per line.
+    fn refused(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
+        let mut text = format!("answered HTTP {status} before logging the request (refused at validation)");
+        // Without shared ids, the oldest unpaired prefill copy is this
+        // request's: a proxy prefills first, then forwards to decode.
+        let partner = match src {
+            LogOrigin::Decode(i) if !self.joiner.ids_shared => self.order_partner(t).map(|s| (i, s)),
+            _ => None,
+        };
+        let s = match partner {
+            Some((i, s)) => {
+                if let Some(e) = self.store.get_mut(s) {
+                    e.trace.decode = Some(i);
+                    e.trace.join = Join::ByOrder;
+                }
+                text.push_str("; a proxy like vLLM's demo passes a 4xx on as the body of a 200");
+                s
+            }
+            None => {
+                let id = self.synthetic_id(&format!("{src}-error"));
+                let s = self.new_trace(id, at);
+                if let Some(e) = self.store.get_mut(s) {
+                    match src {
+                        LogOrigin::Prefill(i) => e.trace.prefill = Some(i),
+                        LogOrigin::Decode(i) => e.trace.decode = Some(i),
+                        LogOrigin::Proxy => e.track.proxy_seen = true,
+                    }
+                }
+                if matches!(src, LogOrigin::Decode(_)) && !self.joiner.ids_shared {
+                    self.flow.refusal(s, at);
+                }
+                s
+            }
+        };
+        self.fail(s, hop_of(src), src, text, t, at);
+    }
+
+    /// The client went away (`Aborted request(s)`): its own outcome,
+    /// whatever the KV did before.
+    pub(super) fn cancel(&mut self, s: u64, src: LogOrigin, t: f64, at: f64) {
+        self.with_phase(s, hop_of(src), src, None, t, |p| {
+            p.end.get_or_insert(t);
+        });
+        let Some((o, ev)) = self.store.get(s).map(|e| (e.trace.outcome, e.trace.evidence.clone())) else {
+            return;
+        };
+        let before = match o {
+            Outcome::Loaded => format!(", after decode loaded its KV ({ev})"),
+            Outcome::SilentMiss => format!(", after decode recomputed its prompt ({ev})"),
+            _ => String::new(),
+        };
+        let text =
+            format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
+        self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
     }
 
     /// An error no request can be named for: one synthetic trace per burst.

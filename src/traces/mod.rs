@@ -17,21 +17,26 @@
 //! - ExampleConnector: `External Cache Hit!` / `Inject KV cache of N
 //!   tokens`, attributed in FIFO order (`hits.rs`).
 
-mod clock;
 mod correlator;
 mod decide;
+mod decode_log;
+mod flow;
+mod groups;
+mod hit_events;
 mod hits;
 mod ids;
-mod instance;
+mod instance_events;
+mod joiner;
 mod lifecycle;
 mod model;
-mod proxy;
+mod proxy_events;
+mod stamp;
 mod store;
 
-pub use clock::anchor;
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
 pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
     Trace,
 };
+pub use stamp::anchor;

@@ -55,8 +55,11 @@ pub enum Outcome {
     SilentMiss,
     /// The decode instance served a request no prefill instance saw.
     NoPrefill,
-    /// A hop failed visibly (non-2xx, abort, engine death, proxy error).
+    /// A hop failed visibly (non-2xx, engine death, proxy error).
     Error,
+    /// The client went away mid-request (`Aborted request(s)`): neither an
+    /// error of the pair nor a miss, whatever was loaded before.
+    Cancelled,
     /// The logs do not allow a verdict (no shared ids, connector that logs
     /// nothing per request, proxy lines only, ambiguous concurrent hits).
     Unknown,
@@ -98,6 +101,12 @@ pub struct Trace {
     pub inject_tokens: Option<u32>,
     /// `remote_num_tokens` from the decode's `kv_transfer_params` (NIXL).
     pub remote_num_tokens: Option<u32>,
+    /// The decode request's prompt length, when something reported it
+    /// (vLLM's DEBUG request details, a span): settles which of several
+    /// concurrent requests an `Inject KV cache of N tokens` belongs to.
+    pub prompt_tokens: Option<u32>,
+    /// The hop an `Error` verdict blames.
+    pub error_at: Option<Hop>,
     pub outcome: Outcome,
     /// The verdict's reason, in words.
     pub evidence: String,
@@ -121,6 +130,8 @@ impl Trace {
             decode: None,
             inject_tokens: None,
             remote_num_tokens: None,
+            prompt_tokens: None,
+            error_at: None,
             outcome: Outcome::Pending,
             evidence: String::new(),
             join: Join::ById,
@@ -166,6 +177,7 @@ pub struct Counts {
     pub silent_miss: usize,
     pub no_prefill: usize,
     pub error: usize,
+    pub cancelled: usize,
     pub pending: usize,
     pub unknown: usize,
     /// Misses known to have happened that no single request can be blamed

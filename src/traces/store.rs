@@ -42,6 +42,9 @@ pub(crate) struct Track {
     pub in_open: bool,
     /// Confirmed by a `KV Transfer metrics` window.
     pub transfer_confirmed: bool,
+    /// No hit came, but the miss waits for the proxy line that proves a
+    /// prefill happened (no shared ids): Some(decode was queueing).
+    pub miss_due: Option<bool>,
 }
 
 #[derive(Clone)]
@@ -117,6 +120,13 @@ impl Store {
         for k in &keys {
             if self.by_base.get(*k) == Some(&serial) {
                 self.by_base.remove(*k);
+            }
+        }
+        // Traces filed under an instance's response id (no forwarded id).
+        for (_, id) in &old.trace.engine_ids {
+            let k = super::ids::trace_key(super::ids::external_of_internal(id));
+            if self.by_base.get(k.as_str()) == Some(&serial) {
+                self.by_base.remove(k.as_str());
             }
         }
         for k in old.trace.engine_ids.iter().map(|(_, id)| id.as_str()) {

@@ -1,5 +1,6 @@
 //! The event log: silent misses, restarts, instances going down and up,
-//! collectors that failed. Newest first.
+//! collectors that failed, roles that disagree, and whether an instance
+//! came back clean after a restart or a cancellation. Newest first.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -37,6 +38,11 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::Down => ("DOWN   ", theme.fg("error")),
                 EventKind::Up => ("UP     ", theme.fg("ok")),
                 EventKind::SourceError => ("SOURCE ", theme.fg("error")),
+                EventKind::Mismatch => ("DIFFER ", theme.fg("error")),
+                EventKind::Recovered => ("BACK OK", theme.fg("ok")),
+                EventKind::NotRecovered => ("NOT OK ", theme.fg("error")),
+                EventKind::KvNotReleased => ("KV HELD", theme.fg("warn")),
+                EventKind::RecoveryUnknown => ("BACK ? ", theme.dim()),
             };
             Line::from(vec![
                 Span::styled(format!(" {} ", fmt::clock(e.t)), theme.dim()),

@@ -34,12 +34,23 @@ pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         .instances
         .iter()
         .take(area.height as usize)
-        .map(|i| instance_line(i, state.now, area.width, endpoint_w, theme))
+        .map(|i| instance_line(i, state.now, area.width, endpoint_w, block_differs(state), theme))
         .collect();
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-fn instance_line(i: &InstanceState, now: f64, width: u16, endpoint_w: usize, theme: &Theme) -> Line<'static> {
+fn block_differs(state: &AppState) -> bool {
+    state.mismatches.iter().any(|m| m.field == "block_size")
+}
+
+fn instance_line(
+    i: &InstanceState,
+    now: f64,
+    width: u16,
+    endpoint_w: usize,
+    block_differs: bool,
+    theme: &Theme,
+) -> Line<'static> {
     let role = i.endpoint.role;
     let mut spans = vec![
         Span::styled(format!(" {:<7} ", role.name().to_uppercase()), role_style(role, theme)),
@@ -48,7 +59,9 @@ fn instance_line(i: &InstanceState, now: f64, width: u16, endpoint_w: usize, the
     if width >= 100 {
         let model = i.model_name().unwrap_or("?").to_string();
         let block = i.block_size().map(|b| format!("blk {b}")).unwrap_or_else(|| "blk ?".into());
-        spans.push(Span::styled(format!("{model:<12.12} {block:<7} "), theme.dim()));
+        spans.push(Span::styled(format!("{model:<12.12} "), theme.dim()));
+        let block_style = if block_differs { theme.fg("error") } else { theme.dim() };
+        spans.push(Span::styled(format!("{block:<7} "), block_style));
     }
     let h = &i.health;
     if h.up {
@@ -163,6 +176,28 @@ pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
         ev.count,
     );
     frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
+}
+
+/// The roles disagree: the most harmful disagreement, named as the cause
+/// when misses happen (they give no error of their own).
+pub fn mismatch_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    use crate::state::mismatch::Effect;
+    let Some(first) = state.mismatches.first() else {
+        return;
+    };
+    let traced = state.logs.as_ref().map_or(0, |l| l.correlator.counts().silent_miss as u64);
+    let missing = state.misses.outcomes.silent_miss.max(traced) > 0;
+    let lead = if missing && first.effect == Effect::Misses {
+        "LIKELY CAUSE OF THE SILENT MISSES"
+    } else {
+        "INSTANCES DISAGREE"
+    };
+    let more = match state.mismatches.len() - 1 {
+        0 => String::new(),
+        n => format!(" (+{n} more in Events)"),
+    };
+    let text = format!(" ⚠ {lead}: {}{more}", first.why);
+    frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
 }
 
 /// One line on the tailed logs: each file's state and line count.

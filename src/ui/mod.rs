@@ -4,6 +4,7 @@
 //! ```text
 //! ┌ tabs ─────────────────────────────── model · window · clock · badges ┐
 //! │ one header row per instance (role, endpoint, model, block, health)   │
+//! │ what the roles disagree on (only when they do)                       │
 //! │ silent-miss banner (only when there is one)                          │
 //! │ the current view (Overview, Events)                                  │
 //! │ footer: the keys                                                     │
@@ -131,16 +132,19 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let banner = u16::from(named || state.recent_miss(banner_secs(state)).is_some());
     let logs_row = u16::from(state.logs.is_some());
     let errors_row = u16::from(!state.source_errors.is_empty());
-    let [top, instances, logs_area, errors_area, banner_area, body, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(header_rows),
-        Constraint::Length(logs_row),
-        Constraint::Length(errors_row),
-        Constraint::Length(banner),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let mismatch_row = u16::from(!state.mismatches.is_empty());
+    let [top, instances, logs_area, errors_area, mismatch_area, banner_area, body, footer] =
+        Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Length(header_rows),
+            Constraint::Length(logs_row),
+            Constraint::Length(errors_row),
+            Constraint::Length(mismatch_row),
+            Constraint::Length(banner),
+            Constraint::Min(0),
+            Constraint::Length(1),
+        ])
+        .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
     if logs_row > 0 {
@@ -148,6 +152,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     }
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);
+    }
+    if mismatch_row > 0 {
+        header::mismatch_line(frame, mismatch_area, state, theme);
     }
     if banner > 0 {
         header::miss_banner(frame, banner_area, state, theme);

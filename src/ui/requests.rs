@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! ┌ requests 76 · loaded 60 · silent miss 8 · no prefill 8 ─── /edge ┐
-//! │ TIME     ID                OUTCOME      HOW  KV TOKENS  EVIDENCE  │
-//! │ 06:26:03 lab-mismatch-3    SILENT MISS  id ✓     -      prefill…  │
+//! │ TIME     ID                OUTCOME      HOW  KV TOK DECODE  EVID… │
+//! │ 06:26:03 lab-mismatch-3    SILENT MISS  id✓       - :8200   pre…  │
 //! └───────────────────────────────────────────────────────────────────┘
 //! ┌ trace lab-mismatch-3 ───────────────────────────────────────────┐
 //! │ 06:26:09.0 prefill  prefill#0 APIServer pid=2797  0.4 s  …      │
@@ -19,9 +19,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::{ViewState, fmt};
+use crate::feed::LogOrigin;
 use crate::state::AppState;
+use crate::state::report::origin_endpoint;
 use crate::theme::Theme;
-use crate::traces::{Confidence, Join, Outcome, Trace};
+use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
 
 /// The traces the view lists, newest first, filtered by the search text.
 pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
@@ -39,7 +41,33 @@ pub fn outcome_label(o: Outcome) -> &'static str {
         Outcome::SilentMiss => "SILENT MISS",
         Outcome::NoPrefill => "no prefill",
         Outcome::Error => "ERROR",
+        Outcome::Cancelled => "cancelled",
         Outcome::Unknown => "unknown",
+    }
+}
+
+/// The outcome as the list shows it: an error says at which hop.
+fn outcome_cell(t: &Trace) -> String {
+    match (t.outcome, t.error_at) {
+        (Outcome::Error, Some(h)) => format!("ERROR {}", hop_word(h)),
+        (o, _) => outcome_label(o).to_string(),
+    }
+}
+
+fn hop_word(h: Hop) -> &'static str {
+    match h {
+        Hop::Proxy => "proxy",
+        Hop::Producer => "prefill",
+        Hop::Connector => "connect",
+        Hop::Consumer => "decode",
+    }
+}
+
+/// The decode endpoint that served it, as short as the list needs.
+fn decode_cell(state: &AppState, t: &Trace) -> String {
+    match t.decode {
+        Some(i) => origin_endpoint(state, LogOrigin::Decode(i)),
+        None => "-".into(),
     }
 }
 
@@ -49,7 +77,7 @@ fn outcome_style(o: Outcome, theme: &Theme) -> Style {
         Outcome::SilentMiss => theme.alarm(),
         Outcome::Error => theme.fg("error"),
         Outcome::NoPrefill => theme.text(),
-        Outcome::Pending | Outcome::Unknown => theme.dim(),
+        Outcome::Pending | Outcome::Unknown | Outcome::Cancelled => theme.dim(),
     }
 }
 
@@ -104,8 +132,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     ));
     title.push(Span::styled(
         format!(
-            " · no prefill {} · error {} · unknown {} · pending {} ",
-            c.no_prefill, c.error, c.unknown, c.pending
+            " · no prefill {} · error {} · cancelled {} · unknown {} · pending {} ",
+            c.no_prefill, c.error, c.cancelled, c.unknown, c.pending
         ),
         theme.fg("title"),
     ));
@@ -122,7 +150,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
     let mut lines = vec![Line::styled(
-        format!(" {:<8} {:<24} {:<12} {:<4} {:>6}  {}", "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"),
+        format!(
+            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {}",
+            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "DECODE", "EVIDENCE"
+        ),
         theme.dim(),
     )];
     for (i, t) in rows.iter().enumerate().skip(first).take(height) {
@@ -131,8 +162,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         let mut line = Line::from(vec![
             Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
             Span::styled(format!("{:<24.24} ", t.id), theme.text()),
-            Span::styled(format!("{:<12}", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
-            Span::styled(format!(" {:<4} {:>6}  ", how(t), tokens), theme.dim()),
+            Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
+            Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
+            Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
             Span::styled(t.evidence.clone(), theme.text()),
         ]);
         if i == selected {
@@ -152,7 +184,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 
     if let (Some(id), Some(area)) = (detail_id, detail_area) {
         match logs.correlator.get(&id) {
-            Some(t) => trace_detail(frame, area, t, view.followed.is_some(), theme),
+            Some(t) => trace_detail(frame, area, state, t, view.followed.is_some(), theme),
             None => frame.render_widget(
                 Paragraph::new(Line::styled(format!(" {id} is no longer in the ring"), theme.dim()))
                     .block(Block::default().borders(Borders::ALL)),
@@ -163,10 +195,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
-fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme: &Theme) {
+fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, followed: bool, theme: &Theme) {
     let mut title = vec![
         Span::styled(format!(" trace {} ", t.id), theme.fg("title")),
-        Span::styled(format!(" {} ", outcome_label(t.outcome)), outcome_style(t.outcome, theme)),
+        Span::styled(format!(" {} ", outcome_cell(t)), outcome_style(t.outcome, theme)),
     ];
     if followed {
         title.push(Span::styled(" FOLLOWING (f to stop) ", theme.badge()));
@@ -199,6 +231,19 @@ fn trace_detail(frame: &mut Frame, area: Rect, t: &Trace, followed: bool, theme:
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    let mut facts = Vec::new();
+    if t.decode.is_some() {
+        facts.push(format!("served by decode {}", decode_cell(state, t)));
+    }
+    if let (Outcome::Error, Some(h)) = (t.outcome, t.error_at) {
+        facts.push(format!("failed at the {} hop", hop_word(h)));
+    }
+    if let Some(n) = t.prompt_tokens {
+        facts.push(format!("prompt {n} tokens"));
+    }
+    if !facts.is_empty() {
+        lines.push(Line::styled(format!(" {}", facts.join(" · ")), theme.dim()));
+    }
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }

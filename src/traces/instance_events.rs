@@ -1,10 +1,9 @@
 //! Events from a vLLM instance's own log (prefill or decode).
 
-use super::clock::anchor;
 use super::correlator::{Correlator, Style, process_label, push_capped};
-use super::hits::Waiting;
-use super::ids::{base_id, external_of_internal, looks_random};
+use super::ids::{base_id, external_of_internal, looks_random, trace_key};
 use super::model::{Confidence, Hop, Join, Outcome};
+use super::stamp::anchor;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 
@@ -22,7 +21,13 @@ pub(super) struct Arrival<'a> {
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
     pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64) -> bool {
-        let t = line.timestamp.and_then(|s| anchor(s, at, self.opts.year)).unwrap_or(at);
+        let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
+        if let Some(t) = stamped {
+            self.facts.last_stamp.insert(src, t);
+        }
+        // A line without a stamp (uvicorn's access line) happened at about
+        // the source's last stamp: its clock, which the reader's may not be.
+        let t = stamped.or_else(|| self.facts.last_stamp.get(&src).copied()).unwrap_or(at);
         let process = process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
             self.stat(src).pid = line.pid;
@@ -53,18 +58,34 @@ impl Correlator {
             }
             (VllmEvent::Aborted { ids }, _) => {
                 for id in ids {
-                    if let Some(s) = self.store.latest(base_id(id)) {
+                    if let Some(s) = self.find(id) {
                         let touches = self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src));
                         if touches {
-                            self.fail(s, hop_of(src), src, "request aborted".into(), t, at);
+                            self.cancel(s, src, t, at);
                         }
                     }
+                }
+            }
+            (VllmEvent::RequestFailed { id }, _) => match self.find(id) {
+                Some(s) if self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src)) => {
+                    let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
+                    self.fail(s, hop_of(src), src, text, t, at);
+                }
+                _ => self.stat(src).unattributed_errors += 1,
+            },
+            (VllmEvent::StreamError, _) => {}
+            (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {
+                if let Some(n) = prompt_tokens {
+                    self.on_prompt_tokens(src, id, *n, at);
                 }
             }
             (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
             (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
             (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
-            (VllmEvent::KvConnectorConfig { role, connector, .. }, _) => {
+            (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
+                if let Some(b) = block_size {
+                    self.facts.blocks.insert(src, *b);
+                }
                 let st = self.stat(src);
                 if connector.is_some() {
                     st.connector.clone_from(connector);
@@ -82,7 +103,7 @@ impl Correlator {
                 if let LogOrigin::Decode(i) = src {
                     // The line comes every 10 s: a queue it reports may last that long.
                     let until = if s.waiting > 0 { at + 15.0 } else { at };
-                    self.busy_until.insert(i, until);
+                    self.decodes.entry(i).or_default().busy_until = Some(until);
                 }
             }
             (VllmEvent::KvTransferMetrics(m), LogOrigin::Decode(i)) => {
@@ -101,18 +122,32 @@ impl Correlator {
 
     fn prefill_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
         let src = LogOrigin::Prefill(i);
-        let base = base_id(a.id).to_string();
+        let base = trace_key(a.id);
         let reuse = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| {
                 e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
             })
         });
-        let s = match reuse {
-            Some(s) => {
+        // A decode refusal read just before this copy (the two logs are read
+        // apart): the refused request's own prefill.
+        let refused = match (reuse, a.max_tokens) {
+            (None, Some(1)) if !self.joiner.ids_shared => self.flow.take_refusal(a.at),
+            _ => None,
+        };
+        let s = match (reuse, refused) {
+            (Some(s), _) => {
                 self.reopen(s);
                 s
             }
-            None => self.new_trace(base.clone(), a.at),
+            (None, Some(s)) => {
+                self.store.alias(&base, s);
+                if let Some(e) = self.store.get_mut(s) {
+                    e.trace.id = base.clone();
+                    e.trace.join = Join::ByOrder;
+                }
+                s
+            }
+            (None, None) => self.new_trace(base.clone(), a.at),
         };
         let wants_pull = a.params.and_then(|p| p.do_remote_decode) == Some(true);
         let detail = match (a.max_tokens, wants_pull) {
@@ -129,7 +164,13 @@ impl Correlator {
             e.track.prefill_wants_pull = wants_pull;
             has_decode = e.trace.decode.is_some();
         }
-        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        self.joiner.await_access(src, s, self.opts.max_pending);
+        if refused.is_some() {
+            return s;
+        }
+        if a.max_tokens == Some(1) && !self.joiner.ids_shared {
+            self.flow.watch(s, a.at);
+        }
         if a.max_tokens.is_some_and(|m| m > 1) {
             let ev = format!(
                 "served by {src} alone (max_tokens={}): not a disaggregated request",
@@ -140,10 +181,10 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.ids_shared = true;
+            self.joiner.ids_shared = true;
             self.late_prefill_join(s);
         } else {
-            push_capped(&mut self.unpaired_prefills, s, self.opts.max_pending);
+            self.joiner.unpaired(s, self.opts.max_pending);
         }
         s
     }
@@ -158,8 +199,8 @@ impl Correlator {
         process: Option<String>,
     ) {
         let src = LogOrigin::Prefill(i);
-        let base = base_id(external);
-        let found = self.store.latest(base).filter(|s| {
+        let base = trace_key(external);
+        let found = self.store.latest(&base).filter(|s| {
             self.store
                 .get(*s)
                 .is_some_and(|e| e.trace.prefill == Some(i) && e.track.prefill_internal.is_none())
@@ -181,7 +222,7 @@ impl Correlator {
 
     fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
         let src = LogOrigin::Decode(i);
-        let base = base_id(a.id).to_string();
+        let base = trace_key(a.id);
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
@@ -191,7 +232,7 @@ impl Correlator {
         let mut join = Join::ById;
         let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
         if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.ids_shared = true;
+            self.joiner.ids_shared = true;
         }
         if target.is_none()
             && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
@@ -204,7 +245,7 @@ impl Correlator {
                 .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
                 .filter(|s| takes(self, *s));
         }
-        if target.is_none() && params.is_none() && looks_random(&base) && !self.ids_shared {
+        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.joiner.ids_shared {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;
@@ -215,6 +256,12 @@ impl Correlator {
                 self.reopen(s);
                 if self.store.get(s).is_some_and(|e| e.trace.id != base) {
                     self.store.alias(&base, s);
+                    // Paired by order: the user knows the decode's id, not the prefill's.
+                    if join == Join::ByOrder
+                        && let Some(e) = self.store.get_mut(s)
+                    {
+                        e.trace.id = base.clone();
+                    }
                 }
                 s
             }
@@ -247,10 +294,10 @@ impl Correlator {
             prefill = e.trace.prefill;
         }
         if params.is_some() {
-            self.params_seen.insert(i);
+            self.decodes.entry(i).or_default().params_seen = true;
         }
         self.mark_open(s);
-        push_capped(self.access_wait.entry(src).or_default(), s, self.opts.max_pending);
+        self.joiner.await_access(src, s, self.opts.max_pending);
         match (params, prefill) {
             (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
             (None, Some(pi)) if self.style(i) == Style::Params => {
@@ -267,30 +314,8 @@ impl Correlator {
     }
 
     /// The oldest prefill still waiting for its decode, within the order window.
-    fn order_partner(&mut self, t: f64) -> Option<u64> {
-        let win = self.opts.order_window_s;
-        while let Some(s) = self.unpaired_prefills.front().copied() {
-            let usable = self.store.get(s).and_then(|e| {
-                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
-                let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
-                fresh.then_some(start)
-            });
-            match usable {
-                Some(start) if start >= t - win && start <= t + 1.0 => {
-                    self.unpaired_prefills.pop_front();
-                    return Some(s);
-                }
-                // Too old (or taken): it will never pair now.
-                Some(start) if start < t - win => {
-                    self.unpaired_prefills.pop_front();
-                }
-                Some(_) => return None,
-                None => {
-                    self.unpaired_prefills.pop_front();
-                }
-            }
-        }
-        None
+    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
+        self.joiner.partner(&self.store, t, self.opts.order_window_s)
     }
 
     fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
@@ -316,7 +341,7 @@ impl Correlator {
             ),
         };
         self.decide(s, Outcome::Loaded, conf, ev, at);
-        let q = self.params_loaded.entry(i).or_default();
+        let q = &mut self.decodes.entry(i).or_default().params_loaded;
         push_capped(q, s, self.opts.max_pending);
     }
 
@@ -330,8 +355,8 @@ impl Correlator {
         process: Option<String>,
     ) {
         let src = LogOrigin::Decode(i);
-        let base = base_id(external);
-        let found = self.store.latest(base).filter(|s| {
+        let base = trace_key(external);
+        let found = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| e.trace.decode == Some(i) && e.track.decode_added_at.is_none())
         });
         let s = match found {
@@ -341,75 +366,12 @@ impl Correlator {
                 self.decode_arrival(i, &a)
             }
         };
-        self.added_seq += 1;
-        let seq = self.added_seq;
+        let seq = self.joiner.next_seq();
         if let Some(e) = self.store.get_mut(s) {
             e.track.decode_added_at = Some(at);
             e.trace.engine_ids.push((src, internal.to_string()));
         }
         self.enqueue_for_hit(i, s, at, seq);
-    }
-
-    /// Puts a prefilled, param-less decode request in line for a hit.
-    fn enqueue_for_hit(&mut self, i: usize, s: u64, added_at: f64, seq: u64) {
-        let eligible = self.store.get(s).is_some_and(|e| {
-            e.trace.outcome == Outcome::Pending
-                && e.trace.prefill.is_some()
-                && !e.track.decode_has_params
-                && !e.track.in_hit_queue
-        });
-        if !eligible {
-            return;
-        }
-        if let Some(e) = self.store.get_mut(s) {
-            e.track.in_hit_queue = true;
-        }
-        let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
-        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new() };
-        let (claim, dropped) = self.hits.entry(i).or_default().add(w, orphan_s, cap);
-        if let Some(c) = claim {
-            self.apply_claim(i, c, added_at, added_at);
-        }
-        if let Some(d) = dropped {
-            self.no_hit_verdict(i, d, added_at, false, true);
-        }
-    }
-
-    /// A prefill arrived after its decode (read order): queue the decode now.
-    fn late_prefill_join(&mut self, s: u64) {
-        let info = self.store.get(s).and_then(|e| Some((e.trace.decode?, e.track.decode_added_at?)));
-        if let Some((i, added)) = info {
-            // Its place in `Added` order is unknown; it goes last.
-            self.added_seq += 1;
-            let seq = self.added_seq;
-            self.enqueue_for_hit(i, s, added, seq);
-        }
-    }
-
-    fn on_hit(&mut self, i: usize, t: f64, at: f64) {
-        let cap = self.opts.max_pending;
-        if let Some(c) = self.hits.entry(i).or_default().hit(at, cap) {
-            self.apply_claim(i, c, t, at);
-        }
-    }
-
-    fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
-        let Some(s) = self.hits.get_mut(&i).and_then(|q| q.inject()) else {
-            return;
-        };
-        self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |p| {
-            p.end = Some(t);
-            p.detail = format!("External Cache Hit, Inject {tokens} tokens");
-        });
-        if let Some(e) = self.store.get_mut(s) {
-            e.trace.inject_tokens = Some(tokens);
-        }
-        if self.store.outcome(s) == Some(Outcome::Loaded) {
-            let ev = self.hit_evidence(s, t);
-            if let Some(e) = self.store.get_mut(s) {
-                e.trace.evidence = ev;
-            }
-        }
     }
 
     pub(super) fn connector_name(&self, i: usize) -> String {

@@ -4,7 +4,7 @@
 //! snapshots.
 
 use crate::feed::Msg;
-use crate::record::{Entry, Recording};
+use crate::record::Recording;
 use crate::state::AppState;
 
 fn speed_label(s: f64) -> String {
@@ -12,7 +12,7 @@ fn speed_label(s: f64) -> String {
 }
 
 pub struct Player {
-    entries: Vec<Entry>,
+    messages: Vec<Msg>,
     initial: AppState,
     pos: usize,
     /// Recording time now.
@@ -26,10 +26,10 @@ pub struct Player {
 
 impl Player {
     pub fn new(rec: Recording, initial: AppState, speed: f64, name: String) -> Player {
-        let t0 = rec.entries.first().map_or(rec.header.started, Entry::t);
-        let t_end = rec.entries.last().map_or(t0, Entry::t);
+        let t0 = rec.messages.first().map_or(rec.session.started, Msg::at);
+        let t_end = rec.messages.last().map_or(t0, Msg::at);
         Player {
-            entries: rec.entries,
+            messages: rec.messages,
             initial,
             pos: 0,
             t: t0,
@@ -50,11 +50,11 @@ impl Player {
     }
 
     fn apply_until(&mut self, state: &mut AppState) {
-        while let Some(e) = self.entries.get(self.pos) {
-            if e.t() > self.t {
+        while let Some(m) = self.messages.get(self.pos) {
+            if m.at() > self.t {
                 break;
             }
-            state.apply(e.clone().into_msg());
+            state.apply(m.clone());
             self.pos += 1;
         }
         state.apply(Msg::Tick { at: self.t });

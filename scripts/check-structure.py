@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Structure rules of src/: no import circles between files (a file's
+`use crate::...` / `use super::...` lines, resolved to the files they
+name, never lead back to it), and no file over 450 lines before its
+`#[cfg(test)]` tests. Prints what breaks a rule; exits 1 if anything does.
+"""
+import os
+import re
+import sys
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+LIMIT = 450
+
+
+def module_of(path):
+    rel = os.path.relpath(path, SRC)[:-3].split(os.sep)
+    if rel[-1] in ("mod", "lib", "main"):
+        rel = rel[:-1]
+    return rel
+
+
+def file_of(mod, files):
+    """The file that defines module path `mod` (longest prefix that is a file)."""
+    for n in range(len(mod), -1, -1):
+        key = tuple(mod[:n])
+        if key in files:
+            return files[key], n
+    return None, 0
+
+
+def uses(text):
+    """Paths of `use` declarations, braces expanded one level deep."""
+    out = []
+    for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);", text, re.M):
+        body = re.sub(r"\s+", "", m.group(1))
+        if "{" in body:
+            head, rest = body.split("{", 1)
+            rest = rest.rsplit("}", 1)[0]
+            depth, cur, parts = 0, "", []
+            for ch in rest:
+                if ch == "," and depth == 0:
+                    parts.append(cur)
+                    cur = ""
+                    continue
+                depth += ch == "{"
+                depth -= ch == "}"
+                cur += ch
+            parts.append(cur)
+            for p in parts:
+                p = p.split("{", 1)[0]
+                out.append((head + p).strip(":"))
+        else:
+            out.append(body)
+    return out
+
+
+def main():
+    files = {}
+    for root, _, names in os.walk(SRC):
+        for n in names:
+            if n.endswith(".rs"):
+                p = os.path.join(root, n)
+                if n == "main.rs":
+                    continue
+                files[tuple(module_of(p))] = p
+    edges = {p: set() for p in files.values()}
+    bad = []
+    for mod, path in files.items():
+        text = open(path).read()
+        code = text.split("#[cfg(test)]", 1)[0]
+        n = code.count("\n")
+        if n > LIMIT:
+            bad.append(f"{os.path.relpath(path, SRC)}: {n} lines before its tests (limit {LIMIT})")
+        for u in uses(code):
+            parts = [x for x in u.split("::") if x and x != "self"]
+            if not parts:
+                continue
+            if parts[0] == "crate":
+                target = parts[1:]
+            elif parts[0] == "super":
+                # `super` of `a/b.rs` and of `a/b/mod.rs` alike is module `a`.
+                base = list(mod[:-1])
+                parts = parts[1:]
+                while parts and parts[0] == "super":
+                    parts = parts[1:]
+                    base = base[:-1]
+                target = base + parts
+            else:
+                continue
+            f, depth = file_of(target, files)
+            if f and f != path:
+                edges[path].add(f)
+    # Cycles: strongly connected components of more than one file.
+    index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(comp)
+
+    sys.setrecursionlimit(10000)
+    for v in edges:
+        if v not in index:
+            visit(v)
+    for c in comps:
+        bad.append("import circle: " + " <-> ".join(sorted(os.path.relpath(p, SRC) for p in c)))
+    for b in bad:
+        print(b)
+    sys.exit(1 if bad else 0)
+
+
+main()

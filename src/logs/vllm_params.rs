@@ -1,0 +1,123 @@
+//! What vLLM's `Received request` and `KVTransferConfig` lines carry:
+//! `max_tokens`, `kv_transfer_params`, the connector and its role.
+
+use super::pyrepr::{Cursor, Py};
+
+/// `kv_transfer_params` as the API server logged them inside
+/// `SamplingParams(... extra_args={'kv_transfer_params': {...}})`.
+/// Keys that were absent or `None` stay `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KvParams {
+    pub do_remote_prefill: Option<bool>,
+    pub do_remote_decode: Option<bool>,
+    /// The prefill instance's *internal* id (with its `-<8 hex>` suffix).
+    pub remote_request_id: Option<String>,
+    pub remote_engine_id: Option<String>,
+    pub remote_num_tokens: Option<u32>,
+    /// Count of block ids in `remote_block_ids` (flattened: NIXL logs one list per KV group).
+    pub remote_block_count: Option<usize>,
+    pub remote_host: Option<String>,
+    pub remote_port: Option<u16>,
+}
+
+/// `Received request <id>: params: SamplingParams(...), lora_request: ...`
+/// (≥0.14) or `Received request <id>: prompt: '...', params: ...` (≤0.11).
+/// (external id, `max_tokens`, `kv_transfer_params`).
+pub(super) fn parse_received(r: &str) -> (String, Option<u32>, Option<KvParams>) {
+    let (id, mut rest) = match r.find(": ") {
+        Some(i) => (&r[..i], &r[i + 2..]),
+        None => (r.trim_end_matches(['.', ':']), ""),
+    };
+    let mut max_tokens = None;
+    let mut kv_params = None;
+    // Skip the prompt repr without looking inside it: it is user text and may
+    // itself contain "max_tokens=" or "kv_transfer_params".
+    if let Some(p) = rest.strip_prefix("prompt: ") {
+        let mut c = Cursor::new(p);
+        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { "" };
+    }
+    if let Some(p) = rest.strip_prefix("params: SamplingParams(") {
+        let mut c = Cursor::new(p);
+        while let Some(key) = c.key_eq() {
+            match key {
+                "max_tokens" => {
+                    max_tokens = match c.value(0) {
+                        Some(Py::Int(n)) => u32::try_from(n).ok(),
+                        _ => None,
+                    }
+                }
+                "extra_args" => kv_params = c.value(0).and_then(|v| kv_params_of(&v)),
+                _ => {
+                    if !c.skip_value() {
+                        break;
+                    }
+                }
+            }
+            if !c.eat(b',') {
+                break;
+            }
+        }
+    }
+    (id.to_string(), max_tokens, kv_params)
+}
+
+/// `{'kv_transfer_params': {...}}` → `KvParams`; anything else → `None`.
+fn kv_params_of(extra: &Py) -> Option<KvParams> {
+    let params = extra.get("kv_transfer_params")?;
+    let Py::Dict(_) = params else { return None };
+    let s = |k| match params.get(k) {
+        Some(Py::Str(v)) => Some(v.clone().into_owned()),
+        _ => None,
+    };
+    let b = |k| match params.get(k) {
+        Some(Py::Bool(v)) => Some(*v),
+        _ => None,
+    };
+    let n = |k| match params.get(k) {
+        Some(Py::Int(v)) => Some(*v),
+        _ => None,
+    };
+    Some(KvParams {
+        do_remote_prefill: b("do_remote_prefill"),
+        do_remote_decode: b("do_remote_decode"),
+        remote_request_id: s("remote_request_id"),
+        remote_engine_id: s("remote_engine_id"),
+        remote_num_tokens: n("remote_num_tokens").and_then(|v| u32::try_from(v).ok()),
+        remote_block_count: match params.get("remote_block_ids") {
+            Some(v @ Py::List(_)) => Some(v.count_leaves()),
+            _ => None,
+        },
+        remote_host: s("remote_host"),
+        remote_port: n("remote_port").and_then(|v| u16::try_from(v).ok()),
+    })
+}
+
+/// Body of `KVTransferConfig(` up to its `)`.
+/// (`kv_role`, `kv_connector`, `engine_id`).
+pub(super) fn parse_kv_config(r: &str) -> (Option<String>, Option<String>, Option<String>) {
+    let (mut role, mut connector, mut engine_id) = (None, None, None);
+    let mut c = Cursor::new(r);
+    while let Some(key) = c.key_eq() {
+        let slot = match key {
+            "kv_role" => &mut role,
+            "kv_connector" => &mut connector,
+            "engine_id" => &mut engine_id,
+            _ => {
+                if !c.skip_value() {
+                    break;
+                }
+                if !c.eat(b',') {
+                    break;
+                }
+                continue;
+            }
+        };
+        if let Some(Py::Str(v)) = c.value(0) {
+            *slot = Some(v.into_owned());
+        }
+        if !c.eat(b',') {
+            break;
+        }
+    }
+    (role, connector, engine_id)
+}

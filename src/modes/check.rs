@@ -1,0 +1,87 @@
+//! `pdtop check`: no screen; the feed folded into a report.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::cli::{CheckArgs, UiArgs};
+use crate::error::{Error, Result, RuntimeContext};
+use crate::feed::Msg;
+use crate::pipeline::{CHANNEL, Player, Session, spawn_collectors};
+use crate::state::AppState;
+use crate::state::report::Report;
+
+pub fn check(args: &CheckArgs) -> Result<Report> {
+    if let Some(file) = &args.replay {
+        let rec = super::open_recording(file)?;
+        let mut state = rec.session.state();
+        let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
+        state.finish(end);
+        return Ok(Report::from_state(&state));
+    }
+    let settings = super::settings(&args.inputs, &UiArgs::default())?;
+    let session = Session::from_inputs(&args.inputs, &settings)?;
+    let duration = args.duration.unwrap_or(0.0);
+    if !(duration.is_finite() && duration > 0.0) {
+        return Err(Error::usage("--duration must be a positive number of seconds"));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("runtime")?;
+    let state = rt.block_on(async {
+        let clock = session.clock();
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        spawn_collectors(&session, clock.clone(), tx)?;
+        let mut state = session.state();
+        fold_for(&mut state, rx, Duration::from_secs_f64(duration)).await;
+        state.finish(clock.now());
+        Ok::<AppState, Error>(state)
+    })?;
+    if session.collect.as_ref().is_some_and(|c| c.prometheus.is_some()) && state.instances.is_empty() {
+        let why = state.source_errors.last().map(|(s, e)| format!(": {s}: {e}")).unwrap_or_default();
+        return Err(Error::Runtime(format!("no instance matched on the Prometheus server{why}")));
+    }
+    Ok(Report::from_state(&state))
+}
+
+/// Applies what the collectors send for `duration`.
+async fn fold_for(state: &mut AppState, mut rx: mpsc::Receiver<Msg>, duration: Duration) {
+    let deadline = tokio::time::Instant::now() + duration;
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some(m) => state.apply(m),
+                None => break,
+            },
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+}
+
+/// A human summary of a report, for `check` without `--json`.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    for i in &r.instances {
+        s.push_str(&format!(
+            "{:<8} {:<22} {} ok={} failed={} restarts={}{}\n",
+            i.role.name(),
+            i.endpoint,
+            if i.up { "up  " } else { "DOWN" },
+            i.scrapes_ok,
+            i.scrapes_failed,
+            i.restarts,
+            i.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
+        ));
+    }
+    let q = &r.requests;
+    s.push_str(&format!(
+        "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
+        q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
+    ));
+    for m in &r.mismatches {
+        s.push_str(&format!("mismatch: {}\n", m.why));
+    }
+    for w in &r.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    s.push_str(&format!("verdict: {:?}\n", r.verdict));
+    s
+}

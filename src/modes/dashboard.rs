@@ -1,0 +1,15 @@
+//! The live dashboard: the session's collectors, sunk to the screen.
+
+use super::screen::run_screen;
+use crate::app::App;
+use crate::cli::{Inputs, UiArgs};
+use crate::error::Result;
+use crate::pipeline::{Feed, Session};
+
+pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
+    let settings = super::settings(&inputs, &ui)?;
+    let session = Session::from_inputs(&inputs, &settings)?;
+    let theme = super::theme(&settings)?;
+    let feed = Feed::live(&session, session.clock())?;
+    run_screen(App::new(session.state(), theme), feed)
+}

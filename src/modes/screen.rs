@@ -1,0 +1,79 @@
+//! The screen sink: owns the terminal for the length of the dashboard and
+//! restores it on every way out (return, error, panic, signals).
+
+use tokio::sync::mpsc;
+
+use crate::app::{self, App, Input};
+use crate::error::{Error, Result, RuntimeContext};
+use crate::pipeline::{COLLECTOR_THREAD, Feed};
+
+pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(Error::usage(
+            "the dashboard needs a terminal; for no screen use `pdtop check --duration SECS --json`",
+        ));
+    }
+    let mut terminal = ratatui::try_init().runtime("cannot set up the terminal")?;
+    // Restores on every way out of this function, `?` included (an early
+    // error used to leave the terminal raw and on the alternate screen).
+    let restore = RestoreOnDrop;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some(COLLECTOR_THREAD) {
+            return;
+        }
+        hook(info);
+    }));
+    #[cfg(debug_assertions)]
+    test_ui_fault()?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("ui runtime")?;
+    let result = rt.block_on(async {
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        app::spawn_input_thread(in_tx.clone());
+        spawn_signal_watch(in_tx);
+        app::run(&mut terminal, &mut app, feed, in_rx).await
+    });
+    drop(restore);
+    result.map(|_| ()).runtime("terminal")
+}
+
+struct RestoreOnDrop;
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        // While unwinding, the panic hook has already restored and printed
+        // the message; leaving the alternate screen a second time would move
+        // the cursor back (xterm's 1049 restores the saved position) and the
+        // shell would overwrite the message.
+        if !std::thread::panicking() {
+            ratatui::restore();
+        }
+    }
+}
+
+/// Test hook, debug builds only: `PDTOP_TEST_UI_FAULT=panic|error` makes
+/// the screen fail right after it took the terminal, so the tests can watch
+/// the terminal come back from a panic and from an error exit of the real
+/// binary. Release builds do not contain it.
+#[cfg(debug_assertions)]
+fn test_ui_fault() -> Result<()> {
+    match std::env::var("PDTOP_TEST_UI_FAULT").as_deref() {
+        Ok("panic") => panic!("test hook PDTOP_TEST_UI_FAULT"),
+        Ok("error") => Err(Error::runtime("test hook PDTOP_TEST_UI_FAULT")),
+        _ => Ok(()),
+    }
+}
+
+fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    for kind in [SignalKind::terminate(), SignalKind::hangup(), SignalKind::interrupt()] {
+        let tx = tx.clone();
+        if let Ok(mut s) = signal(kind) {
+            tokio::spawn(async move {
+                if s.recv().await.is_some() {
+                    let _ = tx.send(Input::Signal);
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! `pdtop screenshots`: frames drawn from the embedded recording, replayed
+//! headless to chosen moments, saved as SVG.
+
+use crate::app::App;
+use crate::error::{Error, Result, RuntimeContext};
+use crate::lab::{self, Capture};
+use crate::theme::Theme;
+
+pub fn screenshots(out: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    use crate::ui::svg::{DARK, LIGHT, buffer_to_svg};
+    use ratatui::backend::TestBackend;
+    let capture = Capture::embedded().map_err(|e| Error::Runtime(format!("demo data: {e}")))?;
+    std::fs::create_dir_all(out).runtime("screenshot folder")?;
+    let dark = Theme::builtin("dark").map_err(Error::runtime)?;
+    let light = Theme::builtin("light").map_err(Error::runtime)?;
+    // (file, seconds into the recording, theme, palette, view, trace open, id search)
+    type Shot<'a> = (&'a str, f64, &'a Theme, &'a crate::ui::svg::Palette, crate::ui::View, bool, &'a str);
+    let shots: [Shot; 7] = {
+        use crate::ui::View::*;
+        [
+            ("overview.svg", 45.0, &dark, &DARK, Overview, false, ""),
+            ("requests.svg", 62.0, &dark, &DARK, Requests, false, ""),
+            ("trace.svg", 62.0, &dark, &DARK, Requests, true, "edge_block-1"),
+            ("link.svg", 62.0, &dark, &DARK, Link, false, ""),
+            ("decode-restart.svg", 100.0, &dark, &DARK, Overview, false, ""),
+            ("events.svg", 146.0, &dark, &DARK, Events, false, ""),
+            ("light.svg", 45.0, &light, &LIGHT, Overview, false, ""),
+        ]
+    };
+    let mut written = Vec::new();
+    for (file, secs, theme, palette, view, open, search) in shots {
+        let state = lab::replay::state_at(&capture, secs, true);
+        let mut app = App::new(state, theme.clone());
+        app.view.search = search.to_string();
+        app.view.view = view;
+        app.view.detail = open;
+        let mut term = ratatui::Terminal::new(TestBackend::new(140, 44)).runtime("backend")?;
+        term.draw(|f| app.draw(f)).runtime("draw")?;
+        let path = out.join(file);
+        std::fs::write(&path, buffer_to_svg(term.backend().buffer(), palette)).runtime("write")?;
+        written.push(path);
+    }
+    Ok(written)
+}

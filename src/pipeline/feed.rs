@@ -1,0 +1,63 @@
+//! Where a mode's messages come from.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::{self, Receiver};
+
+use super::collectors::{COLLECTOR_THREAD, run_on_thread, spawn_collectors};
+use super::player::Player;
+use super::session::Session;
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::feed::Msg;
+use crate::lab::server::LabClock;
+
+/// The messages a sink folds into its state.
+pub enum Feed {
+    /// Collectors (or a test) sending as things happen.
+    Live(LiveFeed),
+    /// A recording, played at a speed, with pause and seek.
+    Recording(Box<Player>),
+}
+
+pub struct LiveFeed {
+    pub rx: Receiver<Msg>,
+    /// Ages on screen follow this clock.
+    pub clock: Arc<dyn Clock>,
+    /// The demo lab's position (loop, progress), when the feed is the demo.
+    pub lab: Option<LabInfo>,
+}
+
+/// What the title bar says about a demo lab.
+#[derive(Clone)]
+pub struct LabInfo {
+    pub capture: String,
+    pub speed: f64,
+    pub clock: LabClock,
+}
+
+/// How many messages may wait between collectors and the state.
+pub const CHANNEL: usize = 1024;
+
+impl Feed {
+    /// The session's collectors on a thread of their own.
+    pub fn live(session: &Session, clock: Arc<dyn Clock>) -> Result<Feed> {
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        let (session2, clock2) = (session.clone(), clock.clone());
+        run_on_thread(COLLECTOR_THREAD, move || async move {
+            if let Err(e) = spawn_collectors(&session2, clock2.clone(), tx.clone()) {
+                let msg = Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e.to_string() };
+                let _ = tx.send(msg).await;
+            }
+        })?;
+        Ok(Feed::Live(LiveFeed { rx, clock, lab: None }))
+    }
+
+    /// The player, for the keys that steer it.
+    pub fn player_mut(&mut self) -> Option<&mut Player> {
+        match self {
+            Feed::Recording(p) => Some(p.as_mut()),
+            Feed::Live(_) => None,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! What is being watched, built once: from the command line, from a
+//! recording's header (where it is persisted), or from a capture.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::Inputs;
+use crate::clock::{Clock, ScaledClock, SystemClock};
+use crate::config::Settings;
+use crate::error::{Error, Result, UsageContext};
+use crate::feed::{Endpoint, LogOrigin, Role};
+use crate::kv::KvCacheDtype;
+use crate::sources::NetDevPath;
+use crate::sources::prometheus::PromOptions;
+use crate::sources::scrape::ScrapeOptions;
+use crate::state::AppState;
+use crate::state::link::{KvModel, LinkState};
+
+/// Environment variable holding a bearer token for every endpoint.
+pub const TOKEN_ENV: &str = "PDTOP_BEARER_TOKEN";
+
+/// The watch: instances, logs, link inputs, window and clock speed. The
+/// serialized part is a recording's header; `collect` is how a live pdtop
+/// reads it, which a replay does not need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Unix seconds when watching began.
+    pub started: f64,
+    /// The instances, in `--prefill` then `--decode` order (empty when a
+    /// Prometheus server discovers them).
+    pub endpoints: Vec<Endpoint>,
+    /// Tailed logs: which instance (or the proxy), and the path as given.
+    pub logs: Vec<(LogOrigin, String)>,
+    /// The interface whose byte counters are watched.
+    pub iface: Option<String>,
+    /// KV bytes per token, and where that figure came from.
+    pub kv_model: Option<KvModel>,
+    /// `--kv-cache-dtype`, as given (validated when the session was built).
+    #[serde(default)]
+    pub kv_cache_dtype: Option<String>,
+    /// The sliding window of the histograms (seconds).
+    pub window_secs: f64,
+    /// How fast pdtop's clock runs against the wall (a sped-up lab).
+    #[serde(default = "one")]
+    pub clock_speed: f64,
+    /// `--show-prompts`: traces keep the prompt text the logs print.
+    #[serde(default)]
+    pub show_prompts: bool,
+    #[serde(skip)]
+    pub collect: Option<Collect>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// How live collectors read the session's inputs.
+#[derive(Debug, Clone)]
+pub struct Collect {
+    pub scrape: ScrapeOptions,
+    pub prometheus: Option<PromOptions>,
+    pub kv_dir: Option<PathBuf>,
+    pub net_dev: Option<NetDevPath>,
+    /// How often logs are polled.
+    pub log_poll: Duration,
+    /// How often the connector directory and interface are read.
+    pub link_interval: Duration,
+}
+
+impl PartialEq for Collect {
+    /// Live inputs are not part of what a session *is*.
+    fn eq(&self, _: &Collect) -> bool {
+        true
+    }
+}
+
+impl Session {
+    /// From the command line and the resolved settings.
+    pub fn from_inputs(inputs: &Inputs, settings: &Settings) -> Result<Session> {
+        let dtype = match &inputs.kv_cache_dtype {
+            Some(d) => Some(d.parse::<KvCacheDtype>().usage()?),
+            None => None,
+        };
+        let kv_model = match &inputs.model_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+                let source = format!("--model-config {}", path.display());
+                Some(
+                    KvModel::from_config(&text, source, dtype.unwrap_or_default())
+                        .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?,
+                )
+            }
+            None => inputs.kv_bytes_per_token.map(|n| KvModel {
+                bytes_per_token: n,
+                source: "--kv-bytes-per-token".into(),
+                layers: None,
+            }),
+        };
+        let prometheus = PromOptions::from_inputs(inputs, settings.interval, settings.timeout).usage()?;
+        let endpoints = if prometheus.is_some() { Vec::new() } else { endpoints(inputs)? };
+        let net_dev = inputs.iface.as_ref().map(|_| match &inputs.net_dev_file {
+            Some(f) => NetDevPath::File(f.clone()),
+            None => NetDevPath::Proc { netns_pid: inputs.netns_pid },
+        });
+        let collect = Collect {
+            scrape: ScrapeOptions {
+                interval: settings.interval,
+                timeout: settings.timeout,
+                bearer_token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
+            },
+            prometheus,
+            kv_dir: inputs.kv_dir.clone(),
+            net_dev,
+            // Often enough that a verdict lands within one refresh.
+            log_poll: (settings.interval / 4).clamp(Duration::from_millis(50), Duration::from_millis(250)),
+            link_interval: settings.interval,
+        };
+        Ok(Session {
+            started: SystemClock.now(),
+            endpoints,
+            logs: log_sources(inputs)?,
+            iface: inputs.iface.clone(),
+            kv_model,
+            kv_cache_dtype: dtype.map(|d| d.to_string()),
+            window_secs: settings.window_secs,
+            clock_speed: inputs.clock_speed.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(1.0),
+            show_prompts: inputs.show_prompts,
+            collect: Some(collect),
+        })
+    }
+
+    /// A fresh state watching what the session watches.
+    pub fn state(&self) -> AppState {
+        let dtype = self.kv_cache_dtype.as_deref().and_then(|d| d.parse::<KvCacheDtype>().ok());
+        AppState::new(self.endpoints.clone(), self.window_secs)
+            .with_logs(&self.logs)
+            .with_link(LinkState::new(self.iface.clone(), self.kv_model.clone(), dtype))
+            .show_prompts(self.show_prompts)
+    }
+
+    /// The system clock, or a faster one for a sped-up lab.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        if self.clock_speed != 1.0 {
+            Arc::new(ScaledClock::new(SystemClock.now(), self.clock_speed))
+        } else {
+            Arc::new(SystemClock)
+        }
+    }
+
+    /// The endpoints of one role, as the user wrote them.
+    pub fn displays(&self, role: Role) -> impl Iterator<Item = &str> {
+        self.endpoints.iter().filter(move |e| e.role == role).map(|e| e.display.as_str())
+    }
+}
+
+/// The instances given on the command line.
+fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>> {
+    let mut out = Vec::new();
+    for (role, list) in [(Role::Prefill, &inputs.prefill), (Role::Decode, &inputs.decode)] {
+        for s in list {
+            out.push(Endpoint::parse(role, s).usage()?);
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::usage(
+            "give at least one instance: --prefill HOST:PORT and/or --decode HOST:PORT (or try `pdtop demo`)",
+        ));
+    }
+    Ok(out)
+}
+
+/// The tailed logs, tied to the instance each belongs to.
+fn log_sources(inputs: &Inputs) -> Result<Vec<(LogOrigin, String)>> {
+    if inputs.prefill_log.len() > inputs.prefill.len().max(1)
+        || inputs.decode_log.len() > inputs.decode.len().max(1)
+    {
+        return Err(Error::usage(
+            "give at most one --prefill-log per --prefill and one --decode-log per --decode, in the same order",
+        ));
+    }
+    let mut out: Vec<(LogOrigin, String)> = Vec::new();
+    out.extend(inputs.prefill_log.iter().enumerate().map(|(i, p)| (LogOrigin::Prefill(i), p.clone())));
+    out.extend(inputs.decode_log.iter().enumerate().map(|(i, p)| (LogOrigin::Decode(i), p.clone())));
+    out.extend(inputs.proxy_log.iter().map(|p| (LogOrigin::Proxy, p.clone())));
+    if out.iter().filter(|(_, p)| p == "-").count() > 1 {
+        return Err(Error::usage("only one log can be read from stdin (-)"));
+    }
+    Ok(out)
+}

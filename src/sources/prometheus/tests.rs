@@ -1,0 +1,178 @@
+use super::api::{ApiData, decode, form_encode, ms};
+use super::collector::ServerTime;
+use super::*;
+use crate::feed::Role;
+use std::time::Duration;
+
+fn series(labels: &[(&str, &str)], values: &[(f64, &str)]) -> Series {
+    Series {
+        metric: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        value: None,
+        values: values.iter().map(|(t, v)| (*t, v.to_string())).collect(),
+    }
+}
+
+fn target(name: &str, inst: &str, extra: &[(&str, &str)]) -> Vec<(&'static str, String)> {
+    let mut v: Vec<(&'static str, String)> =
+        vec![("__name__", name.to_string()), ("instance", inst.to_string()), ("job", "vllm-decode".into())];
+    for (k, val) in extra {
+        v.push((Box::leak(k.to_string().into_boxed_str()), val.to_string()));
+    }
+    v
+}
+
+fn s(labels: Vec<(&'static str, String)>, values: &[(f64, &str)]) -> Series {
+    let l: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    series(&l, values)
+}
+
+#[test]
+fn matchers_and_urls() {
+    assert_eq!(matcher_inner(r#"{job="vllm-prefill"}"#).unwrap(), r#"job="vllm-prefill""#);
+    assert_eq!(matcher_inner(r#" job=~"p.*", env="lab" "#).unwrap(), r#"job=~"p.*", env="lab""#);
+    assert!(matcher_inner("{}").is_err());
+    assert!(matcher_inner("vllm").is_err());
+    assert!(matcher_inner(r#"{job="x""#).is_err());
+    assert_eq!(
+        window_query(r#"job="d""#, Duration::from_millis(2500)),
+        r#"{__name__=~"vllm:.+|process_start_time_seconds|up",job="d"}[2500ms]"#
+    );
+    let (u, a) = parse_url("https://bob:s3cret@mimir.example/prometheus/").unwrap();
+    assert_eq!(u, "https://mimir.example/prometheus");
+    assert_eq!(a, Auth::Basic { user: "bob".into(), password: "s3cret".into() });
+    assert_eq!(parse_url("http://127.0.0.1:9090").unwrap(), ("http://127.0.0.1:9090".into(), Auth::None));
+    assert!(parse_url("127.0.0.1:9090").is_err());
+    assert!(parse_url("http://").is_err());
+    assert_eq!(form_encode(r#"{a="b c"}[1ms]"#), "%7Ba%3D%22b+c%22%7D%5B1ms%5D");
+}
+
+#[test]
+fn groups_by_scrape_and_renders_exposition_text() {
+    let mut t = Tracker::new(0);
+    let a = "10.0.0.1:8200";
+    let win = vec![
+        s(target("up", a, &[]), &[(100.0, "1"), (101.0, "1")]),
+        s(target("vllm:num_requests_running", a, &[("model_name", "m\"x")]), &[(100.0, "1"), (101.0, "2")]),
+        s(
+            target("vllm:time_to_first_token_seconds_bucket", a, &[("le", "+Inf"), ("model_name", "m")]),
+            &[(100.0, "3"), (101.0, "NaN")],
+        ),
+    ];
+    let out = t.on_window(Role::Decode, win);
+    // First sight: discovered, then only the newest scrape as baseline.
+    assert!(
+        matches!(&out[0], Out::Discovered { index: 0, endpoint } if endpoint.display == a && endpoint.role == Role::Decode)
+    );
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(matches!(&out[1], Out::Model { index: 0, name } if name == "m\"x"), "{out:?}");
+    let Out::Scrape { index: 0, ts_ms: 101_000, body } = &out[2] else { panic!("{out:?}") };
+    assert_eq!(
+        body,
+        "vllm:num_requests_running{model_name=\"m\\\"x\"} 2\n\
+         vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"m\"} NaN\n"
+    );
+    // The text reads back as pdtop reads an instance.
+    let sample = crate::metrics::model::InstanceSample::from_text(body);
+    assert_eq!(sample.running, Some(2.0));
+    assert_eq!(sample.bad_lines, 0);
+
+    // The next window overlaps: only the newer scrapes come out, in order.
+    let win = vec![
+        s(target("up", a, &[]), &[(101.0, "1"), (102.0, "1"), (103.0, "0")]),
+        s(target("vllm:num_requests_running", a, &[]), &[(101.0, "2"), (102.0, "5")]),
+    ];
+    let out = t.on_window(Role::Decode, win);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        matches!(&out[0], Out::Scrape { ts_ms: 102_000, body, .. } if body == "vllm:num_requests_running 5\n")
+    );
+    assert!(matches!(&out[1], Out::Down { ts_ms: 103_000, instance, .. } if instance == a));
+    // Nothing new: nothing out; stale only after three scrape intervals.
+    assert!(t.on_window(Role::Decode, vec![]).is_empty());
+    assert!(t.stale(105_000, Duration::from_secs(1)).is_empty());
+    let st = t.stale(106_500, Duration::from_secs(1));
+    assert!(matches!(st.as_slice(), [Out::Stale { index: 0, .. }]), "{st:?}");
+    assert!(t.stale(107_000, Duration::from_secs(1)).is_empty(), "told once");
+}
+
+#[test]
+fn instances_get_stable_indices_and_one_role() {
+    let mut t = Tracker::new(2);
+    let disc = |inst: &str, ts: &str| Series {
+        metric: [("instance", inst), ("job", "j")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        value: Some((200.0, ts.to_string())),
+        values: vec![],
+    };
+    let out = t.on_discovery(Role::Prefill, vec![disc("b:1", "199.5"), disc("a:1", "199")]);
+    let names: Vec<(usize, String)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Out::Discovered { index, endpoint } => Some((*index, endpoint.display.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, vec![(2, "a:1".to_string()), (3, "b:1".to_string())]);
+    // Seen again by discovery: nothing new. Matched by the other role: a warning, once.
+    assert!(t.on_discovery(Role::Prefill, vec![disc("a:1", "200")]).is_empty());
+    let out = t.on_discovery(Role::Decode, vec![disc("a:1", "200"), disc("c:1", "200")]);
+    assert!(matches!(&out[0], Out::Warn(w) if w.contains("a:1")));
+    assert!(matches!(&out[1], Out::Discovered { index: 4, .. }));
+    assert!(t.on_discovery(Role::Decode, vec![disc("a:1", "200")]).is_empty());
+    assert_eq!(t.len(), 3);
+}
+
+#[test]
+fn a_second_job_on_the_same_target_is_not_double_counted() {
+    let mut t = Tracker::new(0);
+    let mut other = target("vllm:num_requests_running", "h:1", &[]);
+    other[2].1 = "zzz-other".into();
+    let out = t.on_window(
+        Role::Decode,
+        vec![s(target("vllm:num_requests_running", "h:1", &[]), &[(1.0, "1")]), s(other, &[(1.0, "7")])],
+    );
+    assert!(
+        matches!(&out[1], Out::Scrape { body, .. } if body == "vllm:num_requests_running 1\n"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn api_answers_and_errors() {
+    let ok = br#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"up","instance":"x:1"},"values":[[1700000000.123,"1"]]}]}}"#;
+    let ApiData::Result { result, .. } = decode(ok).unwrap() else { panic!() };
+    assert_eq!(ms(result[0].values[0].0), 1_700_000_000_123);
+    let bad = br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
+    assert_eq!(decode(bad).unwrap_err(), "bad_data: parse error");
+    assert!(decode(b"<html>").is_err());
+    let targets = br#"{"status":"success","data":{"activeTargets":[{"labels":{"instance":"x:1","job":"j"},"lastError":"connection refused","health":"down"}],"droppedTargets":[]}}"#;
+    let ApiData::Targets { active_targets } = decode(targets).unwrap() else { panic!() };
+    assert_eq!(active_targets[0].last_error, "connection refused");
+}
+
+#[test]
+fn odd_names_and_values_never_panic() {
+    let mut t = Tracker::new(0);
+    let out = t.on_window(
+        Role::Decode,
+        vec![
+            s(target("vllm:ok", "h:1", &[("bad label", "v")]), &[(1.0, "x"), (f64::NAN, "1"), (1e300, "1")]),
+            s(target("weird.name", "h:1", &[]), &[(1.0, "1")]),
+            series(&[("__name__", "vllm:x")], &[(1.0, "1")]),
+            series(&[("instance", "h:2")], &[(1.0, "1")]),
+        ],
+    );
+    assert!(!out.is_empty());
+}
+
+#[test]
+fn server_times_are_read_on_pdtops_clock() {
+    // pdtop's clock at 1000 s (a fake one) running five times real speed;
+    // the server's clock is real unix time.
+    let st = ServerTime::from_answer(1_700_000_000.0, 999.0, 1001.0, 5.0);
+    assert_eq!(st.server_at(1000.0), 1_700_000_000.0);
+    // Ten of pdtop's seconds later the server is two seconds on.
+    assert_eq!(st.server_at(1010.0), 1_700_000_002.0);
+}

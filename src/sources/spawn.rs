@@ -1,0 +1,294 @@
+//! Starting the collectors on the current runtime: scrapers, log tailers,
+//! the connector directory and interface counters, each under a
+//! supervisor ([`supervise`]).
+
+use super::{kvdir, logtail, netdev, scrape};
+use crate::feed::{Endpoint, LogOrigin, Msg};
+
+/// Starts one scraper per endpoint on the current runtime, each under a
+/// supervisor: a collector that panics becomes a [`Msg::SourceFailed`] (an
+/// error state on screen), never a torn terminal or a silent stop.
+pub fn spawn_scrapers(
+    endpoints: &[Endpoint],
+    opts: &scrape::ScrapeOptions,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) -> Result<(), String> {
+    let client = scrape::http_client(opts.timeout)?;
+    for (i, ep) in endpoints.iter().enumerate() {
+        // A per-endpoint token (`PDTOP_BEARER_TOKEN_<HOST>_<PORT>`) wins over the global one.
+        let token = scrape::token_for(ep, opts.bearer_token.as_deref(), |k| std::env::var(k).ok());
+        let opts = scrape::ScrapeOptions { bearer_token: token, ..opts.clone() };
+        let (ep, client, clock, tx) = (ep.clone(), client.clone(), clock.clone(), tx.clone());
+        tokio::spawn(async move {
+            let name = format!("scraper {}", ep.display);
+            loop {
+                let task = tokio::spawn(scrape::run(
+                    i,
+                    ep.clone(),
+                    client.clone(),
+                    opts.clone(),
+                    clock.clone(),
+                    tx.clone(),
+                ));
+                let Err(e) = task.await else {
+                    return;
+                };
+                if !e.is_panic() {
+                    return;
+                }
+                // The panic is an error state of this instance (its header
+                // row says DOWN and why) and an event; then the scraper
+                // starts again, so one bad moment does not end the watch.
+                let error = panic_message(e);
+                let at = clock.now();
+                let failed =
+                    Msg::SourceFailed { source: name.clone(), at, error: format!("stopped: {error}") };
+                let down = Msg::ScrapeFailed { instance: i, at, error: format!("scraper panicked: {error}") };
+                if tx.send(failed).await.is_err() || tx.send(down).await.is_err() {
+                    return;
+                }
+                // A scraper that panics every time is retried at the
+                // failure backoff, not in a tight loop.
+                tokio::time::sleep(scrape::backoff(opts.interval, 3)).await;
+            }
+        });
+    }
+    Ok(())
+}
+
+/// The text of a task's panic.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panicked".into())
+}
+
+/// Tails the logs. Files are polled together, one round at a time, in
+/// causal order: prefill logs, then the proxy's, then decode logs. A decode
+/// request is only sent after its prefill finished, so when a round reads
+/// the decode's line, the prefill's line is already in the file and read
+/// first: the correlator never sees a decode request before its prefill
+/// just because one file happened to be polled later. Stdin (`-`) is read
+/// on its own.
+pub fn spawn_log_tailers(
+    logs: &[(LogOrigin, String)],
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    let rank = |s: &LogOrigin| match s {
+        LogOrigin::Prefill(_) => 0,
+        LogOrigin::Proxy => 1,
+        LogOrigin::Decode(_) => 2,
+    };
+    let mut files: Vec<(LogOrigin, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
+    files.sort_by_key(|(s, _)| rank(s));
+    if !files.is_empty() {
+        let task = tokio::spawn(tail_files(files, interval, clock.clone(), tx.clone()));
+        supervise("log tailer".into(), task, clock.clone(), tx.clone());
+    }
+    for (source, _) in logs.iter().filter(|(_, p)| p == "-") {
+        let source = *source;
+        let (btx, mut brx) = tokio::sync::mpsc::channel(64);
+        let task = tokio::spawn(logtail::run_reader(std::io::stdin(), logtail::TailOptions::default(), btx));
+        supervise(format!("log {source} (stdin)"), task, clock.clone(), tx.clone());
+        let (clock, tx) = (clock.clone(), tx.clone());
+        tokio::spawn(async move {
+            while let Some(b) = brx.recv().await {
+                let msg = Msg::LogLines {
+                    source,
+                    at: clock.now(),
+                    lines: b.lines,
+                    state: b.state,
+                    counts: b.counts,
+                };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// One polling round after another over every file, in the given order.
+async fn tail_files(
+    files: Vec<(LogOrigin, String)>,
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    use crate::feed::TailState;
+    use logtail::{ChangeFilter, TailBatch, Tailer};
+    let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
+        .into_iter()
+        .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
+        .collect();
+    loop {
+        // Taken before reading: everything written before it is read below.
+        let read_from = clock.now();
+        // File I/O on the blocking pool, so a slow disk never stalls a runtime.
+        let Ok((back, batches)) = tokio::task::spawn_blocking(move || {
+            let batches: Vec<TailBatch> = tailers
+                .iter_mut()
+                .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
+                .collect();
+            (tailers, batches)
+        })
+        .await
+        else {
+            return;
+        };
+        tailers = back;
+        let at = clock.now();
+        let mut more = false;
+        for ((source, _, news), b) in tailers.iter_mut().zip(batches) {
+            more |= b.more;
+            if news.admit(&b) {
+                let msg =
+                    Msg::LogLines { source: *source, at, lines: b.lines, state: b.state, counts: b.counts };
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if tx.send(Msg::LogsPolled { at: read_from }).await.is_err() {
+            return;
+        }
+        if !more {
+            tokio::time::sleep(interval).await;
+        }
+    }
+}
+
+/// Where interface counters are read: `/proc/net/dev`, another network
+/// namespace's (`/proc/<pid>/net/dev`), or a file in that format (the demo
+/// lab writes the recorded text to one).
+#[derive(Debug, Clone)]
+pub enum NetDevPath {
+    Proc { netns_pid: Option<u32> },
+    File(std::path::PathBuf),
+}
+
+/// Polls the connector directory and the interface counters every interval.
+pub fn spawn_link_sources(
+    kv_dir: Option<std::path::PathBuf>,
+    netdev: Option<NetDevPath>,
+    interval: std::time::Duration,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    if kv_dir.is_none() && netdev.is_none() {
+        return;
+    }
+    let (c, t) = (clock.clone(), tx.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let (dir, nd) = (kv_dir.clone(), netdev.clone());
+            let Ok((scan, read)) = tokio::task::spawn_blocking(move || {
+                let scan = dir.map(|d| kvdir::scan(&d));
+                let read = nd.map(|p| match p {
+                    NetDevPath::Proc { netns_pid } => {
+                        netdev::read_net_dev(netns_pid).map_err(|e| e.to_string())
+                    }
+                    NetDevPath::File(f) => std::fs::read_to_string(&f)
+                        .map_err(|e| format!("{}: {e}", f.display()))
+                        .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
+                });
+                (scan, read)
+            })
+            .await
+            else {
+                return;
+            };
+            let at = c.now();
+            if let Some(scan) = scan
+                && t.send(Msg::KvDir { at, scan }).await.is_err()
+            {
+                return;
+            }
+            if let Some(read) = read
+                && t.send(Msg::NetDev { at, read }).await.is_err()
+            {
+                return;
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+    supervise("kv-dir / interface".into(), task, clock, tx);
+}
+
+/// Reports a task that ended by panicking.
+pub fn supervise(
+    name: String,
+    task: tokio::task::JoinHandle<()>,
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
+    tx: tokio::sync::mpsc::Sender<Msg>,
+) {
+    tokio::spawn(async move {
+        if let Err(e) = task.await
+            && e.is_panic()
+        {
+            let error = panic_message(e);
+            let _ = tx
+                .send(Msg::SourceFailed { source: name, at: clock.now(), error: format!("stopped: {error}") })
+                .await;
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ScaledClock;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    async fn next(rx: &mut tokio::sync::mpsc::Receiver<Msg>) -> Msg {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("in time").expect("open")
+    }
+
+    #[tokio::test]
+    async fn tailed_files_are_read_in_rounds_until_the_receiver_goes() {
+        let dir = std::env::temp_dir().join(format!("pdtop-tail-rounds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (p, d) = (dir.join("prefill.log"), dir.join("decode.log"));
+        std::fs::write(&p, "p1\n").unwrap();
+        std::fs::write(&d, "d1\n").unwrap();
+        let files = vec![
+            (LogOrigin::Prefill(0), p.display().to_string()),
+            (LogOrigin::Decode(0), d.display().to_string()),
+        ];
+        let clock = Arc::new(ScaledClock::new(5000.0, 1.0));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let task = tokio::spawn(tail_files(files, Duration::from_millis(5), clock, tx));
+        // A round: each file's news in the given order, then its end.
+        let lines = |m: Msg| match m {
+            Msg::LogLines { source, lines, at, .. } if at >= 5000.0 => (source, lines),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(lines(next(&mut rx).await), (LogOrigin::Prefill(0), vec!["p1".to_string()]));
+        assert_eq!(lines(next(&mut rx).await), (LogOrigin::Decode(0), vec!["d1".to_string()]));
+        assert!(matches!(next(&mut rx).await, Msg::LogsPolled { at } if at >= 5000.0));
+        // Quiet rounds say only that they were read; new lines come through.
+        assert!(matches!(next(&mut rx).await, Msg::LogsPolled { .. }));
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&d).unwrap();
+        f.write_all(b"d2\n").unwrap();
+        let got = loop {
+            match next(&mut rx).await {
+                Msg::LogsPolled { .. } => continue,
+                m => break lines(m),
+            }
+        };
+        assert_eq!(got, (LogOrigin::Decode(0), vec!["d2".to_string()]));
+        // The receiver gone, the task ends.
+        drop(rx);
+        tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("no panic");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,217 @@
+//! The state's side of two checks across instances: do the roles run the
+//! same thing ([`super::mismatch`]), and did an instance come back clean
+//! after a restart, an outage or a cancelled request ([`super::recovery`]).
+//! Both turn what they find into events.
+
+use crate::feed::{LogOrigin, Role};
+
+use super::instance::Interval;
+use super::recovery::{Finding, Trigger};
+use super::startup::{self, StartupConfig, normalize_version};
+use super::{AppState, EventKind, mismatch};
+
+impl AppState {
+    /// The instance a log belongs to: the n-th of its role, as on the
+    /// command line.
+    pub(super) fn instance_of(&self, origin: LogOrigin) -> Option<usize> {
+        let (role, n) = match origin {
+            LogOrigin::Prefill(n) => (Role::Prefill, n),
+            LogOrigin::Decode(n) => (Role::Decode, n),
+            LogOrigin::Proxy => return None,
+        };
+        self.instances.iter().enumerate().filter(|(_, i)| i.endpoint.role == role).nth(n).map(|(k, _)| k)
+    }
+
+    /// Whether the instance's own log is tailed.
+    pub(super) fn has_log(&self, idx: usize) -> bool {
+        self.logs.as_ref().is_some_and(|l| l.sources.iter().any(|s| self.instance_of(s.source) == Some(idx)))
+    }
+
+    /// An instance's own log lines: its startup config, and the requests
+    /// its clients cancelled.
+    pub(super) fn on_instance_lines(&mut self, origin: LogOrigin, at: f64, lines: &[String]) {
+        let Some(idx) = self.instance_of(origin) else {
+            return;
+        };
+        let mut changed = false;
+        let mut cancelled = 0u64;
+        for line in lines {
+            let Some(msg) = startup::message(line) else {
+                continue;
+            };
+            if StartupConfig::is_config_message(msg) {
+                changed |= self.instances[idx].startup.on_line(line);
+            } else if let Some(ids) = msg.strip_prefix("Aborted request(s) ") {
+                // `Aborted request(s) cmpl-a-0-1, cmpl-b-0-2.`
+                cancelled += ids.split(',').filter(|s| !s.trim().is_empty()).count().max(1) as u64;
+            }
+        }
+        if cancelled > 0 {
+            self.recovery.start(idx, Trigger::Cancelled(cancelled), at);
+        }
+        if changed {
+            self.refresh_mismatches();
+        }
+    }
+
+    pub(super) fn on_version(&mut self, idx: usize, version: &str) {
+        if let Some(inst) = self.instances.get_mut(idx) {
+            inst.version = Some(normalize_version(version));
+            self.refresh_mismatches();
+        }
+    }
+
+    /// Recomputes the disagreements; a new one is an event.
+    pub(super) fn refresh_mismatches(&mut self) {
+        let found = mismatch::find(&self.instances);
+        for m in &found {
+            if !self.mismatches.iter().any(|old| old.key() == m.key()) {
+                self.push_event(self.now, EventKind::Mismatch, m.why.clone());
+            }
+        }
+        self.mismatches = found;
+    }
+
+    /// The mismatch that most likely explains silent misses, if any.
+    pub fn miss_cause(&self) -> Option<String> {
+        mismatch::likely_miss_cause(&self.mismatches)
+    }
+
+    /// After a good scrape: restarts and cancellations start a watch, and
+    /// the interval may answer an open one.
+    pub(super) fn check_recovery(&mut self, idx: usize, iv: &Interval, has_log: bool) {
+        use crate::metrics::model::Counter;
+        let Some(inst) = self.instances.get(idx) else {
+            return;
+        };
+        let (role, display) = (inst.endpoint.role, inst.endpoint.display.clone());
+        if iv.after_restart {
+            self.recovery.start(idx, Trigger::Restart, iv.t - iv.dt);
+            if role == Role::Decode {
+                self.watch_producers(&display, iv.t);
+            }
+        }
+        // Where the instance's log is tailed, its `Aborted` lines say it.
+        let aborted = iv.counter(Counter::RequestsAborted).round() as u64;
+        if aborted > 0 && !has_log {
+            self.recovery.start(idx, Trigger::Cancelled(aborted), iv.t);
+        }
+        let found = self.recovery.on_interval(idx, iv, &display);
+        self.push_findings(found);
+    }
+
+    /// An instance just went down.
+    pub(super) fn recovery_on_down(&mut self, idx: usize, at: f64) {
+        let Some(inst) = self.instances.get(idx) else {
+            return;
+        };
+        let (role, display) = (inst.endpoint.role, inst.endpoint.display.clone());
+        let found = self.recovery.on_down(idx, at, &display);
+        self.push_findings(found);
+        if role == Role::Decode {
+            self.watch_producers(&display, at);
+        }
+    }
+
+    /// A producer may keep KV for a consumer that left.
+    fn watch_producers(&mut self, decode: &str, at: f64) {
+        let prefills: Vec<usize> =
+            (0..self.instances.len()).filter(|&k| self.instances[k].endpoint.role == Role::Prefill).collect();
+        for k in prefills {
+            self.recovery.start(k, Trigger::PeerLeft(decode.to_string()), at);
+        }
+    }
+
+    /// The end of a `check`: open watches say what they know.
+    pub(super) fn finish_recovery(&mut self) {
+        let up: Vec<bool> = self.instances.iter().map(|i| i.health.up).collect();
+        let names: Vec<String> = self.instances.iter().map(|i| i.endpoint.display.clone()).collect();
+        let found = self
+            .recovery
+            .finish(|k| up.get(k).copied().unwrap_or(false), |k| names.get(k).cloned().unwrap_or_default());
+        self.push_findings(found);
+    }
+
+    fn push_findings(&mut self, found: Vec<Finding>) {
+        for f in found {
+            let (kind, text) = match f {
+                Finding::Next { ok: true, text, .. } | Finding::KvReleased { text, .. } => {
+                    (EventKind::Recovered, text)
+                }
+                Finding::Next { ok: false, text, .. } => (EventKind::NotRecovered, text),
+                Finding::KvNotReleased { text, .. } => (EventKind::KvNotReleased, text),
+                Finding::Unknown { text, .. } => (EventKind::RecoveryUnknown, text),
+            };
+            self.push_event(self.now, kind, text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::{Endpoint, LogOrigin, Msg, Role, TailCounts, TailState};
+    use crate::state::recovery::Trigger;
+    use crate::state::{AppState, EventKind};
+
+    fn real(file: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap()
+    }
+
+    fn state(decodes: usize) -> AppState {
+        let mut eps = vec![Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap()];
+        for k in 0..decodes {
+            eps.push(Endpoint::parse(Role::Decode, &format!("127.0.0.1:82{k:02}")).unwrap());
+        }
+        AppState::new(eps, 60.0)
+    }
+
+    fn mismatch_events(st: &AppState) -> Vec<String> {
+        st.events.iter().filter(|e| e.kind == EventKind::Mismatch).map(|e| e.text.clone()).collect()
+    }
+
+    #[test]
+    fn one_event_per_disagreement_not_per_instance() {
+        let mut st = state(2);
+        let body = real("decode-metrics-idle.txt");
+        // The real scrape with only its block size changed.
+        let odd = body.replace("block_size=\"16\"", "block_size=\"32\"");
+        st.apply(Msg::Scrape { instance: 0, at: 1.0, body: real("prefill-metrics-idle.txt") });
+        st.apply(Msg::Scrape { instance: 1, at: 1.0, body: odd.clone() });
+        st.apply(Msg::Scrape { instance: 2, at: 1.0, body: odd });
+        assert_eq!(
+            mismatch_events(&st),
+            ["prefill block 16, decode block 32: decode looks for blocks the prefill never stores"]
+        );
+        assert_eq!(st.mismatches[0].values.len(), 3);
+        st.apply(Msg::Version { instance: 0, at: 2.0, version: "0.26.0".into() });
+        st.apply(Msg::Version { instance: 1, at: 2.0, version: "v0.26.0".into() });
+        assert_eq!(mismatch_events(&st).len(), 1);
+        st.apply(Msg::Version { instance: 2, at: 2.0, version: "0.18.1".into() });
+        assert_eq!(mismatch_events(&st).len(), 2);
+        assert!(st.miss_cause().unwrap().starts_with("likely cause: prefill block 16"));
+    }
+
+    #[test]
+    fn an_instance_log_gives_its_config_and_its_cancels() {
+        let mut st = state(1);
+        let lines: Vec<String> = real("vllm-decode.log").lines().map(str::to_owned).collect();
+        let msg = |lines| Msg::LogLines {
+            source: LogOrigin::Decode(0),
+            at: 5.0,
+            lines,
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        };
+        st.apply(msg(lines));
+        assert_eq!(st.instances[1].startup.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!(st.instances[0].startup.kv_role, None);
+        // A real line of the demo-proxy recording's decode log.
+        let aborted = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.";
+        st.apply(msg(vec![aborted.to_string()]));
+        assert_eq!(st.recovery.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(1)));
+        // The proxy's log belongs to no instance.
+        assert_eq!(st.instance_of(LogOrigin::Proxy), None);
+        assert_eq!(st.instance_of(LogOrigin::Decode(1)), None);
+    }
+}

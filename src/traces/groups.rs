@@ -1,0 +1,219 @@
+//! Settling which requests of a scheduling group loaded their KV.
+//!
+//! ExampleConnector's `External Cache Hit!` names no request, and a miss
+//! prints nothing. When two requests wait and one hit comes, the hit is
+//! either's: the scheduler takes them first-come first-served, but the
+//! older may have been scheduled a step earlier and missed silently (the
+//! recorded demo-proxy lab shows both readings, with identical line
+//! orders). What settles it is the size of the load: `Inject KV cache of
+//! N tokens` moves the prompt aligned down to a block, so N fits only a
+//! prompt of N to N + block tokens. Once the members' prompt lengths are
+//! known, every assignment of the group's hits to members whose prompts
+//! fit them is tried; a member no assignment gives a hit missed, one that
+//! every assignment gives the same hit loaded it.
+
+use super::correlator::Correlator;
+use super::hits::Group;
+use super::model::{Confidence, Hop, Outcome};
+use crate::feed::LogOrigin;
+
+/// Widest gap between a prompt and its injected tokens when the block size
+/// is not known (vLLM's blocks are 16 to 128 tokens).
+const DEFAULT_FIT: u32 = 128;
+/// Largest group tried (assignments grow factorially).
+const MAX_MEMBERS: usize = 8;
+
+impl Correlator {
+    /// A new group: settled now if the lengths are known, else kept.
+    pub(super) fn open_group(&mut self, i: usize, g: Group, now: f64) {
+        if g.members.len() > MAX_MEMBERS {
+            return;
+        }
+        if !self.settle_group(i, &g, now) {
+            self.decodes.entry(i).or_default().hits.add_group(g);
+        }
+    }
+
+    /// A prompt length arrived for `serial`: retry the groups it is in.
+    pub(super) fn resolve_groups_of(&mut self, i: usize, serial: u64, now: f64) {
+        let Some(q) = self.decodes.get(&i).map(|d| &d.hits) else {
+            return;
+        };
+        let mine: Vec<Group> = q.groups.iter().filter(|g| g.members.contains(&serial)).cloned().collect();
+        for g in mine {
+            if self.settle_group(i, &g, now)
+                && let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
+            {
+                q.groups.retain(|x| *x != g);
+            }
+        }
+    }
+
+    /// Decides every member if the lengths allow; `true` when settled.
+    fn settle_group(&mut self, i: usize, g: &Group, now: f64) -> bool {
+        let fit = self.facts.blocks.get(&LogOrigin::Decode(i)).copied().unwrap_or(DEFAULT_FIT);
+        let lens: Vec<Option<u32>> =
+            g.members.iter().map(|s| self.store.get(*s).and_then(|e| e.trace.prompt_tokens)).collect();
+        let fits = |m: usize, h: usize| match (lens[m], g.hits[h]) {
+            (Some(p), Some(n)) => p >= n && p - n <= fit,
+            _ => true,
+        };
+        // owner[m]: the hits member m took in some valid assignment.
+        let mut took: Vec<Vec<Option<usize>>> = vec![Vec::new(); g.members.len()];
+        let mut used = vec![false; g.members.len()];
+        let mut pick = Vec::new();
+        assign(g.hits.len(), g.members.len(), &fits, &mut used, &mut pick, &mut took);
+        let valid = took.first().map_or(0, Vec::len);
+        if valid == 0 {
+            return false;
+        }
+        // Every member must come out the same in every assignment.
+        let mut verdicts = Vec::new();
+        for (m, t) in took.iter().enumerate() {
+            let first = t[0];
+            if t.iter().any(|x| x.map(|h| g.hits[h]) != first.map(|h| g.hits[h])) {
+                return false;
+            }
+            verdicts.push((g.members[m], first.and_then(|h| g.hits[h]), first.is_some(), lens[m]));
+        }
+        let names: Vec<String> = g
+            .members
+            .iter()
+            .zip(&lens)
+            .map(|(s, l)| {
+                let id = self.store.get(*s).map(|e| e.trace.id.clone()).unwrap_or_default();
+                format!("{id} ({} tokens)", l.map_or("?".into(), |n| n.to_string()))
+            })
+            .collect();
+        let hits: Vec<String> = g.hits.iter().map(|h| h.map_or("?".into(), |n| n.to_string())).collect();
+        let together = format!(
+            "{} requests scheduled together on decode#{i} ({}), {} External Cache Hit(s) injecting {} tokens",
+            g.members.len(),
+            names.join(", "),
+            g.hits.len(),
+            hits.join(" and ")
+        );
+        let mut attributed = 0;
+        for (s, tokens, hit, len) in verdicts {
+            let was = self.store.outcome(s);
+            if !matches!(
+                was,
+                Some(Outcome::Pending | Outcome::Loaded | Outcome::Unknown | Outcome::SilentMiss)
+            ) {
+                continue;
+            }
+            if let Some(e) = self.store.get_mut(s) {
+                e.trace.inject_tokens = tokens;
+                if !hit {
+                    e.trace.phases.retain(|p| p.hop != Hop::Connector);
+                }
+            }
+            if hit {
+                let n = tokens.map_or("?".into(), |n| n.to_string());
+                self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, now, |p| {
+                    p.detail = format!("External Cache Hit, Inject {n} tokens");
+                });
+                let ev = format!("Inject {n} tokens fits its own prompt: {together}");
+                self.decide(s, Outcome::Loaded, Confidence::Sure, ev, now);
+            } else {
+                let own = len.map_or("its".into(), |n| format!("its {n}-token"));
+                let ev = format!(
+                    "prefill ran, decode recomputed {own} prompt: no injected size fits it ({together})"
+                );
+                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, now);
+                attributed += 1;
+            }
+        }
+        if g.counted {
+            self.unattributed_misses = self.unattributed_misses.saturating_sub(attributed);
+        }
+        true
+    }
+}
+
+/// Every injective assignment of `hits` to members that `fits`, recorded
+/// per member as the hit it took (or None).
+fn assign(
+    hits: usize,
+    members: usize,
+    fits: &dyn Fn(usize, usize) -> bool,
+    used: &mut [bool],
+    pick: &mut Vec<usize>,
+    took: &mut [Vec<Option<usize>>],
+) {
+    let h = pick.len();
+    if h == hits {
+        for (m, t) in took.iter_mut().enumerate() {
+            t.push(pick.iter().position(|x| *x == m));
+        }
+        return;
+    }
+    for m in 0..members {
+        if !used[m] && fits(m, h) {
+            used[m] = true;
+            pick.push(m);
+            assign(hits, members, fits, used, pick, took);
+            pick.pop();
+            used[m] = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Confidence, Correlator, CorrelatorOptions, Outcome};
+
+    /// Two requests scheduled together, one hit of 896 tokens: with vLLM's
+    /// DEBUG request details (prompt lengths 900 and 1025) the 1025-token
+    /// one is the miss, by name and sure; without them, neither is named.
+    #[test]
+    fn prompt_lengths_settle_a_shared_step() {
+        for debug in [true, false] {
+            let mut c = Correlator::new(CorrelatorOptions::default());
+            let at = 1_800_000_000.0;
+            let (p, d) = (LogOrigin::Prefill(0), LogOrigin::Decode(0));
+            c.on_line(d, "non-default args: {'block_size': 16, 'kv_transfer_config': KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')}", at);
+            for (id, n, k) in [("a", 900, 1), ("b", 1025, 2)] {
+                c.on_line(
+                    p,
+                    &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=1)"),
+                    at,
+                );
+                c.on_line(
+                    d,
+                    &format!("Received request cmpl-{id}-0: params: SamplingParams(max_tokens=9)"),
+                    at,
+                );
+                if debug {
+                    let ids = vec!["7"; n].join(", ");
+                    let line = format!(
+                        "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-{id}-0 details: prompt: None, prompt_token_ids: [{ids}], prompt_embeds shape: None."
+                    );
+                    c.on_line(d, &line, at);
+                }
+                c.on_line(d, &format!("Added request cmpl-{id}-0-0000000{k}."), at);
+            }
+            c.on_line(d, "External Cache Hit!", at);
+            c.on_line(d, "Inject KV cache of 896 tokens to the paged memory", at);
+            c.on_tick(at + 2.0);
+            let (a, b) = (c.get("a").expect("a"), c.get("b").expect("b"));
+            if debug {
+                assert_eq!(
+                    (a.outcome, a.confidence, a.inject_tokens),
+                    (Outcome::Loaded, Confidence::Sure, Some(896))
+                );
+                assert_eq!(
+                    (b.outcome, b.confidence),
+                    (Outcome::SilentMiss, Confidence::Sure),
+                    "{}",
+                    b.evidence
+                );
+                assert_eq!(c.counts().unattributed_misses, 0);
+            } else {
+                assert_eq!((a.outcome, b.outcome), (Outcome::Loaded, Outcome::Unknown));
+                assert_eq!(c.counts().unattributed_misses, 1);
+            }
+        }
+    }
+}

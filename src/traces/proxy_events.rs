@@ -1,0 +1,312 @@
+//! Events from the proxy's log.
+//!
+//! The demo proxy logs only uvicorn access lines: no id, no clock. Those
+//! are pinned, by arrival order within a short window, on a trace the
+//! instances already opened, or open a proxy-only trace that can only end
+//! `Unknown` (or `Error`). Pinned on a prefilled request, an access line is
+//! what proves the proxy's flow (`flow.rs`). Its failures print before the
+//! `200 OK` that hides them: `Error occurred in disagg proxy server`, the
+//! exception tuple, `ClientError occurred: Cannot connect to host ...`; the
+//! access line that follows is that failed request's. The JSON-lines
+//! format carries `request_id` and `ts` and joins by id.
+
+use super::correlator::Correlator;
+use super::instance_events::hop_of;
+use super::model::{Confidence, Hop, Join, Outcome};
+use crate::feed::LogOrigin;
+use crate::logs::proxy::{ProxyErrorKind, ProxyEvent, RequestEvent, Stage};
+
+/// Lines of one proxy failure arrive within this long of each other.
+const ERROR_BURST_S: f64 = 1.0;
+/// The access line that ends a failed request comes within this long.
+const ERROR_ACCESS_S: f64 = 2.0;
+
+/// How far back (in ring entries) an id-less access line looks for its trace.
+const ATTACH_SCAN: usize = 256;
+
+impl Correlator {
+    pub(super) fn on_proxy(&mut self, ev: ProxyEvent, at: f64) -> bool {
+        match ev {
+            ProxyEvent::Startup { .. } => {
+                self.stat(LogOrigin::Proxy).starts += 1;
+                true
+            }
+            ProxyEvent::Shutdown => {
+                self.stat(LogOrigin::Proxy).shutdowns += 1;
+                true
+            }
+            ProxyEvent::Access(a) => {
+                if a.method != "POST" || !a.path.starts_with("/v1/") {
+                    return false;
+                }
+                if let Some((s, when)) = self.flow.error.take()
+                    && at - when <= ERROR_ACCESS_S
+                    && self.store.get(s).is_some()
+                {
+                    // The failed request's own answer: the demo proxy says 200 with nothing.
+                    let detail = if (200..300).contains(&a.status) {
+                        format!("HTTP {} with an empty body: the proxy hid the failure", a.status)
+                    } else {
+                        format!("HTTP {}", a.status)
+                    };
+                    self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| {
+                        p.detail = detail;
+                        p.end = Some(at);
+                    });
+                } else if (200..300).contains(&a.status) {
+                    self.proxy_ok_access(a.status, at);
+                } else {
+                    self.stat(LogOrigin::Proxy).unattributed_errors += 1;
+                    self.error_trace(LogOrigin::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
+                }
+                true
+            }
+            ProxyEvent::Error { kind, status, text, instance } => {
+                self.stat(LogOrigin::Proxy).unattributed_errors += 1;
+                self.proxy_error(kind, status, &text, instance.as_deref(), at);
+                true
+            }
+            ProxyEvent::Request(r) => {
+                self.proxy_request(r, at);
+                true
+            }
+            ProxyEvent::Other => false,
+        }
+    }
+
+    /// An id-less `200` from the proxy: the oldest recent trace with no proxy
+    /// phase yet, else a proxy-only trace.
+    fn proxy_ok_access(&mut self, status: u16, at: f64) {
+        let win = self.opts.proxy_window_s;
+        let serials = self.store.serials();
+        let from = serials.end.saturating_sub(ATTACH_SCAN as u64).max(serials.start);
+        let fits = |s: &u64, prefilled: bool| {
+            self.store.get(*s).is_some_and(|e| {
+                !e.track.proxy_seen
+                    && (e.trace.prefill.is_some() || (!prefilled && e.trace.decode.is_some()))
+                    && e.trace.first_seen >= at - win
+                    && e.trace.first_seen <= at + 1.0
+            })
+        };
+        // A proxied request was prefilled: those first, direct ones only if none.
+        let target = (from..serials.end)
+            .find(|s| fits(s, true))
+            .or_else(|| (from..serials.end).find(|s| fits(s, false)));
+        let (s, detail) = match target {
+            Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
+            None => {
+                let id = self.synthetic_id("proxy");
+                (self.new_trace(id, at), format!("HTTP {status}"))
+            }
+        };
+        self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
+        let mut due = None;
+        let mut prefilled = false;
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.proxy_seen = true;
+            prefilled = e.trace.prefill.is_some();
+            due = e.track.miss_due.zip(e.trace.decode);
+        }
+        if prefilled && !self.flow.proxied && !self.flow.bypass {
+            self.flow.proxied = true;
+            self.settle_orphans(at);
+        }
+        // Decided before its proxy line came: the flow now vouches for its prefill.
+        if self.prefill_guaranteed(s)
+            && let Some(e) = self.store.get_mut(s)
+            && e.trace.join == Join::ByOrder
+            && e.trace.outcome != Outcome::Pending
+            && e.trace.confidence == Confidence::Unsure
+        {
+            e.trace.confidence = Confidence::Likely;
+        }
+        if let Some((busy, di)) = due {
+            self.miss_now(di, s, busy, at);
+        }
+    }
+
+    /// One line of a proxy failure; the lines of one failure make one trace.
+    fn proxy_error(
+        &mut self,
+        kind: ProxyErrorKind,
+        status: Option<u16>,
+        text: &str,
+        instance: Option<&str>,
+        at: f64,
+    ) {
+        let named = instance.and_then(|a| self.flow.source_of(a));
+        let (mut hop, mut what) = match (named, instance) {
+            (Some(src @ LogOrigin::Prefill(_)), Some(a)) => {
+                (Hop::Producer, format!("{src} ({a}) unreachable: {text}"))
+            }
+            (Some(src @ LogOrigin::Decode(_)), Some(a)) => {
+                (Hop::Consumer, format!("{src} ({a}) unreachable: {text}"))
+            }
+            _ => (
+                Hop::Proxy,
+                match status {
+                    Some(s) => format!("proxy error (HTTP {s}): {text}"),
+                    None => format!("proxy error: {text}"),
+                },
+            ),
+        };
+        if let (Some(LogOrigin::Prefill(_)), Some(a)) = (named, instance)
+            && !self.flow.dropped.iter().any(|d| d == a)
+        {
+            // vLLM's demo proxy removes a prefill instance after its failure.
+            self.flow.dropped.push(a.to_string());
+        }
+        if kind == ProxyErrorKind::Detail && text.starts_with("StopIteration") {
+            // vLLM's demo proxy empties only its prefill list (one failure
+            // drops an instance); its decode list never shrinks.
+            hop = Hop::Producer;
+            let dropped = match self.flow.dropped.is_empty() {
+                true => "every prefill instance after a failure".to_string(),
+                false => format!("{} after its failure", self.flow.dropped.join(", ")),
+            };
+            what = format!(
+                "the proxy has no prefill instance left (it dropped {dropped}) and failed the request itself (StopIteration)"
+            );
+        }
+        if let (None, Some(a)) = (named, instance) {
+            // A host pdtop was not told of: remembered, in case the proxy's
+            // next line says which stage it served.
+            self.flow.unnamed_host = Some(a.to_string());
+        }
+        if kind == ProxyErrorKind::DisaggProxy {
+            if let Some(h) = self.flow.unnamed_host.take()
+                && !self.flow.dropped.contains(&h)
+            {
+                self.flow.dropped.push(h);
+            }
+            // `disagg_proxy_demo.py` prints this only for a failure before
+            // the decode stream starts: the prefill stage (a decode failure
+            // surfaces later, inside the stream).
+            hop = Hop::Producer;
+            what = "the demo proxy failed the request before decode (its prefill stage) and answers 200 with an empty body".into();
+        }
+        if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
+            && !self.joiner.ids_shared
+            && let Some(s) = self.order_partner(at)
+        {
+            // A decode that cannot be reached: the prefilled request waiting for it.
+            if let Some(e) = self.store.get_mut(s) {
+                e.trace.decode = Some(i);
+                e.trace.join = super::model::Join::ByOrder;
+            }
+            self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
+            return;
+        }
+        let recent =
+            self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
+        match recent {
+            Some((s, _)) => {
+                let blamed = self.store.get(s).and_then(|e| e.trace.error_at);
+                if hop != Hop::Proxy && blamed == Some(Hop::Proxy) {
+                    // The later line says where it failed: blame that hop.
+                    let before = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.outcome = Outcome::Pending;
+                    }
+                    self.fail(s, hop, LogOrigin::Proxy, what, at, at);
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.evidence.push_str(&format!("; {before}"));
+                    }
+                } else if let Some(e) = self.store.get_mut(s) {
+                    e.trace.evidence.push_str(&format!("; {what}"));
+                }
+                self.flow.error = Some((s, at));
+            }
+            None => {
+                let id = self.synthetic_id("proxy-error");
+                let s = self.new_trace(id, at);
+                if let Some(e) = self.store.get_mut(s) {
+                    e.track.proxy_seen = true;
+                }
+                self.fail(s, hop, LogOrigin::Proxy, what, at, at);
+                self.flow.error = Some((s, at));
+            }
+        }
+    }
+
+    /// A JSON-lines step: joined by `request_id`, which is the base id.
+    fn proxy_request(&mut self, r: RequestEvent, at: f64) {
+        let t = r.ts.filter(|x| x.is_finite()).unwrap_or(at);
+        let id = r.request_id.trim();
+        if id.is_empty() {
+            return;
+        }
+        let s = match self.store.latest(id) {
+            // A decided trace with a finished proxy phase belongs to an
+            // earlier request with the same id (a looping client): start anew.
+            Some(s)
+                if !(r.stage == Stage::Received
+                    && self.store.get(s).is_some_and(|e| {
+                        e.trace.outcome != Outcome::Pending
+                            && e.trace.phase(Hop::Proxy).is_some_and(|p| p.end.is_some())
+                    })) =>
+            {
+                s
+            }
+            _ => self.new_trace(id.to_string(), at),
+        };
+        let stage = format!("{:?}", r.stage);
+        self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, t, |p| {
+            p.detail = match r.status {
+                Some(st) => format!("{stage} (HTTP {st})"),
+                None => stage.clone(),
+            };
+            if r.stage == Stage::DecodeDone {
+                p.end = Some(t);
+            }
+        });
+        let mut last_stage = None;
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.proxy_seen = true;
+            if r.stage != Stage::Error {
+                e.track.proxy_stage = Some(r.stage);
+            }
+            last_stage = e.track.proxy_stage;
+        }
+        let bad_status = r.status.is_some_and(|st| !(200..300).contains(&st));
+        if r.stage == Stage::Error || bad_status {
+            // Name the hop the proxy was talking to when it failed.
+            let stage = if r.stage == Stage::Error { last_stage } else { Some(r.stage) };
+            let hop = match stage {
+                Some(Stage::PrefillStart | Stage::PrefillDone) => Hop::Producer,
+                Some(Stage::DecodeStart | Stage::DecodeFirstByte | Stage::DecodeDone) => Hop::Consumer,
+                _ => self.store.get(s).map_or(Hop::Proxy, |e| {
+                    if e.trace.decode.is_some() {
+                        Hop::Consumer
+                    } else if e.trace.prefill.is_some() {
+                        Hop::Producer
+                    } else {
+                        Hop::Proxy
+                    }
+                }),
+            };
+            let text = match (r.error.as_deref(), r.status) {
+                (Some(e), Some(st)) => format!("HTTP {st}: {e}"),
+                (Some(e), None) => e.to_string(),
+                (None, Some(st)) => format!("HTTP {st}"),
+                (None, None) => "failed".to_string(),
+            };
+            let src = match hop {
+                Hop::Producer => self
+                    .store
+                    .get(s)
+                    .and_then(|e| e.trace.prefill)
+                    .map_or(LogOrigin::Proxy, LogOrigin::Prefill),
+                Hop::Consumer => {
+                    self.store.get(s).and_then(|e| e.trace.decode).map_or(LogOrigin::Proxy, LogOrigin::Decode)
+                }
+                _ => LogOrigin::Proxy,
+            };
+            let text = if hop_of(src) == hop { format!("proxy reports {text}") } else { text };
+            self.fail(s, hop, src, text, t, at);
+            if let Some(e) = self.store.get_mut(s) {
+                e.trace.confidence = Confidence::Sure;
+            }
+        }
+    }
+}
