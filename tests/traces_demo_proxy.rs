@@ -339,7 +339,7 @@ fn demo_proxy_check_report() {
     assert_eq!(why.len(), 1, "{why:?}");
     assert_eq!(why[0]["count"], 8);
     assert!(
-        why[0]["reason"].as_str().unwrap().contains("hits went to 1 requests added alongside it"),
+        why[0]["reason"].as_str().unwrap().contains("hits went to the request added alongside it"),
         "{why:?}"
     );
 }

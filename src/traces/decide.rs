@@ -171,8 +171,12 @@ impl Correlator {
             let rivals: Vec<String> =
                 w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
             let ev = format!(
-                "no External Cache Hit of its own, but hits went to {} requests added alongside it ({}): one of them did not load KV, and the logs cannot say which until their prompt lengths are known (vLLM's DEBUG request log or its spans)",
-                rivals.len(),
+                "no External Cache Hit of its own, but hits went to {} added alongside it ({}): one of them did not load KV, and the logs cannot say which until their prompt lengths are known (vLLM's DEBUG request log or its spans)",
+                if rivals.len() == 1 {
+                    "the request".to_string()
+                } else {
+                    format!("{} requests", rivals.len())
+                },
                 rivals.join(", ")
             );
             let counted = join == Join::ById || self.flow.established();
