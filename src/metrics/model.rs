@@ -30,6 +30,28 @@ pub enum Counter {
     NixlExpired,
 }
 
+impl Counter {
+    /// Every counter, in declaration (and `Ord`) order.
+    pub const ALL: [Counter; 16] = [
+        Counter::PromptLocalCompute,
+        Counter::PromptLocalCacheHit,
+        Counter::PromptExternal,
+        Counter::PromptTokens,
+        Counter::GenerationTokens,
+        Counter::PrefixQueries,
+        Counter::PrefixHits,
+        Counter::ExternalQueries,
+        Counter::ExternalHits,
+        Counter::Preemptions,
+        Counter::RequestsOk,
+        Counter::RequestsAborted,
+        Counter::RequestsErrored,
+        Counter::NixlFailedTransfers,
+        Counter::NixlFailedNotifications,
+        Counter::NixlExpired,
+    ];
+}
+
 /// Histograms pdtop shows or reasons with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Hist {

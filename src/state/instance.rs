@@ -4,11 +4,15 @@
 //! zero, so a rate is never negative.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use super::startup::StartupConfig;
 use crate::feed::{Endpoint, ModelInfo};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist, InstanceSample};
+
+pub use super::interval::Interval;
+use super::interval::{Counters, Hists, share_bounds};
 
 /// Intervals kept per instance (one per successful scrape): an hour at 1 s.
 pub const HISTORY_CAP: usize = 3600;
@@ -31,26 +35,6 @@ pub struct Health {
     pub no_vllm_metrics: bool,
 }
 
-/// What changed between two consecutive good scrapes.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Interval {
-    pub t: f64,
-    pub dt: f64,
-    pub counters: BTreeMap<Counter, f64>,
-    pub hists: BTreeMap<Hist, Histogram>,
-    pub kv_usage: Option<f64>,
-    pub running: Option<f64>,
-    pub waiting: Option<f64>,
-    /// This interval began with a restart (its deltas count from zero).
-    pub after_restart: bool,
-}
-
-impl Interval {
-    pub fn counter(&self, c: Counter) -> f64 {
-        self.counters.get(&c).copied().unwrap_or(0.0)
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct InstanceState {
     pub endpoint: Endpoint,
@@ -66,6 +50,8 @@ pub struct InstanceState {
     /// Sums of all intervals since pdtop started.
     pub total_counters: BTreeMap<Counter, f64>,
     pub total_hists: BTreeMap<Hist, Histogram>,
+    /// The bucket bounds the history's histograms share, per histogram.
+    bounds: BTreeMap<Hist, Option<Arc<[f64]>>>,
 }
 
 impl InstanceState {
@@ -81,6 +67,7 @@ impl InstanceState {
             history: VecDeque::new(),
             total_counters: BTreeMap::new(),
             total_hists: BTreeMap::new(),
+            bounds: BTreeMap::new(),
         }
     }
 
@@ -107,7 +94,7 @@ impl InstanceState {
         h.no_vllm_metrics = sample.vllm_samples == 0;
 
         let interval = match (&self.latest, self.latest_at) {
-            (Some(prev), Some(prev_at)) => Some(diff(prev, &sample, at, at - prev_at)),
+            (Some(prev), Some(prev_at)) => Some(diff(prev, &sample, at, at - prev_at, &mut self.bounds)),
             _ => None,
         };
         if let Some(iv) = &interval {
@@ -119,7 +106,13 @@ impl InstanceState {
                 *self.total_counters.entry(*c).or_default() += v;
             }
             for (k, hist) in &iv.hists {
-                self.total_hists.entry(*k).or_default().merge(hist);
+                self.total_hists.entry(k).or_default().merge(&hist);
+            }
+            // Grown exactly up to the cap (doubling would leave a full ring
+            // with room for 4096).
+            if self.history.len() == self.history.capacity() {
+                let want = (self.history.len() * 2).clamp(16, HISTORY_CAP + 1);
+                self.history.reserve_exact(want.saturating_sub(self.history.len()));
             }
             self.history.push_back(iv.clone());
             while self.history.len() > HISTORY_CAP {
@@ -136,7 +129,7 @@ impl InstanceState {
         let mut out: Option<Histogram> = None;
         for iv in self.history.iter().rev().take_while(|iv| iv.t > since) {
             if let Some(h) = iv.hists.get(&hist) {
-                out.get_or_insert_with(Histogram::default).merge(h);
+                out.get_or_insert_with(Histogram::default).merge(&h);
             }
         }
         out
@@ -155,7 +148,13 @@ impl InstanceState {
 }
 
 /// The interval between two samples, detecting a restart.
-fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interval {
+fn diff(
+    prev: &InstanceSample,
+    cur: &InstanceSample,
+    at: f64,
+    dt: f64,
+    bounds: &mut BTreeMap<Hist, Option<Arc<[f64]>>>,
+) -> Interval {
     let start_changed = match (prev.process_start, cur.process_start) {
         (Some(a), Some(b)) => (a - b).abs() > 0.5,
         _ => false,
@@ -165,17 +164,17 @@ fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interv
         cur.hists.iter().any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
     let restart = start_changed || counter_went_down || hist_went_down;
 
-    let mut counters = BTreeMap::new();
-    for (c, v) in &cur.counters {
+    // `cur.counters` is a map by `Counter`: already in order.
+    let counters = Counters::from_sorted(cur.counters.iter().map(|(c, v)| {
         let d = match prev.counters.get(c) {
             Some(p) if !restart => v - p,
             // After a restart (or for a family that just appeared) the
             // counter starts from zero, so all of it is new.
             _ => *v,
         };
-        counters.insert(*c, d.max(0.0));
-    }
-    let mut hists = BTreeMap::new();
+        (*c, d.max(0.0))
+    }));
+    let mut hists: Vec<(Hist, Histogram, Arc<[f64]>)> = Vec::new();
     for (k, h) in &cur.hists {
         let d = match prev.hists.get(k) {
             Some(p) if !restart => match h.delta(p) {
@@ -189,9 +188,12 @@ fn diff(prev: &InstanceSample, cur: &InstanceSample, at: f64, dt: f64) -> Interv
         // idle, and an hour of them per instance would otherwise hold
         // every bucket of every family.
         if d.total() > 0.0 || d.sum > 0.0 {
-            hists.insert(*k, d);
+            let shared = share_bounds(bounds.entry(*k).or_default(), &d.bounds);
+            hists.push((*k, d, shared));
         }
     }
+    // `cur.hists` is a map by `Hist`: already in order.
+    let hists = Hists::from_sorted(hists.iter().map(|(k, h, b)| (*k, h, b.clone())));
     Interval {
         t: at,
         dt,

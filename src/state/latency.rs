@@ -42,7 +42,7 @@ pub fn series(
         for iv in inst.history.iter().rev().take_while(|iv| iv.t > since) {
             let Some(h) = iv.hists.get(&hist) else { continue };
             let b = (((iv.t - since) / width).ceil() as usize).clamp(1, bins) - 1;
-            acc[b].get_or_insert_with(Histogram::default).merge(h);
+            acc[b].get_or_insert_with(Histogram::default).merge(&h);
         }
     }
     acc.into_iter()

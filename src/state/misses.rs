@@ -225,9 +225,9 @@ impl MissDetector {
             return;
         }
         if external > 0.0 && local <= n * threshold {
-            self.ttft_loaded.merge(ttft);
+            self.ttft_loaded.merge(&ttft);
         } else if external == 0.0 && local > n * threshold {
-            self.ttft_computed.merge(ttft);
+            self.ttft_computed.merge(&ttft);
         }
     }
 

@@ -5,6 +5,7 @@
 mod checks;
 pub mod discovery;
 pub mod instance;
+pub mod interval;
 pub mod kv_bytes;
 pub mod kv_folders;
 pub mod kv_ledger;

@@ -150,6 +150,23 @@ impl Trace {
     pub(crate) fn phase_mut(&mut self, hop: Hop) -> Option<&mut Phase> {
         self.phases.iter_mut().find(|p| p.hop == hop)
     }
+
+    /// Gives back the capacity its strings and vectors hold beyond their
+    /// contents (the ring keeps 10,000 traces).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        let opt = |s: &mut Option<String>| s.iter_mut().for_each(String::shrink_to_fit);
+        self.id.shrink_to_fit();
+        self.engine_ids.shrink_to_fit();
+        self.engine_ids.iter_mut().for_each(|(_, id)| id.shrink_to_fit());
+        self.phases.shrink_to_fit();
+        for p in &mut self.phases {
+            opt(&mut p.process);
+            p.detail.shrink_to_fit();
+            opt(&mut p.error);
+        }
+        self.evidence.shrink_to_fit();
+        opt(&mut self.prompt);
+    }
 }
 
 /// Verdict totals over the traces currently held, plus run-long counters.

@@ -53,6 +53,9 @@ pub(crate) struct Entry {
     pub track: Track,
 }
 
+/// How many traces behind the newest one a trace is compacted.
+const COMPACT_LAG: usize = 256;
+
 #[derive(Clone)]
 pub(crate) struct Store {
     cap: usize,
@@ -60,9 +63,9 @@ pub(crate) struct Store {
     first: u64,
     entries: VecDeque<Entry>,
     /// Latest trace per base id.
-    by_base: HashMap<String, u64>,
+    by_base: HashMap<Box<str>, u64>,
     /// Trace per engine-internal id (prefill side), for NIXL params and expiry lines.
-    by_engine: HashMap<String, u64>,
+    by_engine: HashMap<Box<str>, u64>,
     pub evicted: u64,
 }
 
@@ -81,8 +84,25 @@ impl Store {
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
     pub fn push(&mut self, trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
-        self.by_base.insert(trace.id.clone(), serial);
+        insert_key(&mut self.by_base, &trace.id, serial);
+        // Grown exactly up to the cap: doubling would leave a full ring of
+        // 10,000 with room (and memory) for 16,384.
+        if self.entries.len() == self.entries.capacity() {
+            let want = (self.entries.len() * 2).max(16).min(self.cap + 1);
+            self.entries.reserve_exact(want.saturating_sub(self.entries.len()));
+        }
         self.entries.push_back(Entry { trace, track });
+        // A trace this far back has (almost always) stopped changing: give
+        // back what its strings and vectors grew beyond their contents. One
+        // that still changes just grows again.
+        if let Some(i) = self.entries.len().checked_sub(COMPACT_LAG + 1)
+            && let Some(e) = self.entries.get_mut(i)
+        {
+            e.trace.shrink_to_fit();
+            if let Some(id) = &mut e.track.prefill_internal {
+                id.shrink_to_fit();
+            }
+        }
         while self.entries.len() > self.cap {
             if let Some(old) = self.entries.pop_front() {
                 let s = self.first;
@@ -105,8 +125,8 @@ impl Store {
         // Traces filed under an instance's response id (no forwarded id).
         for (_, id) in &old.trace.engine_ids {
             let k = super::ids::trace_key(super::ids::external_of_internal(id));
-            if self.by_base.get(&k) == Some(&serial) {
-                self.by_base.remove(&k);
+            if self.by_base.get(k.as_str()) == Some(&serial) {
+                self.by_base.remove(k.as_str());
             }
         }
         for k in old.trace.engine_ids.iter().map(|(_, id)| id.as_str()) {
@@ -114,7 +134,7 @@ impl Store {
                 self.by_engine.remove(k);
             }
         }
-        if let Some(k) = &old.track.prefill_internal
+        if let Some(k) = old.track.prefill_internal.as_deref()
             && self.by_engine.get(k) == Some(&serial)
         {
             self.by_engine.remove(k);
@@ -137,11 +157,11 @@ impl Store {
 
     /// Points `base` at `serial` too (a decode id joined to a prefill trace).
     pub fn alias(&mut self, base: &str, serial: u64) {
-        self.by_base.insert(base.to_string(), serial);
+        insert_key(&mut self.by_base, base, serial);
     }
 
     pub fn index_engine(&mut self, internal: &str, serial: u64) {
-        self.by_engine.insert(internal.to_string(), serial);
+        insert_key(&mut self.by_engine, internal, serial);
     }
 
     pub fn by_engine(&self, internal: &str) -> Option<u64> {
@@ -172,5 +192,45 @@ impl Store {
             LogOrigin::Decode(i) => e.trace.decode == Some(i),
             LogOrigin::Proxy => e.track.proxy_seen,
         }
+    }
+}
+
+/// Indexes `key`. Once the ring is full every trace removes as many keys
+/// as it adds, and deleted keys leave tombstones that use up a hashbrown
+/// table's room; with none left, hashbrown doubles a table more than half
+/// full (hours into a run, for good). Rebuilt clean at the size its live
+/// keys need instead, it stays the size of the ring; at least a quarter of
+/// room after a rebuild keeps rebuilds rare.
+fn insert_key(map: &mut HashMap<Box<str>, u64>, key: &str, serial: u64) {
+    if map.len() == map.capacity() && !map.contains_key(key) {
+        let mut fresh = HashMap::with_capacity(map.len() + map.len() / 4 + 1);
+        fresh.extend(map.drain());
+        *map = fresh;
+    }
+    map.insert(key.into(), serial);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full ring's churn: every new key evicts the oldest.
+    fn churn(insert: fn(&mut HashMap<Box<str>, u64>, &str, u64)) -> usize {
+        let mut map = HashMap::new();
+        let live = 10_000u64;
+        for n in 0..200_000u64 {
+            insert(&mut map, &format!("cmpl-lab{n}-0"), n);
+            if n >= live {
+                map.remove(format!("cmpl-lab{}-0", n - live).as_str());
+            }
+        }
+        map.capacity()
+    }
+
+    #[test]
+    fn a_churned_index_keeps_the_size_of_its_live_keys() {
+        // (With plain inserts, the hashbrown of Rust 1.95 doubles it.)
+        let kept = churn(insert_key);
+        assert!(kept < 15_000, "{kept}");
     }
 }
