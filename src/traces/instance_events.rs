@@ -79,7 +79,13 @@ impl Correlator {
                     self.on_prompt_tokens(src, id, *n, at);
                 }
             }
-            (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
+            (VllmEvent::EngineDead { text }, _) => {
+                let first = !self.stat(src).last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= 5.0);
+                if first {
+                    self.push_log_event(src, crate::logs::signal::SignalKind::EngineDead, text.clone(), t);
+                }
+                self.on_death(src, text, t, at)
+            }
             (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
             (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
             (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
@@ -115,6 +121,13 @@ impl Correlator {
                 }
                 self.on_instance_access(src, a.status, t, at);
             }
+            (VllmEvent::Other, _) => match &line.signal {
+                Some(sig) => return self.on_signal(src, sig, t, at),
+                None => {
+                    self.stat(src).unknown += 1;
+                    return false;
+                }
+            },
             _ => return false,
         }
         true
