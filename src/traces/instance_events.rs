@@ -71,7 +71,11 @@ impl Correlator {
                     let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
                     self.fail(s, hop_of(src), src, text, t, at);
                 }
-                _ => self.stat(src).unattributed_errors += 1,
+                _ => {
+                    self.stat(src).unattributed_errors += 1;
+                    let text = format!("request_failed {id} (engine dead)");
+                    self.push_log_event(src, crate::logs::signal::SignalKind::RequestFailed, text, t);
+                }
             },
             (VllmEvent::StreamError, _) => {}
             (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {

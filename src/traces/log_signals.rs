@@ -38,14 +38,16 @@ impl Correlator {
             // LMCache on decode found nothing for a request that was prefilled:
             // it will recompute the prompt — a miss, this line its evidence.
             K::LmcacheHit if matches!(src, LogOrigin::Decode(_)) => {
-                let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens")) else {
+                let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens"))
+                else {
                     return false;
                 };
                 for id in &sig.ids {
                     let Some(s) = self.find(id) else { continue };
-                    let prefilled = self.store.get(s).is_some_and(|e| {
-                        e.trace.prefill.is_some() && e.trace.outcome == Outcome::Pending
-                    });
+                    let prefilled = self
+                        .store
+                        .get(s)
+                        .is_some_and(|e| e.trace.prefill.is_some() && e.trace.outcome == Outcome::Pending);
                     if !prefilled {
                         continue;
                     }

@@ -44,4 +44,4 @@ pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
     Trace,
 };
-pub use stamp::anchor;
+pub use stamp::{anchor, year_of};
