@@ -31,7 +31,8 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         _ => None,
     }
     .or_else(|| waiting_remote(m))
-    .or_else(|| p2p(m))
+    // P2pNccl's line starts with an emoji or `[`: no scan of every other line.
+    .or_else(|| if first >= 0x80 || first == b'[' { p2p(m) } else { None })
 }
 
 fn nixl(m: &str) -> Option<Signal> {
