@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use pdtop::logs::proxy::parse_proxy_line;
+use pdtop::logs::reader::Reader;
 use pdtop::logs::vllm::parse_vllm_line;
 
 fn read(rel: &str) -> String {
@@ -39,6 +40,34 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for line in vllm.lines() {
                 black_box(parse_vllm_line(black_box(line)));
+            }
+        })
+    });
+
+    // The same lines through the `Reader` (signals, unknown counting).
+    g.bench_function("vllm_lines_reader", |b| {
+        b.iter(|| {
+            let mut r = Reader::new();
+            for line in vllm.lines() {
+                black_box(r.classify(black_box(line)));
+            }
+        })
+    });
+
+    // The real-log corpus (57 excerpts of other deployments' output).
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/log-excerpts");
+    let mut corpus = String::new();
+    for e in std::fs::read_dir(&dir).expect("corpus").flatten() {
+        if e.path().extension().is_some_and(|x| x == "log") {
+            corpus.push_str(&std::fs::read_to_string(e.path()).expect("excerpt"));
+        }
+    }
+    g.throughput(Throughput::Elements(corpus.lines().count() as u64));
+    g.bench_function("corpus_lines_reader", |b| {
+        b.iter(|| {
+            let mut r = Reader::new();
+            for line in corpus.lines() {
+                black_box(r.classify(black_box(line)));
             }
         })
     });

@@ -221,11 +221,15 @@ pub struct ImportLabArgs {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// How long to watch.
-    #[arg(long, value_name = "SECS", required_unless_present = "replay")]
+    #[arg(long, value_name = "SECS", required_unless_present_any = ["replay", "from_logs"])]
     pub duration: Option<f64>,
     /// Read a recording (or a capture folder) instead of watching live.
     #[arg(long, value_name = "FILE", conflicts_with = "duration")]
     pub replay: Option<PathBuf>,
+    /// Read the --*-log files whole, after the fact, on their own
+    /// timestamps (no endpoints needed): the same report as a live check.
+    #[arg(long, conflicts_with_all = ["duration", "replay"])]
+    pub from_logs: bool,
     /// Print the JSON report (the machine interface) instead of a summary.
     #[arg(long)]
     pub json: bool,

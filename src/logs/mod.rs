@@ -1,10 +1,18 @@
 //! Log line parsers: vLLM server output and disaggregated-proxy output.
 //! Pure functions over one line each; the tailer in `sources::logtail` feeds them.
 
+mod connectors;
+mod header;
 mod line;
+mod lmcache;
+pub mod prefix;
 mod prompt;
+pub mod proxies;
 pub mod proxy;
 mod pyrepr;
+pub mod reader;
+mod scan;
+pub mod signal;
 pub mod vllm;
 mod vllm_params;
 mod vllm_stats;

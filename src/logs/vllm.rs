@@ -15,8 +15,14 @@
 //! line of every tailed log, so it must be cheap, and it must never panic on
 //! whatever a process writes to its stdout.
 
+use super::connectors::parse_connector;
+use super::header::split_foreign;
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
+use super::lmcache::parse_lmcache;
+use super::prefix::peel;
+use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
 use super::pyrepr::Cursor;
+pub use super::signal::{Signal, SignalKind, Val};
 pub use super::vllm_params::KvParams;
 use super::vllm_params::{parse_kv_config, parse_received};
 
@@ -35,9 +41,18 @@ pub struct VllmLine {
     /// `APIServer`, `EngineCore`, `EngineCore_DP0`, `Worker_TP1`, ... from `(Name pid=N)`.
     pub process: Option<String>,
     pub pid: Option<u32>,
+    /// The pod or compose service of a `kubectl`/`stern`/compose prefix.
+    pub pod: Option<String>,
+    /// Tensor-parallel rank from the process prefix (`rank=N`, `_TPn`).
+    pub tp_rank: Option<u32>,
     pub level: Option<Level>,
     pub timestamp: Option<Stamp>,
+    /// Foreign headers (LMCache, glog with 8 digits, tracing) carry a year.
+    pub year: Option<u16>,
     pub event: VllmEvent,
+    /// A connector, scheduler, LMCache, Mooncake, router or proxy line that
+    /// `event` has no variant for (`event` is then `Other`).
+    pub signal: Option<Signal>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,52 +144,84 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     if line.trim().is_empty() {
         return None;
     }
-    let mut out =
-        VllmLine { process: None, pid: None, level: None, timestamp: None, event: VllmEvent::Other };
-    let mut rest = line;
-    if let Some((name, pid, after)) = split_process_prefix(rest) {
-        out.process = Some(name.to_string());
-        out.pid = pid;
-        rest = after;
+    let mut out = VllmLine {
+        process: None,
+        pid: None,
+        pod: None,
+        tp_rank: None,
+        level: None,
+        timestamp: None,
+        year: None,
+        event: VllmEvent::Other,
+        signal: None,
+    };
+    let mut p = peel(line);
+    // Text glued in front of a vLLM line (a paste, a progress bar): restart
+    // at the first process prefix, if that finds a header.
+    if p.process.is_none()
+        && p.prefixes.is_empty()
+        && !p.rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '[' || c == '(')
+        && let Some(i) = p.rest.find(" pid=").and_then(|i| p.rest[..i].rfind('('))
+    {
+        let q = peel(&p.rest[i..]);
+        if q.process.is_some() && split_vllm_header(q.rest).is_some() {
+            p = q;
+        }
     }
+    out.process = p.process.map(String::from);
+    out.pid = p.pid;
+    out.pod = p.pod.map(String::from);
+    out.tp_rank = p.tp_rank;
+    let rest = p.rest;
     // Uvicorn's `INFO:     ...` (access and lifecycle lines).
     if let Some((level, after)) = split_uvicorn_level(rest) {
         out.level = Some(level);
         if let Some(a) = parse_access(after) {
             out.event = VllmEvent::Access(a);
+        } else {
+            out.signal = parse_uvicorn(after);
         }
         return Some(out);
     }
-    let msg = match split_vllm_header(rest) {
-        Some((level, ts, msg)) => {
-            out.level = Some(level);
-            out.timestamp = Some(ts);
-            msg
-        }
-        // Raw stderr (a traceback printed without the logger) still counts.
-        None => rest.trim_start(),
-    };
-    out.event = parse_message(msg);
+    if let Some((level, ts, msg)) = split_vllm_header(rest) {
+        out.level = Some(level);
+        out.timestamp = Some(ts);
+        out.event = parse_message(msg);
+        out.signal = other_signal(&out.event, msg);
+        return Some(out);
+    }
+    if let Some(f) = split_foreign(rest) {
+        out.level = f.level;
+        out.timestamp = Some(f.stamp);
+        out.year = f.year;
+        let sig = if !f.target.is_empty() || !f.spans.is_empty() {
+            parse_router(f.spans, f.target, f.msg)
+        } else {
+            parse_lmcache(f.msg).or_else(|| parse_connector(f.msg)).or_else(|| parse_sidecar(f.msg))
+        };
+        out.signal = sig;
+        return Some(out);
+    }
+    // Raw stderr (a traceback printed without the logger) still counts.
+    out.event = parse_message(rest.trim_start());
+    out.signal = other_signal(&out.event, rest.trim_start());
     Some(out)
 }
 
-/// `(Name pid=N) rest` → `(Name, Some(N), rest)`. Names can carry extra words
-/// (`(VllmWorker rank=0 pid=7)`): the name is the first word, pid is last.
-fn split_process_prefix(line: &str) -> Option<(&str, Option<u32>, &str)> {
-    let inner_end = line.strip_prefix('(')?.find(')')? + 1;
-    let inner = &line[1..inner_end];
-    let pid_at = inner.rfind("pid=")?;
-    let name = inner.split(' ').next().filter(|n| !n.is_empty())?;
-    let pid = inner[pid_at + 4..].parse().ok();
-    let rest = &line[inner_end + 1..];
-    Some((name, pid, rest.strip_prefix(' ').unwrap_or(rest)))
+/// The connector / LMCache / proxy reading of a message no event variant took.
+fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
+    if *ev != VllmEvent::Other {
+        return None;
+    }
+    parse_connector(msg).or_else(|| parse_lmcache(msg)).or_else(|| parse_proxy_text(msg))
 }
 
 /// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
 fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
     let sp = s.find(' ')?;
     let level = Level::from_word(&s[..sp])?;
-    let rest = &s[sp + 1..];
+    // `ERROR   08-16 ...`: some formatters pad the level.
+    let rest = s[sp + 1..].trim_start_matches(' ');
     let b = rest.as_bytes();
     // "MM-DD HH:MM:SS " is 15 bytes, all ASCII.
     if b.len() < 15 || b[2] != b'-' || b[5] != b' ' || b[8] != b':' || b[11] != b':' {
@@ -192,7 +239,11 @@ fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
             Some(end) => r[end + 1..].strip_prefix(' ').unwrap_or(&r[end + 1..]),
             None => rest,
         },
-        None => rest,
+        // V0 (≤0.8): `file.py:N] message`, no opening bracket.
+        None => match rest.split_once("] ") {
+            Some((f, m)) if f.contains(".py:") && !f.contains(' ') => m,
+            _ => rest,
+        },
     };
     Some((level, ts, msg))
 }
@@ -226,12 +277,14 @@ fn parse_message(msg: &str) -> VllmEvent {
         }
         return VllmEvent::Other;
     }
-    if let Some(r) = msg.strip_prefix("Releasing expired KV blocks for request ") {
-        let id = r.split(' ').next().unwrap_or("");
-        const BY: &str = "retrieved by ";
-        let retrieved_by =
-            r.find(BY).and_then(|i| leading_u64(&r[i + BY.len()..])).and_then(|n| u32::try_from(n).ok());
-        return VllmEvent::KvExpired { id: id.to_string(), retrieved_by };
+    if let Some(r) = msg.strip_prefix("Releasing expired KV blocks for request") {
+        // A terminal may wrap the line right here: the id is on the next one.
+        let r = r.trim_start();
+        let id = if r.starts_with("which ") { "" } else { r.split(' ').next().unwrap_or("") };
+        let after = |k: &str| {
+            r.find(k).and_then(|i| leading_u64(&r[i + k.len()..])).and_then(|n| u32::try_from(n).ok())
+        };
+        return VllmEvent::KvExpired { id: id.to_string(), retrieved_by: after("retrieved by ") };
     }
     // "Engine 000: ..." or "2 Engines Aggregated: ...".
     if (msg.starts_with("Engine ") || msg.as_bytes().first().is_some_and(u8::is_ascii_digit))
@@ -260,9 +313,10 @@ fn parse_message(msg: &str) -> VllmEvent {
     if msg.starts_with("Traceback (most recent call last)") {
         return VllmEvent::Traceback;
     }
-    const DEAD: [&str; 5] = [
+    const DEAD: [&str; 6] = [
         "EngineCore encountered a fatal error",
         "EngineCore failed to start",
+        "AsyncLLM output_handler failed",
         "Engine core proc ",
         "Worker proc ",
         "WorkerProc hit an exception",
@@ -280,7 +334,7 @@ fn parse_message(msg: &str) -> VllmEvent {
             return VllmEvent::ServerStarted { port: url_port(r[i + 4..].trim()) };
         }
     }
-    if msg.starts_with("[shutdown]") {
+    if msg.starts_with("[shutdown]") || msg.starts_with("Shutting down FastAPI HTTP server") {
         return VllmEvent::Shutdown;
     }
     if let Some(r) = msg.strip_prefix("KVTransferConfig(") {

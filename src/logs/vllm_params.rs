@@ -36,6 +36,12 @@ pub(super) fn parse_received(r: &str) -> (String, Option<u32>, Option<KvParams>)
         let mut c = Cursor::new(p);
         rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { "" };
     }
+    // V0 (≤0.4) put fields between: `prefix_pos: None,sampling_params: SamplingParams(`.
+    if !rest.starts_with("params: SamplingParams(")
+        && let Some(i) = rest.find("params: SamplingParams(")
+    {
+        rest = &rest[i..];
+    }
     if let Some(p) = rest.strip_prefix("params: SamplingParams(") {
         let mut c = Cursor::new(p);
         while let Some(key) = c.key_eq() {

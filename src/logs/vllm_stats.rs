@@ -34,6 +34,8 @@ pub struct KvTransferMetrics {
     pub throughput_mb_s: Option<f64>,
     pub num_failed_transfers: Option<u64>,
     pub num_kv_expired: Option<u64>,
+    /// The ~0.9 shape: a dataclass repr, `KVTransferAggregatedStats(k=v, ...)`.
+    pub repr: bool,
 }
 
 /// `Engine 000: Avg prompt throughput: 0.5 tokens/s, ...` (see §2.2 for the
@@ -99,8 +101,17 @@ pub(crate) fn parse_engine_stats(msg: &str) -> Option<EngineStats> {
 /// no `=` or `, `; values are numbers).
 pub(crate) fn parse_kv_metrics(r: &str) -> KvTransferMetrics {
     let mut m = KvTransferMetrics::default();
-    for part in r.trim_end().split(", ") {
-        let Some((k, v)) = part.split_once('=') else {
+    let mut r = r.trim_end();
+    if let Some(open) = r.find('(')
+        && r[..open].bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !r[..open].is_empty()
+    {
+        m.repr = true;
+        r = r[open + 1..].trim_end_matches(')');
+    }
+    for part in r.split(", ") {
+        // Keys carry spaces and parentheses, never `=`: split on the last one.
+        let Some((k, v)) = part.rsplit_once('=') else {
             continue;
         };
         let (k, v) = (k.trim(), v.trim());
@@ -120,4 +131,25 @@ pub(crate) fn parse_kv_metrics(r: &str) -> KvTransferMetrics {
         m.pairs.push((k.to_string(), v.to_string()));
     }
     m
+}
+
+/// V0's periodic line (`metrics.py`): `Avg prompt throughput: X tokens/s, ...,
+/// Running: N reqs, Swapped: N reqs, Pending: N reqs, GPU KV cache usage: X%, CPU KV cache usage: X%.`
+pub(crate) fn parse_v0_stats(msg: &str) -> Option<super::signal::Signal> {
+    use super::scan::num_after;
+    use super::signal::{Signal, SignalKind};
+    if !msg.starts_with("Avg prompt throughput: ") || !msg.contains("Swapped: ") {
+        return None;
+    }
+    let m = msg.trim_end().trim_end_matches('.');
+    let s = Signal::new(SignalKind::Stats)
+        .text("engine_version", Some("v0"))
+        .num("prompt_tps", num_after(m, "Avg prompt throughput: "))
+        .num("gen_tps", num_after(m, "Avg generation throughput: "))
+        .num("running", num_after(m, "Running: "))
+        .num("swapped", num_after(m, "Swapped: "))
+        .num("pending", num_after(m, "Pending: "))
+        .num("gpu_kv_pct", num_after(m, "GPU KV cache usage: "))
+        .num("cpu_kv_pct", num_after(m, "CPU KV cache usage: "));
+    Some(s)
 }

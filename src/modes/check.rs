@@ -20,6 +20,9 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
         return Ok(Report::from_state(&state));
     }
     let settings = super::settings(&args.inputs, &UiArgs::default())?;
+    if args.from_logs {
+        return from_logs(args, settings.window_secs);
+    }
     let session = Session::from_inputs(&args.inputs, &settings)?;
     let duration = args.duration.unwrap_or(0.0);
     if !(duration.is_finite() && duration > 0.0) {
@@ -40,6 +43,19 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
         return Err(Error::Runtime(format!("no instance matched on the Prometheus server{why}")));
     }
     Ok(Report::from_state(&state))
+}
+
+/// `check --from-logs`: the files' lines folded on their own clock.
+fn from_logs(args: &CheckArgs, window_secs: f64) -> Result<Report> {
+    let files = crate::pipeline::read_log_files(&args.inputs)?;
+    let mut state = AppState::new(Vec::new(), window_secs).with_logs(&files.logs);
+    for m in files.msgs {
+        state.apply(m);
+    }
+    state.finish(files.end);
+    let mut report = Report::from_state(&state);
+    report.warnings.extend(files.notes);
+    Ok(report)
 }
 
 /// Applies what the collectors send for `duration`.

@@ -4,10 +4,12 @@
 
 mod collectors;
 mod feed;
+mod log_files;
 mod player;
 mod session;
 
 pub use collectors::{COLLECTOR_THREAD, run_on_thread, spawn_collectors};
 pub use feed::{CHANNEL, Feed, LabInfo, LiveFeed};
+pub use log_files::{LogFiles, read_log_files};
 pub use player::Player;
 pub use session::{Collect, Session};

@@ -63,6 +63,9 @@ pub enum EventKind {
     KvNotReleased,
     /// The end came before any request showed it.
     RecoveryUnknown,
+    /// A failure a log line reported (engine death, transfer or KV load
+    /// failure, connector missing...), with or without a request.
+    Log(crate::logs::signal::SignalKind),
 }
 
 impl EventKind {
@@ -78,6 +81,7 @@ impl EventKind {
             EventKind::NotRecovered => "not_recovered",
             EventKind::KvNotReleased => "kv_not_released",
             EventKind::RecoveryUnknown => "recovery_unknown",
+            EventKind::Log(k) => k.as_str(),
         }
     }
 }
@@ -272,6 +276,16 @@ impl AppState {
     /// Turns the correlator's newly decided misses into events, naming the
     /// request and the evidence.
     fn collect_named_misses(&mut self) {
+        let Some(logs) = &mut self.logs else {
+            return;
+        };
+        for e in logs.correlator.drain_log_events() {
+            let text = format!("{}: {}", e.source, e.text);
+            self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
+        }
+        while self.events.len() > EVENTS_CAP {
+            self.events.pop_front();
+        }
         let Some(logs) = &mut self.logs else {
             return;
         };

@@ -43,6 +43,8 @@ pub struct Correlator {
     pub(super) flow: Flow,
     /// What each instance's log says of itself beyond its stats.
     pub(super) facts: InstanceFacts,
+    /// Failures the logs reported, for the events view (`drain_log_events`).
+    pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
 }
 
 /// Per-instance facts read from its log.
@@ -88,6 +90,7 @@ impl Correlator {
             last_at: 0.0,
             flow: Flow::default(),
             facts: InstanceFacts::default(),
+            log_events: VecDeque::new(),
         }
     }
 

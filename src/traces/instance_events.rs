@@ -71,7 +71,11 @@ impl Correlator {
                     let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
                     self.fail(s, hop_of(src), src, text, t, at);
                 }
-                _ => self.stat(src).unattributed_errors += 1,
+                _ => {
+                    self.stat(src).unattributed_errors += 1;
+                    let text = format!("request_failed {id} (engine dead)");
+                    self.push_log_event(src, crate::logs::signal::SignalKind::RequestFailed, text, t);
+                }
             },
             (VllmEvent::StreamError, _) => {}
             (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {
@@ -79,7 +83,13 @@ impl Correlator {
                     self.on_prompt_tokens(src, id, *n, at);
                 }
             }
-            (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
+            (VllmEvent::EngineDead { text }, _) => {
+                let first = !self.stat(src).last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= 5.0);
+                if first {
+                    self.push_log_event(src, crate::logs::signal::SignalKind::EngineDead, text.clone(), t);
+                }
+                self.on_death(src, text, t, at)
+            }
             (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
             (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
             (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
@@ -115,6 +125,13 @@ impl Correlator {
                 }
                 self.on_instance_access(src, a.status, t, at);
             }
+            (VllmEvent::Other, _) => match &line.signal {
+                Some(sig) => return self.on_signal(src, sig, t, at),
+                None => {
+                    self.stat(src).unknown += 1;
+                    return false;
+                }
+            },
             _ => return false,
         }
         true

@@ -15,7 +15,10 @@
 //!   (or their absence after a prefill that expected a pull), the prefill's
 //!   `Releasing expired KV blocks` line, the `KV Transfer metrics` window;
 //! - ExampleConnector: `External Cache Hit!` / `Inject KV cache of N
-//!   tokens`, attributed in FIFO order (`hits.rs`).
+//!   tokens`, attributed in FIFO order (`hits.rs`);
+//! - every connector: failures a line names (`log_signals.rs`): a transfer
+//!   failure errs the connector hop, LMCache `hit tokens: 0` on decode
+//!   after a prefill is a miss, and each failure is an event.
 
 mod correlator;
 mod decide;
@@ -28,6 +31,7 @@ mod ids;
 mod instance_events;
 mod joiner;
 mod lifecycle;
+mod log_signals;
 mod model;
 mod proxy_events;
 mod stamp;
@@ -35,8 +39,9 @@ mod store;
 
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
+pub use log_signals::{LogEvent, summary};
 pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
     Trace,
 };
-pub use stamp::anchor;
+pub use stamp::{anchor, year_of};

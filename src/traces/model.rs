@@ -204,6 +204,8 @@ pub struct SourceStats {
     pub parsed: u64,
     /// Blank lines and lines of no interest (`Other`, foreign output).
     pub ignored: u64,
+    /// Lines pdtop does not know at all (no event, no signal): shown, never guessed.
+    pub unknown: u64,
     pub last_at: Option<f64>,
     pub pid: Option<u32>,
     /// `Starting vLLM server` / uvicorn startup lines seen.
@@ -229,6 +231,7 @@ impl SourceStats {
             lines: 0,
             parsed: 0,
             ignored: 0,
+            unknown: 0,
             last_at: None,
             pid: None,
             starts: 0,

@@ -49,6 +49,11 @@ fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
 }
 
 /// (year, month, day) of a day count since 1970-01-01.
+/// The UTC year of unix seconds `t`.
+pub fn year_of(t: f64) -> i32 {
+    civil_from_days((t / 86_400.0).floor() as i64).0
+}
+
 fn civil_from_days(z: i64) -> (i32, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);

@@ -232,6 +232,10 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         if skipped > 0 {
             spans.push(Span::styled(format!(" ⚠{skipped} bad"), theme.fg("warn")));
         }
+        let unknown = logs.correlator.unknown_lines(s.source);
+        if unknown > 0 {
+            spans.push(Span::styled(format!(" ?{} unknown", fmt::count(unknown as f64)), theme.dim()));
+        }
         if let Some(TailState::Error(e)) = &s.state {
             spans.push(Span::styled(format!(" {e}"), theme.fg("error")));
         }

@@ -1,0 +1,187 @@
+//! The prefixes that deployments put in front of a vLLM log line, peeled
+//! outermost first: `kubectl logs --prefix` (`[pod/NAME/CONTAINER] `), a
+//! CI timestamp (`[2024-09-10T16:54:45Z] `), docker compose (`name  | `),
+//! stern / llm-d (`pod container `), then vLLM's own process prefixes,
+//! possibly doubled (`(Worker pid=7) (Worker_DP0_TP1_EP1 pid=7) `).
+
+use super::line::Level;
+
+/// What was peeled off one line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Peeled<'a> {
+    /// Every prefix as printed, outermost first.
+    pub prefixes: Vec<&'a str>,
+    /// The pod (or compose service) the line came from: the instance's name
+    /// when many pods share one stream (their pids repeat).
+    pub pod: Option<&'a str>,
+    /// Innermost vLLM process name (`EngineCore_DP0`, `Worker_TP1`, `VllmWorker`).
+    pub process: Option<&'a str>,
+    pub pid: Option<u32>,
+    /// Tensor-parallel rank, from `rank=N` or a `_TPn` in the process name.
+    pub tp_rank: Option<u32>,
+    pub rest: &'a str,
+}
+
+/// Peels every prefix it knows; `rest` is the line from its own header on.
+pub fn peel(line: &str) -> Peeled<'_> {
+    let mut p = Peeled { rest: line, ..Peeled::default() };
+    // A `^C` echoed by the terminal glued to the next line.
+    while let Some(r) = p.rest.strip_prefix("^C") {
+        p.rest = r;
+    }
+    if let Some(r) = p.rest.strip_prefix("[pod/")
+        && let Some(end) = r.find("] ")
+    {
+        let inner = &r[..end];
+        p.prefixes.push(&p.rest[..end + 6]);
+        p.pod = inner.split('/').next();
+        p.rest = &r[end + 2..];
+    }
+    if let Some(end) = ci_stamp_len(p.rest) {
+        p.prefixes.push(&p.rest[..end]);
+        p.rest = p.rest[end..].trim_start_matches(' ');
+    }
+    if let Some((name, end)) = compose_prefix(p.rest) {
+        p.prefixes.push(p.rest[..end].trim_end());
+        p.pod = Some(name);
+        p.rest = &p.rest[end..];
+    }
+    if let Some((pod, words_end)) = pod_words(p.rest) {
+        for w in p.rest[..words_end].split(' ').filter(|w| !w.is_empty()) {
+            p.prefixes.push(w);
+        }
+        p.pod = Some(pod);
+        p.rest = &p.rest[words_end..];
+    }
+    while let Some((inner, after)) = process_prefix(p.rest) {
+        p.prefixes.push(&p.rest[..inner.len() + 2]);
+        let name = inner.split(' ').next().unwrap_or("");
+        p.process = Some(name);
+        p.pid = inner.rfind("pid=").and_then(|i| inner[i + 4..].parse().ok());
+        p.tp_rank = rank_of(inner).or(p.tp_rank);
+        p.rest = after;
+    }
+    p
+}
+
+/// `(Name [k=v ...] pid=N) rest` → `("Name ... pid=N", rest)`.
+fn process_prefix(s: &str) -> Option<(&str, &str)> {
+    let r = s.strip_prefix('(')?;
+    let end = r.find(')')?;
+    let inner = &r[..end];
+    let name = inner.split(' ').next().filter(|n| !n.is_empty())?;
+    if !inner.contains("pid=") || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return None;
+    }
+    let after = &r[end + 1..];
+    Some((inner, after.strip_prefix(' ').unwrap_or(after)))
+}
+
+fn rank_of(inner: &str) -> Option<u32> {
+    if let Some(i) = inner.find("rank=") {
+        return super::line::leading_u64(&inner[i + 5..]).and_then(|n| u32::try_from(n).ok());
+    }
+    let name = inner.split(' ').next()?;
+    let i = name.find("TP")?;
+    (i == 0 || name.as_bytes()[i - 1] == b'_')
+        .then(|| super::line::leading_u64(&name[i + 2..]).and_then(|n| u32::try_from(n).ok()))
+        .flatten()
+}
+
+/// `[2024-09-10T16:54:45Z] ` (a CI runner's own stamp) → its length.
+fn ci_stamp_len(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    if b.len() < 22
+        || b[0] != b'['
+        || !b[1..5].iter().all(u8::is_ascii_digit)
+        || b[5] != b'-'
+        || b[11] != b'T'
+    {
+        return None;
+    }
+    let end = s[..b.len().min(40)].find("] ")?;
+    Some(end + 2)
+}
+
+/// `service-1  | rest` (docker compose): one word, spaces, `| `.
+fn compose_prefix(s: &str) -> Option<(&str, usize)> {
+    let bar = s.get(..s.len().min(120))?.find(" | ")?;
+    let name = s[..bar].trim_end();
+    if name.is_empty() || name.contains(' ') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    // Only in front of what vLLM prints, so prose with a `|` stays whole.
+    let after = &s[bar + 3..];
+    let known = starts_with_vllm_header(after)
+        || process_prefix(after).is_some()
+        || super::line::split_uvicorn_level(after).is_some();
+    known.then_some((name, bar + 3))
+}
+
+/// `pod container (Proc pid=N) ...` or `pod container LEVEL MM-DD ...`
+/// (stern, llm-d): one or two plain words before a vLLM prefix or header.
+fn pod_words(s: &str) -> Option<(&str, usize)> {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && Level::from_word(w).is_none()
+            && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+            && !w.bytes().all(|b| b.is_ascii_digit())
+    };
+    let mut end = 0;
+    let mut first = None;
+    for _ in 0..2 {
+        let rest = &s[end..];
+        let sp = rest.find(' ')?;
+        let w = &rest[..sp];
+        if !plain(w) {
+            return None;
+        }
+        first.get_or_insert(w);
+        end += sp + 1;
+        let after = &s[end..];
+        if process_prefix(after).is_some() || starts_with_vllm_header(after) {
+            return first.map(|f| (f, end));
+        }
+    }
+    None
+}
+
+/// `LEVEL MM-DD HH:MM:SS` at the start.
+pub(crate) fn starts_with_vllm_header(s: &str) -> bool {
+    let Some(sp) = s.find(' ') else { return false };
+    if Level::from_word(&s[..sp]).is_none() {
+        return false;
+    }
+    let b = s[sp..].trim_start_matches(' ').as_bytes();
+    b.len() >= 14 && b[2] == b'-' && b[5] == b' ' && b[8] == b':' && b[0].is_ascii_digit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks() {
+        let p = peel(
+            "ms-pd-prefill-6458459f69-qxv6j vllm (APIServer pid=1) (EngineCore_DP0 pid=72) DEBUG 12-07 22:14:56 [a.py:1] x",
+        );
+        assert_eq!(p.pod, Some("ms-pd-prefill-6458459f69-qxv6j"));
+        assert_eq!(p.prefixes.len(), 4);
+        assert_eq!(p.process, Some("EngineCore_DP0"));
+        assert!(p.rest.starts_with("DEBUG"));
+        let p = peel("(Worker pid=7) (Worker_DP0_TP1_EP1 pid=7) ERROR 03-31 02:49:30 [m.py:1] x");
+        assert_eq!((p.process, p.tp_rank, p.pid), (Some("Worker_DP0_TP1_EP1"), Some(1), Some(7)));
+        let p = peel("(VllmWorker rank=1 pid=98474) DEBUG 07-08 02:13:53 [n.py:1] x");
+        assert_eq!(p.tp_rank, Some(1));
+        let p = peel("qwen-1  | INFO 02-22 16:52:30 a.py:433] x");
+        assert_eq!(p.pod, Some("qwen-1"));
+        assert!(p.rest.starts_with("INFO"));
+        let p = peel("[2024-09-10T16:54:45Z] INFO 09-10 09:54:45 a.py:206] x");
+        assert!(p.rest.starts_with("INFO"), "{:?}", p.rest);
+        let p = peel("[pod/vllm-0/vllm] INFO 09-10 09:54:45 [a.py:206] x");
+        assert_eq!(p.pod, Some("vllm-0"));
+        // Prose is not a pod prefix.
+        assert!(peel("Loading safetensors checkpoint shards: 1/1").prefixes.is_empty());
+        assert!(peel("INFO:     Started server process [5521]").prefixes.is_empty());
+    }
+}

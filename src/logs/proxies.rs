@@ -1,0 +1,103 @@
+//! Proxy and router lines that a pasted log mixes in: vLLM's NIXL toy
+//! proxy, LMCache's disagg proxy, vllm-router and sglang-router (Rust
+//! `tracing`: the request id sits in the span, `request_id="..."`), and
+//! llm-d's routing sidecar (klog, structured `key="value"` fields).
+
+use super::scan::{lead_num, num_after, word_after};
+use super::signal::{Signal, SignalKind as K};
+
+/// Plain-text proxy lines (no header).
+pub(crate) fn parse_proxy_text(m: &str) -> Option<Signal> {
+    let m = m.trim_end();
+    if let Some(r) = m.strip_prefix("Initialized ")
+        && r.contains(" prefill clients and ")
+    {
+        return Some(
+            Signal::new(K::ProxyStart)
+                .text("proxy", Some("vllm-toy"))
+                .num("prefill_clients", lead_num(r))
+                .num("decode_clients", num_after(r, "clients and ")),
+        );
+    }
+    if let Some(r) = m.strip_prefix("Error occurred in disagg prefill proxy server - ") {
+        return Some(Signal::new(K::ProxyError).text("endpoint", r.strip_suffix(" endpoint")));
+    }
+    if let Some(r) = m.strip_prefix("Num requests: ") {
+        return Some(Signal::new(K::ProxyStats).num("num_requests", lead_num(r)));
+    }
+    // LMCache proxy: labelled "(ms)" but it prints seconds.
+    if let Some(r) = m.trim_start().strip_prefix("- Average (ms): ") {
+        return Some(Signal::new(K::ProxyStats).num("prefill_ttft_avg_s", lead_num(r)));
+    }
+    None
+}
+
+/// Uvicorn's own lifecycle line worth keeping: where the server listens.
+pub(crate) fn parse_uvicorn(m: &str) -> Option<Signal> {
+    let r = m.strip_prefix("Uvicorn running on ")?;
+    Some(Signal::new(K::ProxyListening).text("url", r.split(' ').next()))
+}
+
+/// A `tracing` line of a router: spans (with ids), target, message.
+pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signal> {
+    let m = msg.trim_start_matches(|c: char| !c.is_ascii()).trim();
+    let s = if let Some(r) = m.strip_prefix("Prefill response status: ") {
+        Signal::new(K::RouterPrefillResponse).num("status", lead_num(r))
+    } else if m.starts_with("Router ready") {
+        let n =
+            m.split_once("workers: [").map(|(_, w)| w.split(',').filter(|x| !x.trim().is_empty()).count());
+        Signal::new(K::RouterWorkers).num("workers", n.map(|n| n as f64))
+    } else if let Some(r) = m.strip_prefix("Starting server on ") {
+        Signal::new(K::ProxyListening).text("url", Some(r.trim()))
+    } else if m.contains("route_completion called") || m.contains("route_chat called") {
+        let mode = if target.contains("vllm_pd_router") { "vllm_pd" } else { "regular" };
+        Signal::new(K::RouterRoute).text("mode", Some(mode))
+    } else if let Some((leg, r)) = m.split_once(" server returned error status") {
+        Signal::new(K::RouterBackendError)
+            .text("leg", Some(&leg.to_ascii_lowercase()))
+            .text("url", word_after(r, "_url="))
+            .num("status", num_after(r, "status="))
+    } else if m.starts_with("request failed") {
+        let span = spans.rsplit('{').next().unwrap_or("");
+        Signal::new(K::RouterRequestFailed)
+            .num("status", num_after(span, "status="))
+            .num("latency_s", num_after(span, "latency="))
+    } else {
+        return with_ids(None, spans);
+    };
+    with_ids(Some(s), spans)
+}
+
+/// Ids of every `request_id=` in the spans. Without a signal, the line still
+/// names its request: returned as `None` here and read by `span_ids`.
+fn with_ids(s: Option<Signal>, spans: &str) -> Option<Signal> {
+    let mut s = s?;
+    for id in span_ids(spans) {
+        s = s.id(id);
+    }
+    Some(s)
+}
+
+pub fn span_ids(spans: &str) -> impl Iterator<Item = &str> {
+    spans.split("request_id=").skip(1).map(super::signal::trim_id)
+}
+
+/// llm-d routing sidecar (klog): `"sending request to prefiller" ... url="..." body="{\"do_remote_decode\":true,...}"`,
+/// `"warning: missing 'remote_block_ids' field in prefiller response"`.
+pub(crate) fn parse_sidecar(msg: &str) -> Option<Signal> {
+    let m = msg.strip_prefix('"')?;
+    if let Some(r) = m.strip_prefix("warning: missing '") {
+        return Some(Signal::new(K::SidecarMissingKvField).text("field", r.split('\'').next()));
+    }
+    if m.starts_with("sending request to prefiller") {
+        let url = word_after(m, "url=\"").map(|u| u.trim_end_matches('"'));
+        let drd = m.find("do_remote_decode\\\":").map(|i| m[i + 19..].starts_with("true"));
+        return Some(
+            Signal::new(K::SidecarPrefillSent)
+                .text("url", url)
+                .flag("do_remote_decode", drd)
+                .num("max_tokens", num_after(m, "max_tokens\\\":")),
+        );
+    }
+    None
+}

@@ -1,0 +1,251 @@
+//! The vocabulary of what a log line says, across vLLM versions, KV
+//! connectors and proxies: a kind, the request ids it names (as printed),
+//! and the numbers and words it carries. One flat shape so that the events
+//! view, `check --json` and the corpus test read every line the same way.
+
+/// A value a line carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    Num(f64),
+    Bool(bool),
+    Text(String),
+}
+
+macro_rules! kinds {
+    ($($v:ident => $s:literal,)*) => {
+        /// What a line is about. `as_str` is the stable name used in reports.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum SignalKind { $($v,)* }
+        impl SignalKind {
+            pub fn as_str(self) -> &'static str {
+                match self { $(SignalKind::$v => $s,)* }
+            }
+        }
+    };
+}
+
+kinds! {
+    RequestReceived => "request_received",
+    RequestAdded => "request_added",
+    RequestFailed => "request_failed",
+    RequestAborted => "request_aborted",
+    RequestDetails => "request_details",
+    ServerStarted => "server_started",
+    KvConfig => "kv_config",
+    HttpAccess => "http_access",
+    StreamError => "stream_error",
+    EngineDead => "engine_dead",
+    EngineError => "engine_error",
+    WorkerExit => "worker_exit",
+    ServerShutdown => "server_shutdown",
+    Stats => "stats",
+    Versions => "versions",
+    ConnectorCreated => "connector_created",
+    WaitingRemoteKvs => "waiting_remote_kvs",
+    KvLoadFailed => "kv_load_failed",
+    KvLoadRecovered => "kv_load_recovered",
+    ConnectorMissing => "connector_missing",
+    NixlStartLoadKv => "nixl_start_load_kv",
+    NixlHandshakeTiming => "nixl_handshake_timing",
+    NixlMatchedTokens => "nixl_matched_tokens",
+    NixlUpdateStateAfterAlloc => "nixl_update_state_after_alloc",
+    ConnectorMatchedTokens => "connector_matched_tokens",
+    ConnectorUpdateStateAfterAlloc => "connector_update_state_after_alloc",
+    ConnectorRequestFinished => "connector_request_finished",
+    TransferStarted => "transfer_started",
+    TransferFailed => "transfer_failed",
+    TransferTimeout => "transfer_timeout",
+    HandshakeFailed => "handshake_failed",
+    ExpiredKv => "expired_kv",
+    InvalidKvRead => "invalid_kv_read",
+    NixlEngineId => "nixl_engine_id",
+    NixlTransferMetrics => "nixl_transfer_metrics",
+    LmcacheHit => "lmcache_hit",
+    LmcacheScheduledLoad => "lmcache_scheduled_load",
+    LmcacheRetrieved => "lmcache_retrieved",
+    LmcacheRetrievedObjects => "lmcache_retrieved_objects",
+    LmcacheBackendLoad => "lmcache_backend_load",
+    LmcacheStoring => "lmcache_storing",
+    LmcacheStored => "lmcache_stored",
+    LmcacheSent => "lmcache_sent",
+    LmcachePrefetch => "lmcache_prefetch",
+    MooncakeConnectFailed => "mooncake_connect_failed",
+    MooncakeMountFailed => "mooncake_mount_failed",
+    MooncakeRpcError => "mooncake_rpc_error",
+    MooncakeKeyFailed => "mooncake_key_failed",
+    ConnectorProgress => "connector_progress",
+    RedoForwarding => "redo_forwarding",
+    P2pTensorReceived => "p2p_tensor_received",
+    OffloadHit => "offload_hit",
+    OffloadStore => "offload_store",
+    OffloadStoreFailed => "offload_store_failed",
+    ExampleConnectorHit => "example_connector_hit",
+    ExampleConnectorInject => "example_connector_inject",
+    ProxyStart => "proxy_start",
+    ProxyListening => "proxy_listening",
+    ProxyStats => "proxy_stats",
+    ProxyError => "proxy_error",
+    RouterPrefillResponse => "router_prefill_response",
+    RouterBackendError => "router_backend_error",
+    RouterRequestFailed => "router_request_failed",
+    RouterWorkers => "router_workers",
+    RouterRoute => "router_route",
+    SidecarPrefillSent => "sidecar_prefill_sent",
+    SidecarMissingKvField => "sidecar_missing_kv_field",
+}
+
+impl SignalKind {
+    /// A failure that stands on its own, request or not: shown as an event.
+    pub fn is_failure(self) -> bool {
+        use SignalKind::*;
+        matches!(
+            self,
+            EngineDead
+                | EngineError
+                | KvLoadFailed
+                | KvLoadRecovered
+                | ConnectorMissing
+                | TransferFailed
+                | TransferTimeout
+                | HandshakeFailed
+                | ExpiredKv
+                | InvalidKvRead
+                | MooncakeConnectFailed
+                | MooncakeMountFailed
+                | MooncakeRpcError
+                | MooncakeKeyFailed
+                | RedoForwarding
+                | OffloadStoreFailed
+                | ProxyError
+                | RouterBackendError
+                | RouterRequestFailed
+                | SidecarMissingKvField
+                | RequestFailed
+        )
+    }
+}
+
+/// One recognised line: kind, ids as printed, and named values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    pub kind: SignalKind,
+    pub ids: Vec<String>,
+    pub fields: Vec<(&'static str, Val)>,
+}
+
+impl Signal {
+    pub fn new(kind: SignalKind) -> Signal {
+        Signal { kind, ids: Vec::new(), fields: Vec::new() }
+    }
+    pub fn id(mut self, id: &str) -> Signal {
+        let id = trim_id(id);
+        if !id.is_empty() && !self.ids.iter().any(|i| i == id) {
+            self.ids.push(id.to_string());
+        }
+        self
+    }
+    pub fn num(mut self, k: &'static str, v: Option<f64>) -> Signal {
+        if let Some(v) = v.filter(|v| v.is_finite()) {
+            self.fields.push((k, Val::Num(v)));
+        }
+        self
+    }
+    pub fn flag(mut self, k: &'static str, v: Option<bool>) -> Signal {
+        if let Some(v) = v {
+            self.fields.push((k, Val::Bool(v)));
+        }
+        self
+    }
+    pub fn text(mut self, k: &'static str, v: Option<&str>) -> Signal {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            self.fields.push((k, Val::Text(super::line::clip(v))));
+        }
+        self
+    }
+    pub fn get(&self, k: &str) -> Option<&Val> {
+        self.fields.iter().find(|(n, _)| *n == k).map(|(_, v)| v)
+    }
+    pub fn get_num(&self, k: &str) -> Option<f64> {
+        match self.get(k) {
+            Some(Val::Num(v)) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+/// An id ends at `:`, `.`, `,`, `)`, `'`, `"` or space (`Received request ID:`,
+/// `Added request ID.`, `request_finished(ID),`, `{'ID'}`). A dot inside the
+/// id (`addr_10.0.0.1:...`) is kept: only a trailing one is dropped.
+pub fn trim_id(s: &str) -> &str {
+    let s = s.trim_start_matches(['\'', '"', '(', '{', '[', ' ']);
+    let end = s.find([' ', ',', ')', '\'', '"', '}', ']']).unwrap_or(s.len());
+    let s = &s[..end];
+    s.trim_end_matches(['.', ':', ';'])
+}
+
+/// The id that joins proxy, prefill and decode lines of one request, as
+/// printed ids vary: `13_` (n>1 child), `-<8 hex>` (engine suffix), `-0`
+/// (completion choice index), `-0kv` (P2pNccl tensor id) are dropped. The
+/// `cmpl-`/`chatcmpl-` prefix is kept: it is what the client saw.
+pub fn join_id(printed: &str) -> String {
+    let mut s = printed;
+    // Elided by whoever pasted it (`8f07dfc0-...-a2f0e657`): never joined.
+    if s.contains("...") {
+        return s.to_string();
+    }
+    if let Some((n, rest)) = s.split_once('_')
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && (rest.starts_with("cmpl-") || rest.starts_with("chatcmpl-"))
+    {
+        s = rest;
+    }
+    if let Some(b) = s.strip_suffix("kv")
+        && b.rsplit_once('-').is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+    {
+        s = b;
+    }
+    if let Some((b, t)) = s.rsplit_once('-')
+        && !b.is_empty()
+        && t.len() == 8
+        && t.bytes().all(|c| c.is_ascii_hexdigit())
+        && b.contains('-')
+    {
+        s = b;
+    }
+    if s.starts_with("cmpl-")
+        && let Some((b, n)) = s.rsplit_once('-')
+        && b.len() > 5
+        && !n.is_empty()
+        && n.len() <= 3
+        && n.bytes().all(|c| c.is_ascii_digit())
+    {
+        s = b;
+    }
+    s.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_ids() {
+        for (p, b) in [
+            ("cmpl-6709d8795d3c4464b01999c9f3fffede-0", "cmpl-6709d8795d3c4464b01999c9f3fffede"),
+            ("chatcmpl-8c24fecc6f854a3e-873d5034", "chatcmpl-8c24fecc6f854a3e"),
+            ("chatcmpl-96895635e18f40c3", "chatcmpl-96895635e18f40c3"),
+            ("13_chatcmpl-c78d39a6d1d8469f90f3bda9bd41ca6a", "chatcmpl-c78d39a6d1d8469f90f3bda9bd41ca6a"),
+            ("cmpl-x_1025d-0kv", "cmpl-x_1025d"),
+            ("d9e65a86be2a42a4917ba9fee5e97d9e", "d9e65a86be2a42a4917ba9fee5e97d9e"),
+            (
+                "chatcmpl-e081a40e-dc43-4b63-8ce2-d9a91f02e2df",
+                "chatcmpl-e081a40e-dc43-4b63-8ce2-d9a91f02e2df",
+            ),
+        ] {
+            assert_eq!(join_id(p), b, "{p}");
+        }
+        assert_eq!(trim_id("'abc-1'}"), "abc-1");
+        assert_eq!(trim_id("abc-1."), "abc-1");
+    }
+}

@@ -1,0 +1,107 @@
+//! What the connector, LMCache, Mooncake and scheduler lines add to the
+//! traces: evidence on a request where the line names one, and an event
+//! (kind, instance, time) for a failure whether it names one or not.
+
+use super::correlator::{Correlator, push_capped};
+use super::model::{Confidence, Hop, Outcome};
+use crate::feed::LogOrigin;
+use crate::logs::signal::{Signal, SignalKind as K, Val};
+
+/// Most failure events kept for `drain_log_events` between two calls.
+const MAX_LOG_EVENTS: usize = 1024;
+
+/// A failure a log reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogEvent {
+    /// Event time (the line's own stamp where it has one).
+    pub t: f64,
+    pub source: LogOrigin,
+    pub kind: K,
+    pub text: String,
+}
+
+impl Correlator {
+    /// Returns whether the signal meant anything to the correlator.
+    pub(super) fn on_signal(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        if sig.kind.is_failure() {
+            self.push_log_event(src, sig.kind, summary(sig), t);
+        }
+        match sig.kind {
+            // A transfer that failed for a named request: the connector hop erred.
+            K::TransferFailed | K::KvLoadFailed => {
+                for id in &sig.ids {
+                    if let Some(s) = self.find(id) {
+                        self.fail(s, Hop::Connector, src, summary(sig), t, at);
+                    }
+                }
+            }
+            // LMCache on decode found nothing for a request that was prefilled:
+            // it will recompute the prompt — a miss, this line its evidence.
+            K::LmcacheHit if matches!(src, LogOrigin::Decode(_)) => {
+                let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens"))
+                else {
+                    return false;
+                };
+                for id in &sig.ids {
+                    let Some(s) = self.find(id) else { continue };
+                    let prefilled = self
+                        .store
+                        .get(s)
+                        .is_some_and(|e| e.trace.prefill.is_some() && e.trace.outcome == Outcome::Pending);
+                    if !prefilled {
+                        continue;
+                    }
+                    if hit <= 0.0 && total > 0.0 {
+                        let ev = format!("LMCache on {src}: hit tokens 0 of {total} (`Reqid: {id}`)");
+                        self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
+                    }
+                }
+            }
+            K::ConnectorCreated => {
+                if let Some(Val::Text(c)) = sig.get("connector") {
+                    let c = c.clone();
+                    self.stat(src).connector.get_or_insert(c);
+                }
+            }
+            _ => return sig.kind.is_failure(),
+        }
+        true
+    }
+
+    pub(super) fn push_log_event(&mut self, src: LogOrigin, kind: K, text: String, t: f64) {
+        push_capped(&mut self.log_events, LogEvent { t, source: src, kind, text }, MAX_LOG_EVENTS);
+    }
+
+    /// Lines of a log that pdtop does not know (no event, no signal).
+    pub fn unknown_lines(&self, src: LogOrigin) -> u64 {
+        self.stats.get(&src).map_or(0, |s| s.unknown)
+    }
+
+    /// Failures read since the last call, oldest first.
+    pub fn drain_log_events(&mut self) -> Vec<LogEvent> {
+        self.log_events.drain(..).collect()
+    }
+}
+
+/// `transfer_failed cmpl-1 (connector=NixlConnector, state=ERR)`.
+pub fn summary(sig: &Signal) -> String {
+    let mut s = sig.kind.as_str().to_string();
+    for id in sig.ids.iter().take(3) {
+        s.push(' ');
+        s.push_str(id);
+    }
+    let parts: Vec<String> = sig
+        .fields
+        .iter()
+        .take(6)
+        .map(|(k, v)| match v {
+            Val::Num(n) => format!("{k}={n}"),
+            Val::Bool(b) => format!("{k}={b}"),
+            Val::Text(t) => format!("{k}={t}"),
+        })
+        .collect();
+    if !parts.is_empty() {
+        s.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    s
+}

@@ -1,0 +1,69 @@
+//! `pdtop check --from-logs`: the recorded NIXL capture's logs read after
+//! the fact give the same request counts as replaying the whole capture
+//! (scrapes and all), and a pasted excerpt still yields its failure event.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn pdtop() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pdtop"))
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = pdtop().args(args).output().expect("run pdtop");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn fixture(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel).display().to_string()
+}
+
+#[test]
+fn recorded_logs_after_the_fact_match_the_replay() {
+    let d = |f: &str| fixture(&format!("lab-captures/nixl-llama-shape/{f}"));
+    let replay = json(&["check", "--json", "--replay", &fixture("lab-captures/nixl-llama-shape")]);
+    let (p, d1, d2, proxy) =
+        (d("vllm-prefill.log"), d("vllm-decode.log"), d("vllm-decode2.log"), d("proxy.log"));
+    let logs = json(&[
+        "check",
+        "--json",
+        "--from-logs",
+        "--prefill-log",
+        &p,
+        "--decode-log",
+        &d1,
+        &d2,
+        "--proxy-log",
+        &proxy,
+    ]);
+    for k in ["seen", "loaded", "silent_miss", "no_prefill", "error"] {
+        assert_eq!(logs["requests"][k], replay["requests"][k], "{k}");
+    }
+    assert_eq!(logs["requests"]["silent_miss"], 4);
+    assert_eq!(logs["verdict"], replay["verdict"]);
+    let warnings = logs["warnings"].to_string();
+    assert!(warnings.contains("no year"), "{warnings}");
+    assert!(warnings.contains("proxy.log: no timestamps"), "{warnings}");
+}
+
+#[test]
+fn a_pasted_excerpt_yields_its_events_and_says_what_it_lacks() {
+    let f = fixture("log-excerpts/src-nixl-transfer-failed-state.log");
+    let r = json(&["check", "--json", "--from-logs", "--decode-log", &f]);
+    let events = r["events"].as_array().expect("events");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["kind"], "transfer_failed");
+    assert!(events[0]["text"].as_str().unwrap().contains("cmpl-7c1d2e3f4a5b4c6d8e9f0a1b2c3d4e5f-0"));
+    assert!(r["warnings"].to_string().contains("no prefill log"));
+    let dead = fixture("log-excerpts/v1-engine-dead-request-failed.log");
+    let r = json(&["check", "--json", "--from-logs", "--decode-log", &dead]);
+    let kinds: Vec<&str> =
+        r["events"].as_array().unwrap().iter().filter_map(|e| e["kind"].as_str()).collect();
+    // One death (printed as output_handler failed + EngineDeadError) is one event.
+    assert_eq!(kinds.iter().filter(|k| **k == "engine_dead").count(), 1, "{kinds:?}");
+    assert!(kinds.contains(&"request_failed"), "{kinds:?}");
+    // Without endpoints or logs it is a usage error, not a panic.
+    let out = pdtop().args(["check", "--from-logs"]).output().unwrap();
+    assert!(!out.status.success());
+}
