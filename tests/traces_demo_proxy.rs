@@ -296,10 +296,19 @@ fn demo_proxy_from_logs_alone() {
 #[test]
 fn demo_proxy_check_report() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(DIR);
-    let cap = pdtop::lab::Capture::from_dir(&dir).expect("capture");
+    let mut cap = pdtop::lab::Capture::from_dir(&dir).expect("capture");
+    // Logs and metrics alone; with the recorded spans see
+    // `the_recorded_spans_name_every_miss` below.
+    let spans = std::mem::take(&mut cap.spans);
     let secs = cap.t_end - cap.t0 + 1.0;
     let mut st = pdtop::lab::replay::state_at(&cap, secs, true);
     st.finish(cap.t_end + 30.0);
+    let logs_only = st;
+    cap.spans = spans;
+    let mut with_spans = pdtop::lab::replay::state_at(&cap, secs, true);
+    with_spans.finish(cap.t_end + 30.0);
+    the_recorded_spans_name_every_miss(&with_spans);
+    let st = logs_only;
     let r = serde_json::to_value(pdtop::state::report::Report::from_state(&st)).expect("json");
     let q = &r["requests"];
     eprintln!("{q}\nmetrics {}\n{}", r["requests_metrics"], r["disagreement"]);
@@ -370,4 +379,33 @@ fn counts_on_every_capture() {
             "{name}: {q}"
         );
     }
+}
+
+/// With the capture's own spans (its `otlp.bin`), the decode spans' prompt
+/// lengths settle every shared scheduling step: the 8 misses are named by
+/// the ids their clients got, and nothing stays unknown.
+fn the_recorded_spans_name_every_miss(st: &pdtop::state::AppState) {
+    let r = pdtop::state::report::Report::from_state(st);
+    let mut named = r.silent_miss_ids.clone();
+    named.sort();
+    let rows = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/lab-captures")
+            .join(DIR)
+            .join("requests.jsonl"),
+    )
+    .unwrap();
+    let mut truth: Vec<String> = rows
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["mode"] == "proxy" && r["status"] == 200)
+        .filter(|r| matches!(r["phase"].as_str(), Some("steady" | "after_restart")))
+        .filter(|r| r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0)
+        .map(|r| r["resp_id"].as_str().unwrap().to_string())
+        .collect();
+    truth.sort();
+    assert_eq!(truth.len(), 8);
+    assert_eq!(named, truth);
+    let q = &r.requests;
+    assert_eq!((q.loaded, q.silent_miss, q.no_prefill, q.error, q.cancelled, q.unknown), (27, 8, 6, 9, 2, 0));
 }

@@ -156,10 +156,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
-    let span_head = if spans.is_some() { super::waterfall::HEADER } else { "" };
+    let span_head = if spans.is_some() { format!("{} ", super::waterfall::HEADER) } else { String::new() };
     let mut lines = vec![Line::styled(
         format!(
-            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {span_head} {}",
+            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {span_head}{}",
             "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "DECODE", "EVIDENCE"
         ),
         theme.dim(),
@@ -174,7 +174,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
             Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
             Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
-            Span::styled(format!(" {}", t.evidence), theme.text()),
+            Span::styled(
+                if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                theme.text(),
+            ),
         ]);
         if i == selected {
             line = line.style(theme.selected());
