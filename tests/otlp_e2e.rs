@@ -37,25 +37,6 @@ fn json_of(out: &std::process::Output) -> Value {
     })
 }
 
-/// The decode response ids of the requests that went through the proxy,
-/// were answered, and loaded nothing (`cached_tokens` 0): the silent misses.
-fn truth_misses() -> Vec<String> {
-    let reqs = std::fs::read_to_string(common::capture_dir(CAPTURE).join("requests.jsonl")).unwrap();
-    let mut out: Vec<String> = reqs
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| {
-            r["mode"] == "proxy"
-                && r["status"] == 200
-                && matches!(r["phase"].as_str(), Some("steady" | "after_restart"))
-        })
-        .filter(|r| r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0)
-        .map(|r| r["resp_id"].as_str().unwrap().to_string())
-        .collect();
-    out.sort();
-    out
-}
-
 /// The timings of the request the client called `name`, by its decode id.
 fn timings_of<'a>(report: &'a Value, name: &str) -> &'a Value {
     let reqs = std::fs::read_to_string(common::capture_dir(CAPTURE).join("requests.jsonl")).unwrap();
@@ -162,7 +143,7 @@ async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
     let mut named: Vec<&str> =
         live["silent_miss_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     named.sort();
-    assert_eq!(named, truth_misses(), "{}", live["requests"]);
+    assert_eq!(named, common::demo_proxy_misses(), "{}", live["requests"]);
     assert_eq!(live["requests"]["unknown"], 0, "{}", live["requests"]);
 
     let out = Command::new(bin).args(["check", "--json", "--replay", &path(&file)]).output().unwrap();

@@ -88,3 +88,20 @@ pub fn screen_text(app: &pdtop::app::App, w: u16, h: u16) -> String {
     term.draw(|f| app.draw(f)).unwrap();
     buffer_text(term.backend().buffer())
 }
+
+/// The silent misses of `demo-proxy-qwen3` by the decode response id the
+/// client got: through the proxy, answered, and nothing loaded
+/// (`cached_tokens` 0) in the phases where KV should have moved.
+pub fn demo_proxy_misses() -> Vec<String> {
+    let reqs = std::fs::read_to_string(capture_dir("demo-proxy-qwen3").join("requests.jsonl")).unwrap();
+    let mut out: Vec<String> = reqs
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["mode"] == "proxy" && r["status"] == 200)
+        .filter(|r| matches!(r["phase"].as_str(), Some("steady" | "after_restart")))
+        .filter(|r| r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0)
+        .map(|r| r["resp_id"].as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
