@@ -6,6 +6,8 @@
 //! `requests.jsonl` (`resp_id`: the decode instance's id as the client saw
 //! it) and the phase table of the capture's README.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -388,22 +390,7 @@ fn the_recorded_spans_name_every_miss(st: &pdtop::state::AppState) {
     let r = pdtop::state::report::Report::from_state(st);
     let mut named = r.silent_miss_ids.clone();
     named.sort();
-    let rows = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/lab-captures")
-            .join(DIR)
-            .join("requests.jsonl"),
-    )
-    .unwrap();
-    let mut truth: Vec<String> = rows
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|r| r["mode"] == "proxy" && r["status"] == 200)
-        .filter(|r| matches!(r["phase"].as_str(), Some("steady" | "after_restart")))
-        .filter(|r| r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0)
-        .map(|r| r["resp_id"].as_str().unwrap().to_string())
-        .collect();
-    truth.sort();
+    let truth = common::demo_proxy_misses();
     assert_eq!(truth.len(), 8);
     assert_eq!(named, truth);
     let q = &r.requests;
