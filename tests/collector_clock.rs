@@ -10,7 +10,6 @@ use std::future::Future;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -121,60 +120,21 @@ async fn a_scraper_stamps_its_messages_with_the_injected_clock() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A `prometheus` process of the test's own, scraping the lab; dies with it.
-struct Server {
-    child: Child,
-    url: String,
-    dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn prometheus_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PDTOP_PROMETHEUS_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("prometheus")).find(|p| p.is_file())
-}
-
-fn start_prometheus(bin: &Path, dir: &Path, prefill: &str, decode: &str) -> Server {
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    let config = format!(
-        "global:\n  scrape_interval: 500ms\n  scrape_timeout: 500ms\n\
-         scrape_configs:\n\
-         \x20 - job_name: vllm-prefill\n    static_configs: [{{targets: ['{prefill}']}}]\n\
-         \x20 - job_name: vllm-decode\n    static_configs: [{{targets: ['{decode}']}}]\n",
-    );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(bin)
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    Server { child, url: format!("http://127.0.0.1:{port}"), dir: dir.to_path_buf() }
-}
-
 #[tokio::test]
 async fn the_prometheus_collector_stamps_its_messages_with_the_injected_clock() {
-    let Some(bin) = prometheus_binary() else {
+    let Some(bin) = common::prometheus::binary() else {
         eprintln!("SKIPPED: no `prometheus` binary on PATH (apt-get install prometheus)");
         return;
     };
     let dir = temp_dir("prom");
     let lab = start_lab(&dir.join("lab")).await;
     let (prefill, decode) = (lab.prefill.to_string(), lab.decode.to_string());
-    let server = start_prometheus(&bin, &dir.join("prom"), &prefill, &decode);
+    let server = common::prometheus::start(
+        &bin,
+        &dir.join("prom"),
+        500,
+        &[("vllm-prefill", &[prefill]), ("vllm-decode", &[decode])],
+    );
     // The server's clock is real time; pdtop's reads 1000 s and stands still.
     const NOW: f64 = 1000.0;
     let clock = FakeClock::at(NOW);

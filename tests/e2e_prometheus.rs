@@ -9,8 +9,7 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,57 +22,18 @@ use pdtop::lab::{self, Capture, LabOptions};
 const SPEED: f64 = 5.0;
 const SCRAPE_MS: u64 = 500;
 
-/// A `prometheus` process that dies with the test.
-struct Server {
-    child: Child,
-    url: String,
-    dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn prometheus_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PDTOP_PROMETHEUS_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("prometheus")).find(|p| p.is_file())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Prometheus scraping the fleet: its own config, port and storage.
-fn start_prometheus(bin: &Path, dir: &Path, prefill: &[String], decode: &[String], dead: &str) -> Server {
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    let list = |t: &[String]| t.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
-    let config = format!(
-        "global:\n  scrape_interval: {SCRAPE_MS}ms\n  scrape_timeout: {SCRAPE_MS}ms\n\
-         scrape_configs:\n\
-         \x20 - job_name: vllm-prefill\n    static_configs: [{{targets: [{}]}}]\n\
-         \x20 - job_name: vllm-decode\n    static_configs: [{{targets: [{}]}}]\n\
-         \x20 - job_name: vllm-dead\n    static_configs: [{{targets: ['{dead}']}}]\n",
-        list(prefill),
-        list(decode),
-    );
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    let port = free_port();
-    let child = Command::new(bin)
-        .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(dir.join("prometheus.log")).unwrap()))
-        .spawn()
-        .unwrap();
-    let server = Server { child, url: format!("http://127.0.0.1:{port}"), dir: dir.to_path_buf() };
+fn start_prometheus(
+    bin: &Path,
+    dir: &Path,
+    prefill: &[String],
+    decode: &[String],
+    dead: &str,
+) -> common::prometheus::Server {
+    let dead = [dead.to_string()];
+    let jobs: [(&str, &[String]); 3] =
+        [("vllm-prefill", prefill), ("vllm-decode", decode), ("vllm-dead", &dead)];
+    let server = common::prometheus::start(bin, dir, SCRAPE_MS, &jobs);
+    let port: u16 = server.url.rsplit(':').next().unwrap().parse().unwrap();
     // Ready, and every target scraped once (an `up` series each).
     let targets = prefill.len() + decode.len() + 1;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -140,7 +100,7 @@ fn instances(r: &serde_json::Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
-    let Some(bin) = prometheus_binary() else {
+    let Some(bin) = common::prometheus::binary() else {
         eprintln!(
             "SKIPPED: no `prometheus` binary on PATH (apt-get install prometheus, or set PDTOP_PROMETHEUS_BIN)"
         );
@@ -149,7 +109,7 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-prom-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // Nothing listens on the dead target's port: Prometheus reports it up == 0.
-    let dead = format!("127.0.0.1:{}", free_port());
+    let dead = format!("127.0.0.1:{}", common::prometheus::free_port());
 
     // Two copies of each recording: four pairs.
     let mut labs = Vec::new();

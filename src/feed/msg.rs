@@ -46,29 +46,11 @@ pub enum Msg {
     SpansRejected { at: f64, error: String },
 }
 
-impl Msg {
-    /// When it was observed.
-    pub fn at(&self) -> f64 {
-        match self {
-            Msg::Scrape { at, .. }
-            | Msg::ScrapeFailed { at, .. }
-            | Msg::Models { at, .. }
-            | Msg::Version { at, .. }
-            | Msg::Tick { at }
-            | Msg::SourceFailed { at, .. }
-            | Msg::KvDir { at, .. }
-            | Msg::NetDev { at, .. }
-            | Msg::LogsPolled { at }
-            | Msg::LogLines { at, .. }
-            | Msg::Discovered { at, .. }
-            | Msg::Spans { at, .. }
-            | Msg::SpansRejected { at, .. } => *at,
-        }
-    }
-
-    /// The time, to shift (building long recordings from short ones).
-    pub fn at_mut(&mut self) -> &mut f64 {
-        match self {
+/// Every variant's `at`, by reference or by mutable reference (one list of
+/// variants for `Msg::at` and `Msg::at_mut`).
+macro_rules! msg_at {
+    ($m:expr) => {
+        match $m {
             Msg::Scrape { at, .. }
             | Msg::ScrapeFailed { at, .. }
             | Msg::Models { at, .. }
@@ -83,6 +65,18 @@ impl Msg {
             | Msg::Spans { at, .. }
             | Msg::SpansRejected { at, .. } => at,
         }
+    };
+}
+
+impl Msg {
+    /// When it was observed.
+    pub fn at(&self) -> f64 {
+        *msg_at!(self)
+    }
+
+    /// The time, to shift (building long recordings from short ones).
+    pub fn at_mut(&mut self) -> &mut f64 {
+        msg_at!(self)
     }
 
     /// Whether a recording keeps it: everything observed, not clock ticks

@@ -18,6 +18,15 @@ pub(super) struct Arrival<'a> {
     pub process: Option<String>,
 }
 
+/// One `Added request` line (engine id and the id the API server gave).
+struct Added<'a> {
+    internal: &'a str,
+    external: &'a str,
+    t: f64,
+    at: f64,
+    process: Option<String>,
+}
+
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
     pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64) -> bool {
@@ -46,10 +55,10 @@ impl Correlator {
                 }
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
-                self.prefill_added(i, internal_id, external_id, t, at, process);
+                self.prefill_added(i, Added { internal: internal_id, external: external_id, t, at, process });
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Decode(i)) => {
-                self.decode_added(i, internal_id, external_id, t, at, process);
+                self.decode_added(i, Added { internal: internal_id, external: external_id, t, at, process });
             }
             (VllmEvent::ExternalCacheHit, LogOrigin::Decode(i)) => self.on_hit(i, t, at),
             (VllmEvent::InjectKv { tokens }, LogOrigin::Decode(i)) => self.on_inject(i, *tokens, t),
@@ -206,15 +215,8 @@ impl Correlator {
         s
     }
 
-    fn prefill_added(
-        &mut self,
-        i: usize,
-        internal: &str,
-        external: &str,
-        t: f64,
-        at: f64,
-        process: Option<String>,
-    ) {
+    fn prefill_added(&mut self, i: usize, added: Added<'_>) {
+        let Added { internal, external, t, at, process } = added;
         let src = LogOrigin::Prefill(i);
         let base = trace_key(external);
         let found = self.store.latest(&base).filter(|s| {
@@ -362,15 +364,8 @@ impl Correlator {
         push_capped(q, s, self.opts.max_pending);
     }
 
-    fn decode_added(
-        &mut self,
-        i: usize,
-        internal: &str,
-        external: &str,
-        t: f64,
-        at: f64,
-        process: Option<String>,
-    ) {
+    fn decode_added(&mut self, i: usize, added: Added<'_>) {
+        let Added { internal, external, t, at, process } = added;
         let src = LogOrigin::Decode(i);
         let base = trace_key(external);
         let found = self.store.latest(&base).filter(|s| {

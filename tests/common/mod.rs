@@ -2,6 +2,8 @@
 //! `tests/fixtures/lab-captures/` (copies of the real recordings).
 #![allow(dead_code)]
 
+pub mod prometheus;
+
 use std::path::PathBuf;
 
 use pdtop::feed::Role;
