@@ -45,23 +45,7 @@ async fn check_and_record(
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}-{n}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
-    let mut args: Vec<String> = [
-        "--prefill",
-        &lab.prefill.to_string(),
-        "--decode",
-        &lab.decode.to_string(),
-        "--interval",
-        "0.1",
-        "--timeout",
-        "1",
-        "--clock-speed",
-        &speed.to_string(),
-        "--duration",
-        &secs.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = common::lab_pair_args(&lab, speed, secs);
     let path = |p: &std::path::Path| p.display().to_string();
     if logs == Logs::All {
         args.extend([

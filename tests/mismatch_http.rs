@@ -7,11 +7,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::thread;
-use std::time::Duration;
 
 use pdtop::lab::{self, Capture, LabOptions};
 
@@ -29,18 +28,7 @@ fn with_block(body: &str, block: u32) -> String {
 }
 
 fn answer(mut s: TcpStream, metrics: &str) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = [0u8; 4096];
-    let mut seen = Vec::new();
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            return;
-        }
-        seen.extend_from_slice(&buf[..n]);
-        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
+    let seen = common::read_request_head(&mut s);
     let head = String::from_utf8_lossy(&seen);
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let (ctype, body) = match path {
@@ -182,24 +170,8 @@ async fn misses_behind_a_block_mismatch_name_it_as_the_likely_cause() {
     let secs = (cap.t_end - cap.t0) / speed + 1.0;
     let tmp = std::env::temp_dir().join(format!("pdtop-mismatch-lab-{}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed, looping: false, dir: tmp.clone() }).await.unwrap();
-    let args: Vec<String> = [
-        "check",
-        "--json",
-        "--prefill",
-        &lab.prefill.to_string(),
-        "--decode",
-        &lab.decode.to_string(),
-        "--interval",
-        "0.1",
-        "--timeout",
-        "1",
-        "--clock-speed",
-        &speed.to_string(),
-        "--duration",
-        &secs.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut args: Vec<String> = vec!["check".into(), "--json".into()];
+    args.extend(common::lab_pair_args(&lab, speed, secs));
     let out =
         tokio::task::spawn_blocking(move || Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output())
             .await

@@ -107,3 +107,42 @@ pub fn demo_proxy_misses() -> Vec<String> {
     out.sort();
     out
 }
+
+/// Reads a request up to the end of its headers (or gives up quietly after
+/// 5 s), for the tests' hand-written HTTP servers; returns what it read.
+pub fn read_request_head(s: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let mut buf = [0u8; 4096];
+    let mut seen = Vec::new();
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    seen
+}
+
+/// `--prefill`, `--decode` of a lab and a fast polling pace on its clock.
+pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<String> {
+    [
+        "--prefill",
+        &lab.prefill.to_string(),
+        "--decode",
+        &lab.decode.to_string(),
+        "--interval",
+        "0.1",
+        "--timeout",
+        "1",
+        "--clock-speed",
+        &speed.to_string(),
+        "--duration",
+        &secs.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
