@@ -67,3 +67,31 @@ fn a_pasted_excerpt_yields_its_events_and_says_what_it_lacks() {
     let out = pdtop().args(["check", "--from-logs"]).output().unwrap();
     assert!(!out.status.success());
 }
+
+/// LMCache's lookup line on a decode log pasted alone: the request it names
+/// becomes a trace, judged on LMCache's own count, and not called sure (no
+/// prefill log shows that it was prefilled).
+#[test]
+fn a_pasted_lmcache_decode_lookup_names_the_miss_or_the_load() {
+    let run = |f: &str| {
+        let f = fixture(&format!("log-excerpts/{f}"));
+        json(&["check", "--json", "--from-logs", "--decode-log", &f])
+    };
+    let miss = run("lmcache-decode-miss-zero-hit-32k.log");
+    assert_eq!(miss["requests"]["silent_miss"], 1, "{}", miss["requests"]);
+    assert_eq!(miss["silent_miss_ids"][0], "cmpl-1b99723b9a064fbcb912222bd32d67ba");
+    let t = &miss["traces"][0];
+    assert_eq!(t["sure"], false);
+    assert!(t["evidence"].as_str().unwrap().contains("0 of 32768"), "{t}");
+    assert!(t["evidence"].as_str().unwrap().contains("no prefill log"), "{t}");
+    assert_eq!(miss["verdict"], "silent_misses");
+    // Five lookups of one request while its KV was not ready: one trace, loaded.
+    let repeated = run("lmcache-decode-repeated-lookup.log");
+    assert_eq!(repeated["requests"]["seen"], 1, "{}", repeated["requests"]);
+    assert_eq!(repeated["requests"]["loaded"], 1);
+    // `need to load: -64` (more already in GPU than in LMCache) is still a hit.
+    let negative = run("lmcache-hit-negative-need-to-load.log");
+    assert_eq!(negative["requests"]["loaded"], 1, "{}", negative["requests"]);
+    // LMCache prints the engine's id; the trace is named by the API server's.
+    assert_eq!(negative["traces"][0]["id"], "chatcmpl-8c24fecc6f854a3e");
+}

@@ -3,7 +3,7 @@
 //! (kind, instance, time) for a failure whether it names one or not.
 
 use super::correlator::{Correlator, push_capped};
-use super::model::{Confidence, Hop, Outcome};
+use super::model::Hop;
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 
@@ -35,27 +35,12 @@ impl Correlator {
                     }
                 }
             }
-            // LMCache on decode found nothing for a request that was prefilled:
-            // it will recompute the prompt — a miss, this line its evidence.
-            K::LmcacheHit if matches!(src, LogOrigin::Decode(_)) => {
-                let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens"))
-                else {
-                    return false;
-                };
-                for id in &sig.ids {
-                    let Some(s) = self.find(id) else { continue };
-                    let prefilled = self
-                        .store
-                        .get(s)
-                        .is_some_and(|e| e.trace.prefill.is_some() && e.trace.outcome == Outcome::Pending);
-                    if !prefilled {
-                        continue;
-                    }
-                    if hit <= 0.0 && total > 0.0 {
-                        let ev = format!("LMCache on {src}: hit tokens 0 of {total} (`Reqid: {id}`)");
-                        self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
-                    }
+            // LMCache on decode: its own word on whether the KV was found.
+            K::LmcacheHit => {
+                if let LogOrigin::Decode(i) = src {
+                    return self.on_lmcache_lookup(i, sig, t, at);
                 }
+                return false;
             }
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {

@@ -31,6 +31,7 @@ mod ids;
 mod instance_events;
 mod joiner;
 mod lifecycle;
+mod lmcache_lookups;
 mod log_signals;
 mod model;
 mod proxy_events;
