@@ -95,3 +95,16 @@ fn a_pasted_lmcache_decode_lookup_names_the_miss_or_the_load() {
     // LMCache prints the engine's id; the trace is named by the API server's.
     assert_eq!(negative["traces"][0]["id"], "chatcmpl-8c24fecc6f854a3e");
 }
+
+/// A prefill log pasted alone: LMCache's `Storing KV cache ... for request X`
+/// is what shows X was prefilled; what decode did is unknown, and said so.
+#[test]
+fn a_pasted_lmcache_prefill_store_is_a_trace_that_says_decode_is_unread() {
+    let f = fixture("log-excerpts/lmcache-prefill-storing-chunks.log");
+    let r = json(&["check", "--json", "--from-logs", "--prefill-log", &f]);
+    assert_eq!(r["requests"]["seen"], 1, "{}", r["requests"]);
+    assert_eq!(r["requests"]["unknown"], 1);
+    assert_eq!(r["traces"][0]["id"], "chatcmpl-8e1011b0d1d69ad5");
+    assert!(r["traces"][0]["evidence"].as_str().unwrap().contains("no decode log"), "{}", r["traces"]);
+    assert_eq!(r["unknown_reasons"][0]["count"], 1);
+}

@@ -101,6 +101,10 @@ impl LogState {
         self.sources.iter().any(|s| matches!(s.source, LogOrigin::Decode(_)))
     }
 
+    pub fn has_prefill_log(&self) -> bool {
+        self.sources.iter().any(|s| matches!(s.source, LogOrigin::Prefill(_)))
+    }
+
     pub fn on_lines(
         &mut self,
         source: LogOrigin,

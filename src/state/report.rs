@@ -305,13 +305,18 @@ impl Report {
             tokens.external_kv_transfer += c(Counter::PromptExternal);
         }
         let metrics = RequestCounts::from(state.misses.outcomes);
-        let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| {
+        // Traces count the requests where a decode log is read, or where no
+        // instance was scraped (logs read after the fact): a prefill log
+        // alone cannot say what decode did, the decode metrics can.
+        let scraped = state.instances.iter().any(|i| i.latest_at.is_some());
+        let traced_logs = |l: &&Box<crate::state::logs::LogState>| l.has_decode_log() || !scraped;
+        let traced = state.logs.as_ref().filter(traced_logs).map(|l| {
             let c = l.correlator.counts();
             let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
         let (traces, unknown_reasons) = match &state.logs {
-            Some(l) if l.has_decode_log() => (
+            Some(l) if l.has_decode_log() || l.has_prefill_log() => (
                 {
                     let cx = super::report_traces::TraceContext::new(state);
                     l.correlator.traces().map(|t| TraceReport::from_trace(t, state, &cx)).collect()

@@ -127,7 +127,12 @@ impl Correlator {
                 if !force && now - since < self.opts.prefill_only_timeout_s {
                     return false;
                 }
-                let mut ev = format!("prefill on prefill#{pi} ran; no decode request was seen for it");
+                let decode_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_)));
+                let mut ev = if decode_read {
+                    format!("prefill on prefill#{pi} ran; no decode request was seen for it")
+                } else {
+                    format!("prefill on prefill#{pi} ran; no decode log is being read")
+                };
                 if tk.kv_expired_unread {
                     ev.push_str("; its KV expired unread");
                 }

@@ -77,4 +77,47 @@ impl Correlator {
         }
         true
     }
+
+    /// `Storing KV cache for A out of B tokens (skip_leading_tokens=S) for
+    /// request X` on the prefill, `Scheduled to load N tokens for request X`
+    /// on the decode: the connector hop's detail (how far the store got, what
+    /// the load was asked for). Evidence on the trace, never a verdict.
+    pub(super) fn on_lmcache_progress(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
+        let detail = match (src, sig.get_num("tokens")) {
+            (LogOrigin::Prefill(_), Some(n)) => {
+                let upto = n + sig.get_num("skip_leading_tokens").unwrap_or(0.0);
+                format!("LMCache stored {upto} tokens")
+            }
+            (LogOrigin::Decode(_), Some(n)) => format!("LMCache load of {n} tokens scheduled"),
+            _ => return false,
+        };
+        let other_side_read = self.stats.keys().any(|k| match src {
+            LogOrigin::Prefill(_) => matches!(k, LogOrigin::Decode(_)),
+            _ => matches!(k, LogOrigin::Prefill(_)),
+        });
+        let mut known = false;
+        for id in &sig.ids {
+            let s = match self.find(id) {
+                Some(s) => s,
+                // A pasted prefill log may hold nothing else of the request:
+                // the store is what shows it was prefilled.
+                None if matches!(src, LogOrigin::Prefill(_)) && !other_side_read => {
+                    let s = self.new_trace(trace_key(external_of_internal(id)), t);
+                    if let (Some(e), LogOrigin::Prefill(i)) = (self.store.get_mut(s), src) {
+                        e.trace.prefill = Some(i);
+                        e.trace.first_seen = t;
+                    }
+                    s
+                }
+                None => continue,
+            };
+            known = true;
+            let d = detail.clone();
+            self.with_phase(s, Hop::Connector, src, None, t, move |p| {
+                p.detail = d;
+                p.end = Some(t.max(p.start));
+            });
+        }
+        known
+    }
 }

@@ -42,6 +42,7 @@ impl Correlator {
                 }
                 return false;
             }
+            K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();
