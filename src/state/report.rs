@@ -309,8 +309,7 @@ impl Report {
         // instance was scraped (logs read after the fact): a prefill log
         // alone cannot say what decode did, the decode metrics can.
         let scraped = state.instances.iter().any(|i| i.latest_at.is_some());
-        let traced_logs = |l: &&Box<crate::state::logs::LogState>| l.has_decode_log() || !scraped;
-        let traced = state.logs.as_ref().filter(traced_logs).map(|l| {
+        let traced = state.logs.as_ref().filter(|l| l.has_decode_log() || !scraped).map(|l| {
             let c = l.correlator.counts();
             let counts = RequestCounts::from(&c);
             (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
