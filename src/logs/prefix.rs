@@ -99,13 +99,14 @@ fn ci_stamp_len(s: &str) -> Option<usize> {
     {
         return None;
     }
-    let end = s[..b.len().min(40)].find("] ")?;
+    // A byte limit, not a char one: the stamp is ASCII, what follows may not be.
+    let end = s[..s.floor_char_boundary(40)].find("] ")?;
     Some(end + 2)
 }
 
 /// `service-1  | rest` (docker compose): one word, spaces, `| `.
 fn compose_prefix(s: &str) -> Option<(&str, usize)> {
-    let bar = s.get(..s.len().min(120))?.find(" | ")?;
+    let bar = s[..s.floor_char_boundary(120)].find(" | ")?;
     let name = s[..bar].trim_end();
     if name.is_empty() || name.contains(' ') || !name.bytes().all(|b| b.is_ascii_graphic()) {
         return None;
@@ -159,6 +160,18 @@ pub(crate) fn starts_with_vllm_header(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// cargo-fuzz (`vllm_line`): a CI stamp followed by multibyte text
+    /// sliced the line inside a character. Now it is cut at a boundary, and
+    /// a compose prefix before text with non-ASCII near the limit is kept.
+    #[test]
+    fn multibyte_text_after_a_prefix_is_cut_at_a_char_boundary() {
+        let line = format!("[2024-09-10T16:55:11Z{}] INFO 09-10 09:55:11 metrics", "\u{FFFD}".repeat(40));
+        let p = peel(&line);
+        assert!(p.prefixes.is_empty(), "{:?}", p.prefixes);
+        let line = format!("vllm-1  | INFO 09-10 09:55:11 [a.py:1] {}", "é".repeat(80));
+        assert_eq!(peel(&line).prefixes.len(), 1);
+    }
 
     #[test]
     fn stacks() {
