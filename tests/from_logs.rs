@@ -108,3 +108,16 @@ fn a_pasted_lmcache_prefill_store_is_a_trace_that_says_decode_is_unread() {
     assert!(r["traces"][0]["evidence"].as_str().unwrap().contains("no decode log"), "{}", r["traces"]);
     assert_eq!(r["unknown_reasons"][0]["count"], 1);
 }
+
+/// LMCache issue: decode loaded, retrieved, then hung with `Running: 1 reqs`
+/// and no throughput until Ctrl-C. The one zero line is the stall event.
+#[test]
+fn a_decode_that_hangs_with_a_running_request_is_an_engine_stall() {
+    let f = fixture("log-excerpts/lmcache-decode-stuck-retrieved-old-shape.log");
+    let r = json(&["check", "--json", "--from-logs", "--decode-log", &f]);
+    let stalls: Vec<_> =
+        r["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "engine_stalled").collect();
+    assert_eq!(stalls.len(), 1, "{}", r["events"]);
+    assert!(stalls[0]["text"].as_str().unwrap().contains("Running 1 reqs"), "{}", stalls[0]);
+    assert_eq!(r["requests"]["loaded"], 1, "the KV did arrive: {}", r["requests"]);
+}

@@ -36,6 +36,7 @@ kinds! {
     StreamError => "stream_error",
     EngineDead => "engine_dead",
     EngineError => "engine_error",
+    EngineStalled => "engine_stalled",
     WorkerExit => "worker_exit",
     ServerShutdown => "server_shutdown",
     Stats => "stats",
@@ -102,6 +103,7 @@ impl SignalKind {
             self,
             EngineDead
                 | EngineError
+                | EngineStalled
                 | KvLoadFailed
                 | KvLoadRecovered
                 | ConnectorMissing

@@ -114,6 +114,7 @@ impl Correlator {
                 }
             }
             (VllmEvent::EngineStats(s), _) => {
+                self.on_engine_progress(src, s, t);
                 let st = self.stat(src);
                 st.waiting = Some(s.waiting);
                 if s.external_hit_pct.is_some() {
