@@ -28,11 +28,28 @@ pub enum Counter {
     NixlFailedTransfers,
     NixlFailedNotifications,
     NixlExpired,
+    MooncakeFailedTransfers,
+    MooncakeFailedRecvs,
+    MooncakeExpired,
+    MooncakeStoreFailedKeys,
+    MooncakeStoreLoadBytes,
+    MooncakeStoreSaveBytes,
+    /// OffloadingConnector: GPU to host memory (stored) and back (loaded).
+    OffloadStoredBytes,
+    OffloadLoadedBytes,
+    OffloadStoreSecs,
+    OffloadLoadSecs,
+    /// LMCache, in tokens: retrieves asked and hit, lookups asked and hit, stored.
+    LmcacheRequestedTokens,
+    LmcacheHitTokens,
+    LmcacheLookupTokens,
+    LmcacheLookupHitTokens,
+    LmcacheStoredTokens,
 }
 
 impl Counter {
     /// Every counter, in declaration (and `Ord`) order.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 31] = [
         Counter::PromptLocalCompute,
         Counter::PromptLocalCacheHit,
         Counter::PromptExternal,
@@ -49,6 +66,21 @@ impl Counter {
         Counter::NixlFailedTransfers,
         Counter::NixlFailedNotifications,
         Counter::NixlExpired,
+        Counter::MooncakeFailedTransfers,
+        Counter::MooncakeFailedRecvs,
+        Counter::MooncakeExpired,
+        Counter::MooncakeStoreFailedKeys,
+        Counter::MooncakeStoreLoadBytes,
+        Counter::MooncakeStoreSaveBytes,
+        Counter::OffloadStoredBytes,
+        Counter::OffloadLoadedBytes,
+        Counter::OffloadStoreSecs,
+        Counter::OffloadLoadSecs,
+        Counter::LmcacheRequestedTokens,
+        Counter::LmcacheHitTokens,
+        Counter::LmcacheLookupTokens,
+        Counter::LmcacheLookupHitTokens,
+        Counter::LmcacheStoredTokens,
     ];
 }
 
@@ -64,6 +96,10 @@ pub enum Hist {
     PromptTokens,
     NixlXferTime,
     NixlBytes,
+    /// MooncakeConnector, recorded by the sender (the prefill side).
+    MooncakeXferTime,
+    MooncakeBytes,
+    MooncakeDescriptors,
 }
 
 /// The counters' and histograms' family names, newest first where a name
@@ -99,6 +135,9 @@ const HIST_SOURCES: &[(Hist, &str)] = &[
     (Hist::PromptTokens, "vllm:request_prompt_tokens"),
     (Hist::NixlXferTime, "vllm:nixl_xfer_time_seconds"),
     (Hist::NixlBytes, "vllm:nixl_bytes_transferred"),
+    (Hist::MooncakeXferTime, "vllm:mooncake_xfer_time_seconds"),
+    (Hist::MooncakeBytes, "vllm:mooncake_bytes_transferred"),
+    (Hist::MooncakeDescriptors, "vllm:mooncake_num_descriptors"),
 ];
 
 /// One instance's scrape, reduced to what pdtop uses.
@@ -189,6 +228,7 @@ impl InstanceSample {
                 .sum::<f64>();
             out.counters.insert(*counter, total);
         }
+        super::connectors::extract(&by_name, &mut out.counters);
         let success = get("vllm:request_success_total");
         if !success.is_empty() {
             let mut ok = 0.0;

@@ -1,0 +1,131 @@
+//! The KV connectors' own Prometheus families, beyond NIXL's: Mooncake
+//! (vLLM >= 0.33), the Mooncake store, the OffloadingConnector (two naming
+//! generations) and LMCache's in-process `lmcache:*` families. Names,
+//! types, labels and units as their sources declare them (see
+//! `docs/vllm-reference.md` §connector families); absent families stay
+//! absent.
+
+use super::model::Counter;
+use super::parse::Sample;
+use std::collections::BTreeMap;
+
+/// How a family's series add up to one number.
+#[derive(Clone, Copy)]
+enum Fold {
+    /// Engines (data parallel) each count their own work: summed.
+    Sum,
+    /// LMCache runs one engine per tensor-parallel worker and each counts
+    /// the same tokens: summed per `worker_id`, then the largest taken.
+    MaxOverWorkers,
+}
+
+/// A counter, its family (with the `_total` suffix the text carries), the
+/// labels that select its series, and how they fold.
+type Source = (Counter, &'static str, &'static [(&'static str, &'static str)], Fold);
+
+use Fold::{MaxOverWorkers, Sum};
+
+/// Newest name first where a family moved; the first one present wins.
+const SOURCES: &[Source] = &[
+    // MooncakeConnector: the failures counted where they happen (failed
+    // transfers on the sender, the prefill; failed receives on decode;
+    // expired KV on the prefill).
+    (Counter::MooncakeFailedTransfers, "vllm:mooncake_num_failed_transfers_total", &[], Sum),
+    (Counter::MooncakeFailedRecvs, "vllm:mooncake_num_failed_recvs_total", &[], Sum),
+    (Counter::MooncakeExpired, "vllm:mooncake_num_kv_expired_reqs_total", &[], Sum),
+    // MooncakeStoreConnector: a shared store, labelled by operation
+    // (save_exists, save_put, load_get, lookup_exists) and status.
+    (Counter::MooncakeStoreFailedKeys, "vllm:mooncake_store_operation_failed_keys_total", &[], Sum),
+    (
+        Counter::MooncakeStoreLoadBytes,
+        "vllm:mooncake_store_operation_bytes_total",
+        &[("operation", "load_get"), ("status", "ok")],
+        Sum,
+    ),
+    (
+        Counter::MooncakeStoreSaveBytes,
+        "vllm:mooncake_store_operation_bytes_total",
+        &[("operation", "save_put"), ("status", "ok")],
+        Sum,
+    ),
+    // OffloadingConnector: host memory of the same instance. Newer vLLM
+    // splits load and store into families of their own; older ones label
+    // one family by transfer_type.
+    (Counter::OffloadStoredBytes, "vllm:kv_offload_store_bytes_total", &[], Sum),
+    (
+        Counter::OffloadStoredBytes,
+        "vllm:kv_offload_total_bytes_total",
+        &[("transfer_type", "GPU_to_CPU")],
+        Sum,
+    ),
+    (Counter::OffloadLoadedBytes, "vllm:kv_offload_load_bytes_total", &[], Sum),
+    (
+        Counter::OffloadLoadedBytes,
+        "vllm:kv_offload_total_bytes_total",
+        &[("transfer_type", "CPU_to_GPU")],
+        Sum,
+    ),
+    (Counter::OffloadStoreSecs, "vllm:kv_offload_store_time_total", &[], Sum),
+    (Counter::OffloadStoreSecs, "vllm:kv_offload_total_time_total", &[("transfer_type", "GPU_to_CPU")], Sum),
+    (Counter::OffloadLoadSecs, "vllm:kv_offload_load_time_total", &[], Sum),
+    (Counter::OffloadLoadSecs, "vllm:kv_offload_total_time_total", &[("transfer_type", "CPU_to_GPU")], Sum),
+    // LMCache: every one of these counts tokens (not chunks, not requests).
+    (Counter::LmcacheRequestedTokens, "lmcache:num_requested_tokens_total", &[], MaxOverWorkers),
+    (Counter::LmcacheHitTokens, "lmcache:num_hit_tokens_total", &[], MaxOverWorkers),
+    (Counter::LmcacheLookupTokens, "lmcache:num_lookup_tokens_total", &[], MaxOverWorkers),
+    (Counter::LmcacheLookupHitTokens, "lmcache:num_lookup_hits_total", &[], MaxOverWorkers),
+    (Counter::LmcacheStoredTokens, "lmcache:num_stored_tokens_total", &[], MaxOverWorkers),
+];
+
+/// Adds the connector counters a scrape holds to `out`.
+pub(super) fn extract(by_name: &BTreeMap<&str, Vec<&Sample<'_>>>, out: &mut BTreeMap<Counter, f64>) {
+    for (counter, family, labels, fold) in SOURCES {
+        if out.contains_key(counter) {
+            continue;
+        }
+        let Some(all) = by_name.get(family) else { continue };
+        let series: Vec<&Sample<'_>> = all
+            .iter()
+            .copied()
+            .filter(|s| labels.iter().all(|(k, v)| s.label(k).as_deref() == Some(v)))
+            .filter(|s| s.value.is_finite())
+            .collect();
+        // A labelled family whose selected series is absent (an offload
+        // that never loaded yet) is absent, not zero.
+        if series.is_empty() {
+            continue;
+        }
+        let total = match fold {
+            Sum => series.iter().map(|s| s.value).sum(),
+            MaxOverWorkers => {
+                let mut per_worker: BTreeMap<String, f64> = BTreeMap::new();
+                for s in &series {
+                    let w = s.label("worker_id").map(|w| w.into_owned()).unwrap_or_default();
+                    *per_worker.entry(w).or_default() += s.value;
+                }
+                per_worker.values().copied().fold(0.0, f64::max)
+            }
+        };
+        out.insert(*counter, total);
+    }
+}
+
+/// The failure counters, each with the event kind it raises when it rises.
+pub const FAILURES: &[(Counter, &str, &str)] = &[
+    (Counter::NixlFailedTransfers, "nixl_failed_transfers", "NIXL transfer(s) failed"),
+    (Counter::NixlFailedNotifications, "nixl_failed_notifications", "NIXL notification(s) failed"),
+    (Counter::NixlExpired, "nixl_kv_expired", "request(s) whose KV expired unread on the producer (NIXL)"),
+    (Counter::MooncakeFailedTransfers, "mooncake_failed_transfers", "Mooncake transfer(s) failed"),
+    (Counter::MooncakeFailedRecvs, "mooncake_failed_recvs", "Mooncake receive(s) failed"),
+    (
+        Counter::MooncakeExpired,
+        "mooncake_kv_expired",
+        "request(s) whose KV expired unread on the producer (Mooncake)",
+    ),
+    (Counter::MooncakeStoreFailedKeys, "mooncake_store_failed_keys", "Mooncake store key(s) failed"),
+];
+
+/// The event kind name and wording of a failure counter.
+pub fn failure(c: Counter) -> Option<(&'static str, &'static str)> {
+    FAILURES.iter().find(|(f, _, _)| *f == c).map(|(_, kind, text)| (*kind, *text))
+}
