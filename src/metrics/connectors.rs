@@ -75,6 +75,7 @@ const SOURCES: &[Source] = &[
     (Counter::LmcacheLookupTokens, "lmcache:num_lookup_tokens_total", &[], MaxOverWorkers),
     (Counter::LmcacheLookupHitTokens, "lmcache:num_lookup_hits_total", &[], MaxOverWorkers),
     (Counter::LmcacheStoredTokens, "lmcache:num_stored_tokens_total", &[], MaxOverWorkers),
+    (Counter::LmcachePromptTokens, "lmcache:num_prompt_tokens_total", &[], MaxOverWorkers),
 ];
 
 /// Adds the connector counters a scrape holds to `out`.
@@ -128,4 +129,87 @@ pub const FAILURES: &[(Counter, &str, &str)] = &[
 /// The event kind name and wording of a failure counter.
 pub fn failure(c: Counter) -> Option<(&'static str, &'static str)> {
     FAILURES.iter().find(|(f, _, _)| *f == c).map(|(_, kind, text)| (*kind, *text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::model::{Hist, InstanceSample};
+
+    fn fixture(name: &str) -> InstanceSample {
+        let path = format!("{}/tests/fixtures/connector-metrics/{name}", env!("CARGO_MANIFEST_DIR"));
+        InstanceSample::from_text(&std::fs::read_to_string(path).unwrap())
+    }
+
+    #[test]
+    fn mooncake_histograms_and_counters() {
+        let s = fixture("mooncake-prefill-b.txt");
+        assert_eq!(s.bad_lines, 0);
+        let bytes = &s.hists[&Hist::MooncakeBytes];
+        assert_eq!((bytes.total(), bytes.sum), (1.0, 16_515_072.0));
+        assert_eq!(s.hists[&Hist::MooncakeXferTime].sum, 0.012);
+        assert_eq!(s.hists[&Hist::MooncakeDescriptors].sum, 72.0);
+        assert_eq!(s.counters[&Counter::MooncakeFailedTransfers], 1.0);
+        assert_eq!(s.counters[&Counter::MooncakeFailedRecvs], 0.0);
+        assert_eq!(s.counters[&Counter::MooncakeExpired], 0.0);
+        // Nothing of the other connectors appears, not even as a zero.
+        assert!(!s.counters.contains_key(&Counter::OffloadStoredBytes));
+        assert!(!s.counters.contains_key(&Counter::LmcacheHitTokens));
+        assert!(!s.hists.contains_key(&Hist::NixlBytes));
+    }
+
+    #[test]
+    fn lmcache_real_excerpt_reads_hit_and_prompt_tokens() {
+        let s = fixture("lmcache-qwen3-8b-real.txt");
+        assert_eq!(s.bad_lines, 0);
+        assert_eq!(s.counters[&Counter::LmcacheHitTokens], 1529.0);
+        assert_eq!(s.counters[&Counter::LmcachePromptTokens], 36089.0);
+        // The excerpt was grepped: what it does not hold stays absent.
+        assert!(!s.counters.contains_key(&Counter::LmcacheRequestedTokens));
+    }
+
+    #[test]
+    fn lmcache_tensor_parallel_workers_are_not_added_up() {
+        let s = fixture("lmcache-tp2-constructed.txt");
+        assert_eq!(s.counters[&Counter::LmcacheRequestedTokens], 8192.0);
+        assert_eq!(s.counters[&Counter::LmcacheHitTokens], 6144.0);
+        assert_eq!(s.counters[&Counter::LmcacheStoredTokens], 10240.0);
+        assert_eq!(s.counters[&Counter::LmcacheLookupTokens], 9000.0);
+        assert_eq!(s.counters[&Counter::LmcacheLookupHitTokens], 6144.0);
+    }
+
+    #[test]
+    fn offload_both_generations() {
+        let old = fixture("offload-legacy-constructed.txt");
+        // Two data-parallel engines stored: summed.
+        assert_eq!(old.counters[&Counter::OffloadStoredBytes], 49_545_216.0);
+        assert_eq!(old.counters[&Counter::OffloadLoadedBytes], 16_515_072.0);
+        assert!((old.counters[&Counter::OffloadStoreSecs] - 0.006).abs() < 1e-12);
+        assert_eq!(old.counters[&Counter::OffloadLoadSecs], 0.003);
+        let new = fixture("offload-split-constructed.txt");
+        // The newer family wins over a legacy one beside it.
+        assert_eq!(new.counters[&Counter::OffloadStoredBytes], 49_545_216.0);
+        assert_eq!(new.counters[&Counter::OffloadLoadedBytes], 0.0);
+        assert_eq!(new.counters[&Counter::OffloadStoreSecs], 0.006);
+    }
+
+    #[test]
+    fn mooncake_store_by_operation() {
+        let s = fixture("mooncake-store-constructed.txt");
+        assert_eq!(s.counters[&Counter::MooncakeStoreSaveBytes], 16_515_072.0);
+        // Only successful loads count as bytes loaded.
+        assert_eq!(s.counters[&Counter::MooncakeStoreLoadBytes], 8_257_536.0);
+        assert_eq!(s.counters[&Counter::MooncakeStoreFailedKeys], 3.0);
+    }
+
+    #[test]
+    fn a_selected_series_absent_is_absent() {
+        let s = InstanceSample::from_text(
+            "vllm:kv_offload_total_bytes_total{engine=\"0\",transfer_type=\"GPU_to_CPU\"} 5\n",
+        );
+        assert_eq!(s.counters[&Counter::OffloadStoredBytes], 5.0);
+        assert!(!s.counters.contains_key(&Counter::OffloadLoadedBytes));
+        let nan = InstanceSample::from_text("lmcache:num_hit_tokens_total{worker_id=\"0\"} NaN\n");
+        assert!(!nan.counters.contains_key(&Counter::LmcacheHitTokens));
+    }
 }

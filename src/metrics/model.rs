@@ -45,11 +45,13 @@ pub enum Counter {
     LmcacheLookupTokens,
     LmcacheLookupHitTokens,
     LmcacheStoredTokens,
+    /// LMCache: prompt tokens of the requests it saw (newer versions).
+    LmcachePromptTokens,
 }
 
 impl Counter {
     /// Every counter, in declaration (and `Ord`) order.
-    pub const ALL: [Counter; 31] = [
+    pub const ALL: [Counter; 32] = [
         Counter::PromptLocalCompute,
         Counter::PromptLocalCacheHit,
         Counter::PromptExternal,
@@ -81,6 +83,7 @@ impl Counter {
         Counter::LmcacheLookupTokens,
         Counter::LmcacheLookupHitTokens,
         Counter::LmcacheStoredTokens,
+        Counter::LmcachePromptTokens,
     ];
 }
 

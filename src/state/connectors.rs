@@ -72,6 +72,9 @@ pub struct Lmcache {
     pub lookup_hit_ratio: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_tokens: Option<f64>,
+    /// Prompt tokens of the requests LMCache saw (newer versions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<f64>,
 }
 
 /// `check --json`'s `connector_metrics`: only the connectors that report.
@@ -173,6 +176,7 @@ impl ConnectorMetrics {
             lookup_hit_tokens: look_hit,
             lookup_hit_ratio: ratio(look_hit, look),
             stored_tokens: t.counter(LmcacheStoredTokens),
+            prompt_tokens: t.counter(LmcachePromptTokens),
         };
         let m = ConnectorMetrics {
             nixl,
@@ -205,5 +209,119 @@ impl AppState {
                 self.push_event(iv.t, EventKind::Connector(*kind), text);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::{Endpoint, Msg, Role};
+
+    fn body(name: &str) -> String {
+        let path = format!("{}/tests/fixtures/connector-metrics/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(path).unwrap()
+    }
+
+    fn pair() -> AppState {
+        AppState::new(
+            vec![
+                Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap(),
+                Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap(),
+            ],
+            60.0,
+        )
+    }
+
+    fn scrape(st: &mut AppState, instance: usize, at: f64, name: &str) {
+        st.apply(Msg::Scrape { instance, at, body: body(name) });
+    }
+
+    fn kinds(st: &AppState) -> Vec<&'static str> {
+        st.events.iter().map(|e| e.kind.name()).collect()
+    }
+
+    #[test]
+    fn mooncake_bytes_feed_the_ledger_from_the_prefill_and_failures_are_events() {
+        let mut st = pair();
+        scrape(&mut st, 0, 100.0, "mooncake-prefill-a.txt");
+        scrape(&mut st, 1, 100.0, "mooncake-decode-a.txt");
+        assert!(st.link.xfer.points.is_empty());
+        assert!(st.events.is_empty(), "a first scrape is a baseline: {:?}", st.events);
+        scrape(&mut st, 0, 101.0, "mooncake-prefill-b.txt");
+        scrape(&mut st, 1, 101.0, "mooncake-decode-b.txt");
+        assert_eq!(st.link.xfer_family, Some(super::super::link::MOONCAKE));
+        assert_eq!(st.link.xfer.total_bytes, 16_515_072.0);
+        assert_eq!(st.link.observed_since(0.0), Some(("mooncake_bytes_transferred", 16_515_072.0)));
+        assert_eq!(kinds(&st), vec!["mooncake_failed_transfers", "mooncake_failed_recvs"]);
+        assert!(
+            st.events[0].text.starts_with("127.0.0.1:8100: 1 Mooncake transfer(s) failed"),
+            "{:?}",
+            st.events
+        );
+        assert!(st.events[1].text.starts_with("127.0.0.1:8200: 1 Mooncake receive(s) failed"));
+        let m = ConnectorMetrics::of([&st.instances[0]]).unwrap();
+        let mc = m.mooncake.unwrap();
+        assert_eq!((mc.transfers, mc.bytes, mc.xfer_time_s), (1.0, 16_515_072.0, 0.012));
+        assert_eq!(
+            (mc.failed_transfers, mc.failed_recvs, mc.kv_expired_reqs),
+            (Some(1.0), Some(0.0), Some(0.0))
+        );
+        assert_eq!(mc.failed_notifications, None);
+        assert!(m.nixl.is_none() && m.offload.is_none() && m.lmcache.is_none() && m.mooncake_store.is_none());
+    }
+
+    #[test]
+    fn a_counter_reset_is_a_restart_not_a_negative_rate() {
+        let mut st = pair();
+        scrape(&mut st, 0, 100.0, "mooncake-prefill-b.txt");
+        scrape(&mut st, 0, 101.0, "mooncake-prefill-a.txt");
+        assert_eq!(st.instances[0].health.restarts, 1);
+        assert_eq!(kinds(&st), vec!["restart"]);
+        assert!(st.link.xfer.points.iter().all(|p| p.bytes >= 0.0 && p.count >= 0.0));
+        assert_eq!(st.link.xfer.total_bytes, 0.0);
+        // After the restart the counters rise again from zero: counted once.
+        scrape(&mut st, 0, 102.0, "mooncake-prefill-b.txt");
+        assert_eq!(st.link.xfer.total_bytes, 16_515_072.0);
+        assert_eq!(kinds(&st), vec!["restart", "mooncake_failed_transfers"]);
+        let mc = ConnectorMetrics::of([&st.instances[0]]).unwrap().mooncake.unwrap();
+        assert_eq!((mc.transfers, mc.failed_transfers), (1.0, Some(1.0)));
+    }
+
+    #[test]
+    fn offload_is_a_local_tier_never_link_bytes() {
+        let mut st = pair();
+        let old = body("offload-legacy-constructed.txt");
+        st.apply(Msg::Scrape { instance: 1, at: 100.0, body: old.clone() });
+        let more = old.replace("1.6515072e+07", "3.3030144e+07");
+        st.apply(Msg::Scrape { instance: 1, at: 101.0, body: more });
+        assert!(st.link.xfer.points.is_empty());
+        assert_eq!(st.link.observed_since(0.0), None);
+        let off = ConnectorMetrics::of([&st.instances[1]]).unwrap().offload.unwrap();
+        // engine 1's store and engine 0's load each grew by 16515072.
+        assert_eq!((off.stored_bytes, off.loaded_bytes), (Some(16_515_072.0), Some(16_515_072.0)));
+        assert!(ConnectorMetrics::of([&st.instances[0]]).is_none());
+    }
+
+    #[test]
+    fn lmcache_hit_ratio_in_tokens() {
+        let mut st = pair();
+        let b = body("lmcache-tp2-constructed.txt");
+        let zero = b
+            .lines()
+            .map(|l| {
+                if l.starts_with('#') {
+                    l.to_string()
+                } else {
+                    format!("{} 0.0", l.rsplit_once(' ').unwrap().0)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        st.apply(Msg::Scrape { instance: 1, at: 100.0, body: zero });
+        st.apply(Msg::Scrape { instance: 1, at: 101.0, body: b });
+        let l = ConnectorMetrics::of([&st.instances[1]]).unwrap().lmcache.unwrap();
+        assert_eq!((l.requested_tokens, l.hit_tokens, l.hit_ratio), (Some(8192.0), Some(6144.0), Some(0.75)));
+        assert_eq!(l.lookup_hit_ratio, Some(0.683));
+        assert_eq!(l.prompt_tokens, None);
     }
 }
