@@ -7,11 +7,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::thread;
-use std::time::Duration;
 
 use pdtop::lab::{self, Capture, LabOptions};
 
@@ -28,48 +25,9 @@ fn with_block(body: &str, block: u32) -> String {
     changed
 }
 
-fn answer(mut s: TcpStream, metrics: &str) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = [0u8; 4096];
-    let mut seen = Vec::new();
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            return;
-        }
-        seen.extend_from_slice(&buf[..n]);
-        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    let head = String::from_utf8_lossy(&seen);
-    let path = head.split_whitespace().nth(1).unwrap_or("/");
-    let (ctype, body) = match path {
-        "/metrics" => ("text/plain; version=0.0.4; charset=utf-8", metrics.to_string()),
-        "/v1/models" => (
-            "application/json",
-            r#"{"object":"list","data":[{"id":"lab-8b","object":"model","root":"/models/qwen3-8b-shape","max_model_len":8192}]}"#.to_string(),
-        ),
-        "/version" => ("application/json", r#"{"version":"0.26.0"}"#.to_string()),
-        _ => {
-            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-            return;
-        }
-    };
-    let _ =
-        write!(s, "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-}
-
 /// An instance on loopback serving `metrics`; returns `host:port`.
 fn serve(metrics: String) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let m = metrics.clone();
-            thread::spawn(move || answer(s, &m));
-        }
-    });
-    addr
+    common::serve_vllm(vec![metrics])
 }
 
 fn check(args: &[&str], json: bool) -> (Option<i32>, String) {
