@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::thread;
@@ -43,22 +43,6 @@ fn idle_body() -> String {
         .unwrap()
 }
 
-/// Reads up to the end of the request headers (or gives up quietly).
-fn read_request(s: &mut TcpStream) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = [0u8; 4096];
-    let mut seen = Vec::new();
-    while let Ok(n) = s.read(&mut buf) {
-        if n == 0 {
-            return;
-        }
-        seen.extend_from_slice(&buf[..n]);
-        if seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            return;
-        }
-    }
-}
-
 /// Deterministic noise (xorshift), so a failure can be reproduced.
 fn noise(len: usize, mut seed: u64) -> Vec<u8> {
     (0..len)
@@ -72,7 +56,7 @@ fn noise(len: usize, mut seed: u64) -> Vec<u8> {
 }
 
 fn handle(mut s: TcpStream, fault: Fault) {
-    read_request(&mut s);
+    common::read_request(&mut s);
     // Write errors mean pdtop hung up (as it should on a cap or timeout).
     let _ = match fault {
         Fault::Healthy => {

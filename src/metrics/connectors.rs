@@ -135,10 +135,16 @@ pub fn failure(c: Counter) -> Option<(&'static str, &'static str)> {
 mod tests {
     use super::*;
     use crate::metrics::model::{Hist, InstanceSample};
+    use Counter::*;
 
     fn fixture(name: &str) -> InstanceSample {
         let path = format!("{}/tests/fixtures/connector-metrics/{name}", env!("CARGO_MANIFEST_DIR"));
         InstanceSample::from_text(&std::fs::read_to_string(path).unwrap())
+    }
+
+    /// The values of `which` in the scrape, `None` where absent.
+    fn read(s: &InstanceSample, which: &[Counter]) -> Vec<Option<f64>> {
+        which.iter().map(|c| s.counters.get(c).copied()).collect()
     }
 
     #[test]
@@ -149,12 +155,10 @@ mod tests {
         assert_eq!((bytes.total(), bytes.sum), (1.0, 16_515_072.0));
         assert_eq!(s.hists[&Hist::MooncakeXferTime].sum, 0.012);
         assert_eq!(s.hists[&Hist::MooncakeDescriptors].sum, 72.0);
-        assert_eq!(s.counters[&Counter::MooncakeFailedTransfers], 1.0);
-        assert_eq!(s.counters[&Counter::MooncakeFailedRecvs], 0.0);
-        assert_eq!(s.counters[&Counter::MooncakeExpired], 0.0);
+        let got = read(&s, &[MooncakeFailedTransfers, MooncakeFailedRecvs, MooncakeExpired]);
+        assert_eq!(got, [Some(1.0), Some(0.0), Some(0.0)]);
         // Nothing of the other connectors appears, not even as a zero.
-        assert!(!s.counters.contains_key(&Counter::OffloadStoredBytes));
-        assert!(!s.counters.contains_key(&Counter::LmcacheHitTokens));
+        assert_eq!(read(&s, &[OffloadStoredBytes, LmcacheHitTokens, NixlFailedTransfers]), [None; 3]);
         assert!(!s.hists.contains_key(&Hist::NixlBytes));
     }
 
@@ -162,44 +166,38 @@ mod tests {
     fn lmcache_real_excerpt_reads_hit_and_prompt_tokens() {
         let s = fixture("lmcache-qwen3-8b-real.txt");
         assert_eq!(s.bad_lines, 0);
-        assert_eq!(s.counters[&Counter::LmcacheHitTokens], 1529.0);
-        assert_eq!(s.counters[&Counter::LmcachePromptTokens], 36089.0);
         // The excerpt was grepped: what it does not hold stays absent.
-        assert!(!s.counters.contains_key(&Counter::LmcacheRequestedTokens));
+        let got = read(&s, &[LmcacheHitTokens, LmcachePromptTokens, LmcacheRequestedTokens]);
+        assert_eq!(got, [Some(1529.0), Some(36089.0), None]);
     }
 
     #[test]
     fn lmcache_tensor_parallel_workers_are_not_added_up() {
         let s = fixture("lmcache-tp2-constructed.txt");
-        assert_eq!(s.counters[&Counter::LmcacheRequestedTokens], 8192.0);
-        assert_eq!(s.counters[&Counter::LmcacheHitTokens], 6144.0);
-        assert_eq!(s.counters[&Counter::LmcacheStoredTokens], 10240.0);
-        assert_eq!(s.counters[&Counter::LmcacheLookupTokens], 9000.0);
-        assert_eq!(s.counters[&Counter::LmcacheLookupHitTokens], 6144.0);
+        let which = [LmcacheRequestedTokens, LmcacheHitTokens, LmcacheStoredTokens, LmcacheLookupTokens];
+        assert_eq!(read(&s, &which), [Some(8192.0), Some(6144.0), Some(10240.0), Some(9000.0)]);
+        assert_eq!(read(&s, &[LmcacheLookupHitTokens]), [Some(6144.0)]);
     }
 
     #[test]
     fn offload_both_generations() {
-        let old = fixture("offload-legacy-constructed.txt");
+        let which = [OffloadStoredBytes, OffloadLoadedBytes, OffloadLoadSecs];
         // Two data-parallel engines stored: summed.
-        assert_eq!(old.counters[&Counter::OffloadStoredBytes], 49_545_216.0);
-        assert_eq!(old.counters[&Counter::OffloadLoadedBytes], 16_515_072.0);
-        assert!((old.counters[&Counter::OffloadStoreSecs] - 0.006).abs() < 1e-12);
-        assert_eq!(old.counters[&Counter::OffloadLoadSecs], 0.003);
-        let new = fixture("offload-split-constructed.txt");
+        let old = fixture("offload-legacy-constructed.txt");
+        assert_eq!(read(&old, &which), [Some(49_545_216.0), Some(16_515_072.0), Some(0.003)]);
+        assert!((old.counters[&OffloadStoreSecs] - 0.006).abs() < 1e-12);
         // The newer family wins over a legacy one beside it.
-        assert_eq!(new.counters[&Counter::OffloadStoredBytes], 49_545_216.0);
-        assert_eq!(new.counters[&Counter::OffloadLoadedBytes], 0.0);
-        assert_eq!(new.counters[&Counter::OffloadStoreSecs], 0.006);
+        let new = fixture("offload-split-constructed.txt");
+        assert_eq!(read(&new, &which), [Some(49_545_216.0), Some(0.0), Some(0.0)]);
+        assert_eq!(new.counters[&OffloadStoreSecs], 0.006);
     }
 
     #[test]
     fn mooncake_store_by_operation() {
         let s = fixture("mooncake-store-constructed.txt");
-        assert_eq!(s.counters[&Counter::MooncakeStoreSaveBytes], 16_515_072.0);
         // Only successful loads count as bytes loaded.
-        assert_eq!(s.counters[&Counter::MooncakeStoreLoadBytes], 8_257_536.0);
-        assert_eq!(s.counters[&Counter::MooncakeStoreFailedKeys], 3.0);
+        let got = read(&s, &[MooncakeStoreSaveBytes, MooncakeStoreLoadBytes, MooncakeStoreFailedKeys]);
+        assert_eq!(got, [Some(16_515_072.0), Some(8_257_536.0), Some(3.0)]);
     }
 
     #[test]
@@ -207,9 +205,8 @@ mod tests {
         let s = InstanceSample::from_text(
             "vllm:kv_offload_total_bytes_total{engine=\"0\",transfer_type=\"GPU_to_CPU\"} 5\n",
         );
-        assert_eq!(s.counters[&Counter::OffloadStoredBytes], 5.0);
-        assert!(!s.counters.contains_key(&Counter::OffloadLoadedBytes));
+        assert_eq!(read(&s, &[OffloadStoredBytes, OffloadLoadedBytes]), [Some(5.0), None]);
         let nan = InstanceSample::from_text("lmcache:num_hit_tokens_total{worker_id=\"0\"} NaN\n");
-        assert!(!nan.counters.contains_key(&Counter::LmcacheHitTokens));
+        assert_eq!(read(&nan, &[LmcacheHitTokens]), [None]);
     }
 }

@@ -3,189 +3,103 @@
 //! what failed. A family the instance does not serve stays absent (never a
 //! zero), and the figures count from pdtop's start, like every total.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
-use super::instance::InstanceState;
-use super::instance::Interval;
+use super::instance::{InstanceState, Interval};
 use super::link::XFER_FAMILIES;
 use super::{AppState, EventKind};
 use crate::metrics::connectors::FAILURES;
 use crate::metrics::model::{Counter, Hist};
 
-/// A connector that moves KV between instances (NIXL, Mooncake).
+/// Where a figure comes from: a counter, or a histogram's observations or sum.
+#[derive(Clone, Copy)]
+enum Of {
+    C(Counter),
+    Count(Hist),
+    Sum(Hist),
+}
+
+use Of::{C, Count, Sum};
+
+/// `connector_metrics`: (connector, figure, source). Units are in the
+/// names: bytes, seconds (`_s`), tokens, or a count. The offload figures
+/// are this instance's host-memory tier, never KV moved between instances.
+const FIGURES: &[(&str, &str, Of)] = &[
+    ("nixl", "transfers", Count(Hist::NixlBytes)),
+    ("nixl", "bytes", Sum(Hist::NixlBytes)),
+    ("nixl", "xfer_time_s", Sum(Hist::NixlXferTime)),
+    ("nixl", "failed_transfers", C(Counter::NixlFailedTransfers)),
+    ("nixl", "failed_notifications", C(Counter::NixlFailedNotifications)),
+    ("nixl", "kv_expired_reqs", C(Counter::NixlExpired)),
+    ("mooncake", "transfers", Count(Hist::MooncakeBytes)),
+    ("mooncake", "bytes", Sum(Hist::MooncakeBytes)),
+    ("mooncake", "xfer_time_s", Sum(Hist::MooncakeXferTime)),
+    ("mooncake", "failed_transfers", C(Counter::MooncakeFailedTransfers)),
+    ("mooncake", "failed_recvs", C(Counter::MooncakeFailedRecvs)),
+    ("mooncake", "kv_expired_reqs", C(Counter::MooncakeExpired)),
+    ("mooncake_store", "load_bytes", C(Counter::MooncakeStoreLoadBytes)),
+    ("mooncake_store", "save_bytes", C(Counter::MooncakeStoreSaveBytes)),
+    ("mooncake_store", "failed_keys", C(Counter::MooncakeStoreFailedKeys)),
+    ("offload", "stored_bytes", C(Counter::OffloadStoredBytes)),
+    ("offload", "loaded_bytes", C(Counter::OffloadLoadedBytes)),
+    ("offload", "store_time_s", C(Counter::OffloadStoreSecs)),
+    ("offload", "load_time_s", C(Counter::OffloadLoadSecs)),
+    ("lmcache", "requested_tokens", C(Counter::LmcacheRequestedTokens)),
+    ("lmcache", "hit_tokens", C(Counter::LmcacheHitTokens)),
+    ("lmcache", "lookup_tokens", C(Counter::LmcacheLookupTokens)),
+    ("lmcache", "lookup_hit_tokens", C(Counter::LmcacheLookupHitTokens)),
+    ("lmcache", "stored_tokens", C(Counter::LmcacheStoredTokens)),
+    ("lmcache", "prompt_tokens", C(Counter::LmcachePromptTokens)),
+];
+
+/// (connector, ratio, hits, of what): only where both are there and the
+/// second is not zero.
+const RATIOS: &[(&str, &str, &str, &str)] = &[
+    ("lmcache", "hit_ratio", "hit_tokens", "requested_tokens"),
+    ("lmcache", "lookup_hit_ratio", "lookup_hit_tokens", "lookup_tokens"),
+];
+
+/// Per connector, its figures since pdtop started; a connector or figure
+/// whose family the instances do not serve is left out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Transfers {
-    pub transfers: f64,
-    pub bytes: f64,
-    pub xfer_time_s: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_transfers: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_notifications: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_recvs: Option<f64>,
-    /// Requests whose KV the producer freed unread (counted on prefill).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kv_expired_reqs: Option<f64>,
-}
-
-/// MooncakeStoreConnector: bytes through the shared store.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Store {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_bytes: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub save_bytes: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_keys: Option<f64>,
-}
-
-/// OffloadingConnector: this instance's host-memory tier. Not KV moved
-/// between instances: never counted as transferred or link bytes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Offload {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stored_bytes: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub loaded_bytes: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store_time_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_time_s: Option<f64>,
-}
-
-/// LMCache's own counters, all in tokens.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Lmcache {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requested_tokens: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hit_tokens: Option<f64>,
-    /// Hit over requested tokens (retrieves); absent before any request.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hit_ratio: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lookup_tokens: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lookup_hit_tokens: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lookup_hit_ratio: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stored_tokens: Option<f64>,
-    /// Prompt tokens of the requests LMCache saw (newer versions).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prompt_tokens: Option<f64>,
-}
-
-/// `check --json`'s `connector_metrics`: only the connectors that report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ConnectorMetrics {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nixl: Option<Transfers>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mooncake: Option<Transfers>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mooncake_store: Option<Store>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offload: Option<Offload>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lmcache: Option<Lmcache>,
-}
-
-/// Totals over a set of instances, each present only where one of them
-/// serves the family.
-struct Totals<'a>(Vec<&'a InstanceState>);
-
-impl Totals<'_> {
-    fn has_counter(&self, c: Counter) -> bool {
-        self.0.iter().any(|i| i.latest.as_ref().is_some_and(|s| s.counters.contains_key(&c)))
-    }
-
-    fn counter(&self, c: Counter) -> Option<f64> {
-        self.has_counter(c).then(|| self.0.iter().filter_map(|i| i.total_counters.get(&c)).sum())
-    }
-
-    fn has_hist(&self, h: Hist) -> bool {
-        self.0.iter().any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&h)))
-    }
-
-    /// (observations, sum) of a histogram since pdtop started.
-    fn hist(&self, h: Hist) -> (f64, f64) {
-        self.0
-            .iter()
-            .filter_map(|i| i.total_hists.get(&h))
-            .fold((0.0, 0.0), |(n, s), h| (n + h.total(), s + h.sum))
-    }
-
-    fn transfers(&self, bytes: Hist, time: Hist, failures: [Option<Counter>; 4]) -> Option<Transfers> {
-        if !self.has_hist(bytes) {
-            return None;
-        }
-        let (n, b) = self.hist(bytes);
-        let c = |c: Option<Counter>| c.and_then(|c| self.counter(c));
-        Some(Transfers {
-            transfers: n,
-            bytes: b,
-            xfer_time_s: self.hist(time).1,
-            failed_transfers: c(failures[0]),
-            failed_notifications: c(failures[1]),
-            failed_recvs: c(failures[2]),
-            kv_expired_reqs: c(failures[3]),
-        })
-    }
-}
-
-fn ratio(hit: Option<f64>, of: Option<f64>) -> Option<f64> {
-    let (h, o) = (hit?, of?);
-    (o > 0.0).then(|| (h / o * 1000.0).round() / 1000.0)
-}
+#[serde(transparent)]
+pub struct ConnectorMetrics(pub BTreeMap<&'static str, BTreeMap<&'static str, f64>>);
 
 impl ConnectorMetrics {
     /// The figures of these instances together; `None` when none reports.
     pub fn of<'a>(instances: impl IntoIterator<Item = &'a InstanceState>) -> Option<ConnectorMetrics> {
-        use Counter::*;
-        let t = Totals(instances.into_iter().collect());
-        let nixl = t.transfers(
-            Hist::NixlBytes,
-            Hist::NixlXferTime,
-            [Some(NixlFailedTransfers), Some(NixlFailedNotifications), None, Some(NixlExpired)],
-        );
-        let mooncake = t.transfers(
-            Hist::MooncakeBytes,
-            Hist::MooncakeXferTime,
-            [Some(MooncakeFailedTransfers), None, Some(MooncakeFailedRecvs), Some(MooncakeExpired)],
-        );
-        let store = Store {
-            load_bytes: t.counter(MooncakeStoreLoadBytes),
-            save_bytes: t.counter(MooncakeStoreSaveBytes),
-            failed_keys: t.counter(MooncakeStoreFailedKeys),
+        let all: Vec<&InstanceState> = instances.into_iter().collect();
+        let served = |f: &dyn Fn(&crate::metrics::model::InstanceSample) -> bool| {
+            all.iter().any(|i| i.latest.as_ref().is_some_and(f))
         };
-        let offload = Offload {
-            stored_bytes: t.counter(OffloadStoredBytes),
-            loaded_bytes: t.counter(OffloadLoadedBytes),
-            store_time_s: t.counter(OffloadStoreSecs),
-            load_time_s: t.counter(OffloadLoadSecs),
-        };
-        let (req, hit) = (t.counter(LmcacheRequestedTokens), t.counter(LmcacheHitTokens));
-        let (look, look_hit) = (t.counter(LmcacheLookupTokens), t.counter(LmcacheLookupHitTokens));
-        let lmcache = Lmcache {
-            requested_tokens: req,
-            hit_tokens: hit,
-            hit_ratio: ratio(hit, req),
-            lookup_tokens: look,
-            lookup_hit_tokens: look_hit,
-            lookup_hit_ratio: ratio(look_hit, look),
-            stored_tokens: t.counter(LmcacheStoredTokens),
-            prompt_tokens: t.counter(LmcachePromptTokens),
-        };
-        let m = ConnectorMetrics {
-            nixl,
-            mooncake,
-            mooncake_store: Some(store).filter(|s| *s != Store::default()),
-            offload: Some(offload).filter(|o| *o != Offload::default()),
-            lmcache: Some(lmcache).filter(|l| *l != Lmcache::default()),
-        };
-        Some(m).filter(|m| *m != ConnectorMetrics::default())
+        let mut out = ConnectorMetrics::default();
+        for (connector, figure, of) in FIGURES {
+            let value = match *of {
+                C(c) if served(&|s| s.counters.contains_key(&c)) => {
+                    all.iter().filter_map(|i| i.total_counters.get(&c)).sum()
+                }
+                Count(h) | Sum(h) if served(&|s| s.hists.contains_key(&h)) => {
+                    let hists = all.iter().filter_map(|i| i.total_hists.get(&h));
+                    hists.map(|h| if matches!(of, Count(_)) { h.total() } else { h.sum }).sum()
+                }
+                _ => continue,
+            };
+            out.0.entry(connector).or_default().insert(figure, value);
+        }
+        for (connector, ratio, hits, of) in RATIOS {
+            if let (Some(h), Some(n)) = (out.get(connector, hits), out.get(connector, of))
+                && n > 0.0
+            {
+                out.0.entry(connector).or_default().insert(ratio, (h / n * 1000.0).round() / 1000.0);
+            }
+        }
+        (!out.0.is_empty()).then_some(out)
+    }
+
+    pub fn get(&self, connector: &str, figure: &str) -> Option<f64> {
+        self.0.get(connector)?.get(figure).copied()
     }
 }
 
@@ -260,14 +174,17 @@ mod tests {
         );
         assert!(st.events[1].text.starts_with("127.0.0.1:8200: 1 Mooncake receive(s) failed"));
         let m = ConnectorMetrics::of([&st.instances[0]]).unwrap();
-        let mc = m.mooncake.unwrap();
-        assert_eq!((mc.transfers, mc.bytes, mc.xfer_time_s), (1.0, 16_515_072.0, 0.012));
+        let mc = |f| m.get("mooncake", f);
         assert_eq!(
-            (mc.failed_transfers, mc.failed_recvs, mc.kv_expired_reqs),
+            (mc("transfers"), mc("bytes"), mc("xfer_time_s")),
+            (Some(1.0), Some(16_515_072.0), Some(0.012))
+        );
+        assert_eq!(
+            (mc("failed_transfers"), mc("failed_recvs"), mc("kv_expired_reqs")),
             (Some(1.0), Some(0.0), Some(0.0))
         );
-        assert_eq!(mc.failed_notifications, None);
-        assert!(m.nixl.is_none() && m.offload.is_none() && m.lmcache.is_none() && m.mooncake_store.is_none());
+        assert_eq!(mc("failed_notifications"), None);
+        assert_eq!(m.0.keys().collect::<Vec<_>>(), vec![&"mooncake"]);
     }
 
     #[test]
@@ -283,8 +200,11 @@ mod tests {
         scrape(&mut st, 0, 102.0, "mooncake-prefill-b.txt");
         assert_eq!(st.link.xfer.total_bytes, 16_515_072.0);
         assert_eq!(kinds(&st), vec!["restart", "mooncake_failed_transfers"]);
-        let mc = ConnectorMetrics::of([&st.instances[0]]).unwrap().mooncake.unwrap();
-        assert_eq!((mc.transfers, mc.failed_transfers), (1.0, Some(1.0)));
+        let m = ConnectorMetrics::of([&st.instances[0]]).unwrap();
+        assert_eq!(
+            (m.get("mooncake", "transfers"), m.get("mooncake", "failed_transfers")),
+            (Some(1.0), Some(1.0))
+        );
     }
 
     #[test]
@@ -296,9 +216,10 @@ mod tests {
         st.apply(Msg::Scrape { instance: 1, at: 101.0, body: more });
         assert!(st.link.xfer.points.is_empty());
         assert_eq!(st.link.observed_since(0.0), None);
-        let off = ConnectorMetrics::of([&st.instances[1]]).unwrap().offload.unwrap();
+        let m = ConnectorMetrics::of([&st.instances[1]]).unwrap();
         // engine 1's store and engine 0's load each grew by 16515072.
-        assert_eq!((off.stored_bytes, off.loaded_bytes), (Some(16_515_072.0), Some(16_515_072.0)));
+        assert_eq!(m.get("offload", "stored_bytes"), Some(16_515_072.0));
+        assert_eq!(m.get("offload", "loaded_bytes"), Some(16_515_072.0));
         assert!(ConnectorMetrics::of([&st.instances[0]]).is_none());
     }
 
@@ -319,9 +240,13 @@ mod tests {
             .join("\n");
         st.apply(Msg::Scrape { instance: 1, at: 100.0, body: zero });
         st.apply(Msg::Scrape { instance: 1, at: 101.0, body: b });
-        let l = ConnectorMetrics::of([&st.instances[1]]).unwrap().lmcache.unwrap();
-        assert_eq!((l.requested_tokens, l.hit_tokens, l.hit_ratio), (Some(8192.0), Some(6144.0), Some(0.75)));
-        assert_eq!(l.lookup_hit_ratio, Some(0.683));
-        assert_eq!(l.prompt_tokens, None);
+        let m = ConnectorMetrics::of([&st.instances[1]]).unwrap();
+        let l = |f| m.get("lmcache", f);
+        assert_eq!(
+            (l("requested_tokens"), l("hit_tokens"), l("hit_ratio")),
+            (Some(8192.0), Some(6144.0), Some(0.75))
+        );
+        assert_eq!(l("lookup_hit_ratio"), Some(0.683));
+        assert_eq!(l("prompt_tokens"), None);
     }
 }

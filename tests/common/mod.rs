@@ -112,22 +112,29 @@ pub fn demo_proxy_misses() -> Vec<String> {
     out
 }
 
-/// Answers one request as the lab's vLLM 0.26.0 instances did: `/metrics`
-/// the next of `bodies` (the last one from then on), `/v1/models`,
-/// `/version`, else 404.
-fn answer(mut s: TcpStream, bodies: &[String], scrapes: &AtomicUsize) {
+/// Reads up to the end of a request's headers (or what came before the
+/// peer stopped or 5 s passed).
+pub fn read_request(s: &mut TcpStream) -> Vec<u8> {
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = [0u8; 4096];
     let mut seen = Vec::new();
     while let Ok(n) = s.read(&mut buf) {
         if n == 0 {
-            return;
+            break;
         }
         seen.extend_from_slice(&buf[..n]);
         if seen.windows(4).any(|w| w == b"\r\n\r\n") {
             break;
         }
     }
+    seen
+}
+
+/// Answers one request as the lab's vLLM 0.26.0 instances did: `/metrics`
+/// the next of `bodies` (the last one from then on), `/v1/models`,
+/// `/version`, else 404.
+fn answer(mut s: TcpStream, bodies: &[String], scrapes: &AtomicUsize) {
+    let seen = read_request(&mut s);
     let head = String::from_utf8_lossy(&seen);
     let path = head.split_whitespace().nth(1).unwrap_or("/");
     let (ctype, body) = match path {
