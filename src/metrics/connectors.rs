@@ -1,9 +1,8 @@
 //! The KV connectors' own Prometheus families, beyond NIXL's: Mooncake
 //! (vLLM >= 0.33), the Mooncake store, the OffloadingConnector (two naming
 //! generations) and LMCache's in-process `lmcache:*` families. Names,
-//! types, labels and units as their sources declare them (see
-//! `docs/vllm-reference.md` §connector families); absent families stay
-//! absent.
+//! types, labels and units as their sources declare them (the README's
+//! "Connectors' own metrics"); absent families stay absent.
 
 use super::model::Counter;
 use super::parse::Sample;
