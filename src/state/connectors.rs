@@ -120,7 +120,7 @@ impl AppState {
             if n > 0.0 {
                 let after = if iv.after_restart { " since its restart" } else { "" };
                 let text = format!("{display}: {n:.0} {text}{after} (its /metrics counter rose)");
-                self.push_event(iv.t, EventKind::Connector(*kind), text);
+                self.push_event(iv.t, EventKind::Connector(kind), text);
             }
         }
     }
