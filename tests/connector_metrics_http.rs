@@ -63,7 +63,6 @@ fn mooncake_prefill_bytes_are_the_observed_kv_and_failures_are_events() {
     let kv = &r["kv"];
     assert_eq!(kv["observed_source"], "mooncake_bytes_transferred", "{kv}");
     assert_eq!(kv["observed_bytes"], 16_515_072.0);
-    assert_eq!(kv["mooncake_bytes"], 16_515_072.0);
     assert_eq!(kv["nixl_bytes"], 0.0);
     assert_eq!(kv["predicted_bytes"], 16_515_072.0);
     assert_eq!(kv["verdict"], "ok");

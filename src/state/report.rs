@@ -107,8 +107,7 @@ pub struct KvReport {
     pub bytes_per_token_source: Option<String>,
     /// Prefill requests completed: their KV should have moved.
     pub requests_with_bytes: u64,
-    /// The best observation: "nixl_bytes_transferred",
-    /// "mooncake_bytes_transferred", "kv_dir" or "interface_rx".
+    /// The best observation: a connector's count (`XferFamily::source`), "kv_dir" or "interface_rx".
     pub observed_source: Option<&'static str>,
     pub observed_bytes: Option<f64>,
     /// Prompt tokens processed by the prefill side × bytes per token.
@@ -116,8 +115,6 @@ pub struct KvReport {
     pub ratio: Option<f64>,
     pub verdict: super::link::LinkVerdict,
     pub nixl_bytes: f64,
-    /// Bytes Mooncake's sender (the prefill side) counted.
-    pub mooncake_bytes: f64,
     pub kv_dir_bytes: f64,
     pub kv_dir_folders: usize,
     pub iface: Option<IfaceReport>,
@@ -159,7 +156,6 @@ impl KvReport {
             ratio,
             verdict,
             nixl_bytes: l.xfer_bytes_of(super::link::NIXL),
-            mooncake_bytes: l.xfer_bytes_of(super::link::MOONCAKE),
             kv_dir_bytes: l.kvdir.total_bytes,
             kv_dir_folders: l.kvdir_folders,
             iface: l.iface.as_ref().map(|name| IfaceReport {
