@@ -56,7 +56,7 @@ fn noise(len: usize, mut seed: u64) -> Vec<u8> {
 }
 
 fn handle(mut s: TcpStream, fault: Fault) {
-    common::read_request_head(&mut s);
+    common::read_request(&mut s);
     // Write errors mean pdtop hung up (as it should on a cap or timeout).
     let _ = match fault {
         Fault::Healthy => {

@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::thread;
 
@@ -27,37 +25,9 @@ fn with_block(body: &str, block: u32) -> String {
     changed
 }
 
-fn answer(mut s: TcpStream, metrics: &str) {
-    let seen = common::read_request_head(&mut s);
-    let head = String::from_utf8_lossy(&seen);
-    let path = head.split_whitespace().nth(1).unwrap_or("/");
-    let (ctype, body) = match path {
-        "/metrics" => ("text/plain; version=0.0.4; charset=utf-8", metrics.to_string()),
-        "/v1/models" => (
-            "application/json",
-            r#"{"object":"list","data":[{"id":"lab-8b","object":"model","root":"/models/qwen3-8b-shape","max_model_len":8192}]}"#.to_string(),
-        ),
-        "/version" => ("application/json", r#"{"version":"0.26.0"}"#.to_string()),
-        _ => {
-            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-            return;
-        }
-    };
-    let _ =
-        write!(s, "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
-}
-
 /// An instance on loopback serving `metrics`; returns `host:port`.
 fn serve(metrics: String) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let m = metrics.clone();
-            thread::spawn(move || answer(s, &m));
-        }
-    });
-    addr
+    common::serve_vllm(vec![metrics])
 }
 
 fn check(args: &[&str], json: bool) -> (Option<i32>, String) {

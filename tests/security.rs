@@ -6,11 +6,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::process::{Command, Output};
 use std::thread;
-use std::time::Duration;
 
 /// A gateway: the idle scrape for `Authorization: Bearer <token>`, else 401.
 fn gateway(token: &'static str) -> String {
@@ -23,19 +22,7 @@ fn gateway(token: &'static str) -> String {
         for mut s in l.incoming().flatten() {
             let body = body.clone();
             thread::spawn(move || {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                let mut req = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = s.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    req.extend_from_slice(&buf[..n]);
-                    if req.windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let req = String::from_utf8_lossy(&req).to_lowercase();
+                let req = String::from_utf8_lossy(&common::read_request(&mut s)).to_lowercase();
                 let want = format!("authorization: bearer {}\r\n", token.to_lowercase());
                 let _ = if req.contains(&want) {
                     write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len())

@@ -1,5 +1,6 @@
 //! Prometheus text parsing and the vLLM metric model.
 
+pub mod connectors;
 pub mod histogram;
 pub mod model;
 pub mod parse;

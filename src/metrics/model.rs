@@ -28,11 +28,30 @@ pub enum Counter {
     NixlFailedTransfers,
     NixlFailedNotifications,
     NixlExpired,
+    MooncakeFailedTransfers,
+    MooncakeFailedRecvs,
+    MooncakeExpired,
+    MooncakeStoreFailedKeys,
+    MooncakeStoreLoadBytes,
+    MooncakeStoreSaveBytes,
+    /// OffloadingConnector: GPU to host memory (stored) and back (loaded).
+    OffloadStoredBytes,
+    OffloadLoadedBytes,
+    OffloadStoreSecs,
+    OffloadLoadSecs,
+    /// LMCache, in tokens: retrieves asked and hit, lookups asked and hit, stored.
+    LmcacheRequestedTokens,
+    LmcacheHitTokens,
+    LmcacheLookupTokens,
+    LmcacheLookupHitTokens,
+    LmcacheStoredTokens,
+    /// LMCache: prompt tokens of the requests it saw (newer versions).
+    LmcachePromptTokens,
 }
 
 impl Counter {
     /// Every counter, in declaration (and `Ord`) order.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 32] = [
         Counter::PromptLocalCompute,
         Counter::PromptLocalCacheHit,
         Counter::PromptExternal,
@@ -49,6 +68,22 @@ impl Counter {
         Counter::NixlFailedTransfers,
         Counter::NixlFailedNotifications,
         Counter::NixlExpired,
+        Counter::MooncakeFailedTransfers,
+        Counter::MooncakeFailedRecvs,
+        Counter::MooncakeExpired,
+        Counter::MooncakeStoreFailedKeys,
+        Counter::MooncakeStoreLoadBytes,
+        Counter::MooncakeStoreSaveBytes,
+        Counter::OffloadStoredBytes,
+        Counter::OffloadLoadedBytes,
+        Counter::OffloadStoreSecs,
+        Counter::OffloadLoadSecs,
+        Counter::LmcacheRequestedTokens,
+        Counter::LmcacheHitTokens,
+        Counter::LmcacheLookupTokens,
+        Counter::LmcacheLookupHitTokens,
+        Counter::LmcacheStoredTokens,
+        Counter::LmcachePromptTokens,
     ];
 }
 
@@ -64,6 +99,10 @@ pub enum Hist {
     PromptTokens,
     NixlXferTime,
     NixlBytes,
+    /// MooncakeConnector, recorded by the sender (the prefill side).
+    MooncakeXferTime,
+    MooncakeBytes,
+    MooncakeDescriptors,
 }
 
 /// The counters' and histograms' family names, newest first where a name
@@ -99,6 +138,9 @@ const HIST_SOURCES: &[(Hist, &str)] = &[
     (Hist::PromptTokens, "vllm:request_prompt_tokens"),
     (Hist::NixlXferTime, "vllm:nixl_xfer_time_seconds"),
     (Hist::NixlBytes, "vllm:nixl_bytes_transferred"),
+    (Hist::MooncakeXferTime, "vllm:mooncake_xfer_time_seconds"),
+    (Hist::MooncakeBytes, "vllm:mooncake_bytes_transferred"),
+    (Hist::MooncakeDescriptors, "vllm:mooncake_num_descriptors"),
 ];
 
 /// One instance's scrape, reduced to what pdtop uses.
@@ -189,6 +231,7 @@ impl InstanceSample {
                 .sum::<f64>();
             out.counters.insert(*counter, total);
         }
+        super::connectors::extract(&by_name, &mut out.counters);
         let success = get("vllm:request_success_total");
         if !success.is_empty() {
             let mut ok = 0.0;

@@ -4,7 +4,8 @@
 //! interface's counters); nothing here is kept between frames.
 //!
 //! Sources, best first:
-//! - NIXL: each scrape's `vllm:nixl_bytes_transferred` delta, given to the
+//! - The connector's count: each scrape's `vllm:nixl_bytes_transferred`
+//!   (decode) or `vllm:mooncake_bytes_transferred` (prefill) delta, given to the
 //!   transfers (decode requests with `kv_transfer_params`) that started
 //!   before it, first in first out, an exact size preferred. Several
 //!   transfers in one delta: split by prompt tokens, and said so.
@@ -95,7 +96,7 @@ pub fn build(state: &AppState) -> Ledger {
     let bpt = l.model.as_ref().map(|m| m.bytes_per_token);
     let layers = l.model.as_ref().and_then(|m| m.layers).map(u64::from);
     let block = state.instances_of(Role::Decode).find_map(|i| i.block_size()).unwrap_or(16) as u64;
-    let nixl = !l.nixl.points.is_empty() || logs.correlator.traces().any(|t| t.remote_num_tokens.is_some());
+    let nixl = !l.xfer.points.is_empty() || logs.correlator.traces().any(|t| t.remote_num_tokens.is_some());
     let kvdir = !l.folders.is_empty();
     // Single-request intervals: prefill prompt tokens (always claimed in
     // request order, or the claims drift), decode computed prompts.

@@ -20,7 +20,8 @@ pub struct RequestBytes {
     pub decode_tokens: Option<u64>,
     pub predicted: Option<f64>,
     pub observed: Option<f64>,
-    /// "nixl_bytes_transferred", "kv_dir", "interface:<name>" or "none".
+    /// "nixl_bytes_transferred", "mooncake_bytes_transferred", "kv_dir",
+    /// "interface:<name>" or "none".
     pub source: String,
     pub ratio: Option<f64>,
     /// "sure", "likely" or "unsure".
@@ -50,7 +51,7 @@ pub struct RequestBytes {
 pub struct Ledger {
     pub requests: Vec<RequestBytes>,
     pub folders: Vec<FolderMatch>,
-    /// NIXL bytes no request could be given.
+    /// Connector-counted bytes (NIXL's or Mooncake's) no request could be given.
     pub unattributed_nixl_bytes: f64,
     /// Transfers whose window held another transfer.
     pub overlapped: usize,

@@ -1,12 +1,11 @@
-//! NIXL's own byte count given to each transfer, the interface's bytes in
-//! each transfer window, and which interface carried them.
+//! The connector's own byte count (NIXL's or Mooncake's, see
+//! [`super::link::XferFamily`]) given to each transfer, the interface's
+//! bytes in each transfer window, and which interface carried them.
 
 use std::collections::VecDeque;
 
 use super::AppState;
 use super::kv_ledger::{Ledger, RequestBytes, set_observed};
-use crate::feed::Role;
-use crate::metrics::model::Hist;
 use crate::traces::{Outcome, Trace};
 
 /// A transfer still uncounted this long after its request started is
@@ -21,7 +20,7 @@ fn index_of(ledger: &Ledger, id: &str) -> Option<usize> {
     ledger.index.get(id).copied()
 }
 
-/// Gives each `vllm:nixl_bytes_transferred` delta to the transfers that
+/// Gives each delta of the connector's byte histogram to the transfers that
 /// ended in it. The scrape counts transfers as well as bytes, so a delta of
 /// one transfer is that transfer's size (the one of the right size among
 /// those in flight, else the oldest); several: split by prompt tokens.
@@ -37,7 +36,7 @@ pub fn attribute(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
     transfers.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut next = transfers.into_iter().peekable();
     let mut pending: VecDeque<(f64, usize, u64)> = VecDeque::new();
-    for p in &state.link.nixl.points {
+    for p in &state.link.xfer.points {
         // Stamps are to the second and read late: a second of slack.
         while let Some(tr) = next.next_if(|tr| tr.0 - 1.0 <= p.t) {
             pending.push_back(tr);
@@ -73,7 +72,7 @@ pub fn attribute(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
             } else {
                 (p.bytes * n as f64 / tokens.max(1) as f64, "likely")
             };
-            set_observed(r, observed, "nixl_bytes_transferred", confidence);
+            set_observed(r, observed, state.link.xfer_source(), confidence);
             r.window = Some([start, p.t]);
             if took.len() > 1 {
                 r.note =
@@ -88,12 +87,12 @@ pub fn attribute(state: &AppState, traces: &[&Trace], ledger: &mut Ledger) {
             ledger.moved += observed;
         }
     }
-    // A prefill whose KV was never pulled: NIXL counted nothing for it.
+    // A prefill whose KV never moved: the connector counted nothing for it.
     for t in traces.iter().filter(|t| t.outcome == Outcome::SilentMiss && t.prefill.is_some()) {
         if let Some(i) = index_of(ledger, &t.id) {
             let r = &mut ledger.requests[i];
             if r.observed.is_none() {
-                set_observed(r, 0.0, "nixl_bytes_transferred", "sure");
+                set_observed(r, 0.0, state.link.xfer_source(), "sure");
                 r.note = if t.remote_num_tokens.is_none() {
                     "decode got no kv_transfer_params: nothing pulled, the prefill's blocks wait for the abort timeout"
                         .into()
@@ -123,19 +122,25 @@ pub fn by_interface_only(state: &AppState, traces: &[&Trace], ledger: &mut Ledge
     }
 }
 
-/// NIXL's measured rate (bytes over its own transfer time), else the
-/// carrier's nominal speed.
+/// The connector's measured rate (bytes over its own transfer time), else
+/// the carrier's nominal speed.
 pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static str)> {
     let link = ledger.carrier.as_ref().map(|c| c.name.clone()).or_else(|| state.link.iface.clone());
-    let name = || link.clone().unwrap_or_else(|| "the NIXL link".into());
+    let family = state.link.xfer_family.unwrap_or(super::link::NIXL);
+    let name = || link.clone().unwrap_or_else(|| format!("the {} link", family.label));
     if let Some(r) = state.link.compute.transfer_rate() {
         return Some((name(), r, "nixl_xfer_time"));
     }
     // Only overlapping transfers: their times overlap too, so this is low.
-    let bytes = state.total_hist(Role::Decode, Hist::NixlBytes).map(|h| h.sum).unwrap_or(0.0);
-    let secs = state.total_hist(Role::Decode, Hist::NixlXferTime).map(|h| h.sum).unwrap_or(0.0);
+    let bytes = state.total_hist(family.role, family.bytes).map(|h| h.sum).unwrap_or(0.0);
+    let secs = state.total_hist(family.role, family.time).map(|h| h.sum).unwrap_or(0.0);
     if bytes > 0.0 && secs > 0.0 {
-        return Some((name(), bytes / secs, "nixl_xfer_time (overlapping transfers)"));
+        let src = if family == super::link::NIXL {
+            "nixl_xfer_time (overlapping transfers)"
+        } else {
+            "mooncake_xfer_time (sender's time)"
+        };
+        return Some((name(), bytes / secs, src));
     }
     let link = link?;
     let mbps = state.link.wires.speed_mbps(&link)?;
@@ -145,9 +150,9 @@ pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static 
 /// The carrier, each request's bytes on it, and the worth-it times.
 pub fn finish(state: &AppState, ledger: &mut Ledger, bpt: Option<u64>, block: u64) {
     if ledger.windows.is_empty() {
-        // No request to tie bytes to (no logs): the scrapes in which NIXL
-        // counted bytes are the windows.
-        for p in state.link.nixl.points.iter().filter(|p| p.bytes > 0.0) {
+        // No request to tie bytes to (no logs): the scrapes in which the
+        // connector counted bytes are the windows.
+        for p in state.link.xfer.points.iter().filter(|p| p.bytes > 0.0) {
             ledger.windows.push((p.t - SCRAPE_WINDOW_S, p.t));
             ledger.moved += p.bytes;
         }

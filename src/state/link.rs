@@ -3,8 +3,9 @@
 //! Predicted: every prompt token a prefill instance processed should reach
 //! the decode side as `bytes_per_token` of KV (the model's shape, from its
 //! `config.json`). Observed, from up to three places: the interface's byte
-//! counters, `vllm:nixl_bytes_transferred` (NIXL's own count), and the
-//! bytes written under the ExampleConnector's directory. Far below the
+//! counters, the connector's own count (`vllm:nixl_bytes_transferred` on
+//! decode, `vllm:mooncake_bytes_transferred` on prefill), and the bytes
+//! written under the ExampleConnector's directory. Far below the
 //! prediction means nothing moved (what a silent miss looks like on the
 //! wire); far above means a wrong model config, TP replication, or other
 //! traffic on the interface.
@@ -13,7 +14,9 @@ use std::collections::VecDeque;
 
 use crate::feed::KvDirSnapshot;
 use crate::feed::NetDevSnapshot;
+use crate::feed::Role;
 use crate::kv::{KvCacheDtype, ModelShape, bytes_per_token};
+use crate::metrics::model::Hist;
 use crate::sources::netdev::IfaceChange;
 
 /// Samples kept per series (an hour at 1 s).
@@ -35,6 +38,36 @@ impl KvModel {
         Ok(KvModel { bytes_per_token: bytes_per_token(&shape, dtype), source, layers: Some(shape.layers) })
     }
 }
+
+/// A connector family that counts the KV bytes it moved between
+/// instances, read on the side that records it: NIXL's decode pulls,
+/// Mooncake's prefill pushes. (The OffloadingConnector's bytes stay on one
+/// instance and are never one of these.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XferFamily {
+    /// The ledger's and report's name for the source.
+    pub source: &'static str,
+    pub label: &'static str,
+    pub role: Role,
+    pub bytes: Hist,
+    pub time: Hist,
+}
+
+pub const NIXL: XferFamily = XferFamily {
+    source: "nixl_bytes_transferred",
+    label: "NIXL",
+    role: Role::Decode,
+    bytes: Hist::NixlBytes,
+    time: Hist::NixlXferTime,
+};
+pub const MOONCAKE: XferFamily = XferFamily {
+    source: "mooncake_bytes_transferred",
+    label: "Mooncake",
+    role: Role::Prefill,
+    bytes: Hist::MooncakeBytes,
+    time: Hist::MooncakeXferTime,
+};
+pub const XFER_FAMILIES: [XferFamily; 2] = [NIXL, MOONCAKE];
 
 /// One reading of a series: (time, bytes, count).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,8 +138,11 @@ pub struct LinkState {
     pub kv_dtype: Option<KvCacheDtype>,
     /// Bytes the prefill side's prompt tokens should produce.
     pub predicted: Series,
-    /// `vllm:nixl_bytes_transferred` on the decode side.
-    pub nixl: Series,
+    /// The connector's own byte count (see [`XferFamily`]).
+    pub xfer: Series,
+    /// Which family fills `xfer`: the first one seen. Another one's bytes
+    /// (a MultiConnector of both) show on its own line, not in the ledger.
+    pub xfer_family: Option<XferFamily>,
     /// The watched interface, received and sent.
     pub iface: Option<String>,
     pub iface_rx: Series,
@@ -167,10 +203,23 @@ impl LinkState {
         }
     }
 
-    pub fn on_nixl(&mut self, t: f64, bytes: f64, transfers: f64) {
+    pub fn on_xfer(&mut self, family: XferFamily, t: f64, bytes: f64, transfers: f64) {
         if bytes > 0.0 || transfers > 0.0 {
-            self.nixl.push(Point { t, bytes, count: transfers });
+            if *self.xfer_family.get_or_insert(family) != family {
+                return;
+            }
+            self.xfer.push(Point { t, bytes, count: transfers });
         }
+    }
+
+    /// The source name of the connector's byte count, once it counted.
+    pub fn xfer_source(&self) -> &'static str {
+        self.xfer_family.map_or(NIXL.source, |f| f.source)
+    }
+
+    /// The bytes `family` counted since pdtop started (0 for another one).
+    pub fn xfer_bytes_of(&self, family: XferFamily) -> f64 {
+        if self.xfer_family == Some(family) { self.xfer.total_bytes } else { 0.0 }
     }
 
     pub fn on_netdev(&mut self, t: f64, read: Result<NetDevSnapshot, String>) {
@@ -258,11 +307,11 @@ impl LinkState {
         self.kvdir_prev = Some(snap);
     }
 
-    /// The best observation available: NIXL's own count, then the
+    /// The best observation available: the connector's own count, then the
     /// connector directory, then the interface.
     pub fn observed_since(&self, since: f64) -> Option<(&'static str, f64)> {
-        if !self.nixl.points.is_empty() {
-            Some(("nixl_bytes_transferred", self.nixl.since(since).0))
+        if !self.xfer.points.is_empty() {
+            Some((self.xfer_source(), self.xfer.since(since).0))
         } else if self.kvdir_prev.is_some() {
             Some(("kv_dir", self.kvdir.since(since).0))
         } else if self.iface.is_some() && self.netdev_prev.is_some() {

@@ -3,6 +3,7 @@
 //! reads a clock: time arrives inside the messages.
 
 mod checks;
+pub mod connectors;
 pub mod discovery;
 pub mod instance;
 pub mod interval;
@@ -28,15 +29,13 @@ pub mod worth;
 
 use std::collections::VecDeque;
 
-use crate::feed::{Endpoint, Msg};
+use crate::feed::{Endpoint, Msg, Role};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Hist, InstanceSample};
 
 use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
-
-use crate::feed::Role;
 
 /// Something worth a line in the event log.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +62,8 @@ pub enum EventKind {
     KvNotReleased,
     /// The end came before any request showed it.
     RecoveryUnknown,
+    /// A connector's failure counter rose (kind: `connectors::FAILURES`).
+    Connector(&'static str),
     /// A failure a log line reported (engine death, transfer or KV load
     /// failure, connector missing...), with or without a request.
     Log(crate::logs::signal::SignalKind),
@@ -81,6 +82,7 @@ impl EventKind {
             EventKind::NotRecovered => "not_recovered",
             EventKind::KvNotReleased => "kv_not_released",
             EventKind::RecoveryUnknown => "recovery_unknown",
+            EventKind::Connector(kind) => kind,
             EventKind::Log(k) => k.as_str(),
         }
     }
@@ -355,6 +357,7 @@ impl AppState {
         }
         let has_log = self.has_log(idx);
         self.check_recovery(idx, &iv, has_log);
+        self.on_connector_interval(idx, &iv);
         match role {
             Role::Prefill => {
                 use crate::metrics::model::Counter;
@@ -366,9 +369,6 @@ impl AppState {
                 self.misses.on_prefill_interval(&iv);
             }
             Role::Decode => {
-                if let Some(h) = iv.hists.get(&Hist::NixlBytes) {
-                    self.link.on_nixl(iv.t, h.sum, h.total());
-                }
                 self.link.compute.on_decode_interval(&iv);
                 if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
                     self.push_miss_event(&ev);

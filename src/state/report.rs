@@ -107,7 +107,7 @@ pub struct KvReport {
     pub bytes_per_token_source: Option<String>,
     /// Prefill requests completed: their KV should have moved.
     pub requests_with_bytes: u64,
-    /// The best observation: "nixl_bytes_transferred", "kv_dir" or "interface_rx".
+    /// The best observation: a connector's count (`XferFamily::source`), "kv_dir" or "interface_rx".
     pub observed_source: Option<&'static str>,
     pub observed_bytes: Option<f64>,
     /// Prompt tokens processed by the prefill side × bytes per token.
@@ -155,7 +155,7 @@ impl KvReport {
             predicted_bytes: predicted,
             ratio,
             verdict,
-            nixl_bytes: l.nixl.total_bytes,
+            nixl_bytes: l.xfer_bytes_of(super::link::NIXL),
             kv_dir_bytes: l.kvdir.total_bytes,
             kv_dir_folders: l.kvdir_folders,
             iface: l.iface.as_ref().map(|name| IfaceReport {
@@ -218,6 +218,10 @@ pub struct InstanceReport {
     /// From the startup log, when it is tailed.
     pub kv_connector: Option<String>,
     pub kv_role: Option<String>,
+    /// The connectors' own Prometheus figures, since pdtop started; absent
+    /// when the instance serves none of their families.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connector_metrics: Option<super::connectors::ConnectorMetrics>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
@@ -294,6 +298,7 @@ impl Report {
                 vllm_version: i.version.clone().or_else(|| i.startup.version.clone()),
                 kv_connector: i.startup.connector.clone(),
                 kv_role: i.startup.kv_role.clone(),
+                connector_metrics: super::connectors::ConnectorMetrics::of([i]),
             })
             .collect();
         let q = |role, hist| state.total_hist(role, hist).as_ref().and_then(Quantiles::ms);

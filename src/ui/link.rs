@@ -18,6 +18,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Sparkline};
 
 use super::{HistWindow, ViewState, fmt};
+use crate::feed::Role;
 use crate::kv::{LINK_RATES_GBPS, link_seconds};
 use crate::state::AppState;
 use crate::state::link::{LinkVerdict, Series, verdict};
@@ -142,8 +143,9 @@ fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState
             Span::styled(format!("{text}{note}"), style),
         ]));
     };
-    if !l.nixl.points.is_empty() {
-        row("NIXL bytes transferred".into(), &l.nixl, "");
+    if let Some(f) = l.xfer_family.filter(|_| !l.xfer.points.is_empty()) {
+        let name = if f.role == Role::Prefill { "bytes sent" } else { "bytes transferred" };
+        row(format!("{} {name}", f.label), &l.xfer, "");
     }
     if l.kvdir_folders > 0 || l.kvdir_error.is_some() || !l.kvdir.points.is_empty() {
         row("kv-dir bytes written".into(), &l.kvdir, " (a miss on decode also writes)");
@@ -177,8 +179,8 @@ fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState
 
 fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     let l = &state.link;
-    let (name, series) = if !l.nixl.points.is_empty() {
-        ("NIXL", &l.nixl)
+    let (name, series) = if let Some(f) = l.xfer_family.filter(|_| !l.xfer.points.is_empty()) {
+        (f.label, &l.xfer)
     } else if l.iface.is_some() {
         ("interface rx", &l.iface_rx)
     } else {

@@ -12,6 +12,7 @@
 //! ```
 //! Overlays (help) are drawn last.
 
+pub mod connectors;
 pub mod events;
 pub mod fmt;
 pub mod header;

@@ -4,7 +4,7 @@
 //! ┌ TTFT · prefill ─────────┐┌ TTFT · decode ──────────┐
 //! ┌ TPOT · prefill ─────────┐┌ TPOT · decode ──────────┐
 //! ┌ decode prompt tokens by source ─┐┌ requests ────────┐
-//!   NIXL transfer strip (when the connector reports)
+//!   KV connector strip (a line per connector that reports)
 //! ```
 
 use ratatui::Frame;
@@ -16,16 +16,13 @@ use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
 use crate::feed::Role;
 use crate::metrics::histogram::Histogram;
-use crate::metrics::model::{Counter, Hist};
+use crate::metrics::model::Hist;
 use crate::state::AppState;
 use crate::state::report::RequestCounts;
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
-    let nixl = state
-        .instances_of(Role::Decode)
-        .any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime)));
-    let strip = if nixl { 3 } else { 0 };
+    let strip = super::connectors::height(state, view.focus);
     let hist = |role, h| match view.window {
         HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
         HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
@@ -87,8 +84,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     if recent.height >= 3 {
         super::events::render_recent(frame, recent, state, theme);
     }
-    if nixl {
-        transfer_strip(frame, strip_area, state, view, theme);
+    if strip > 0 {
+        super::connectors::render(frame, strip_area, state, view, theme);
     }
 }
 
@@ -170,51 +167,4 @@ fn worth_it_line(loaded: Option<f64>, computed: Option<f64>, theme: &Theme) -> L
         }
         _ => Line::styled(" needs requests of both kinds to compare", theme.dim()),
     }
-}
-
-fn transfer_strip(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
-    let hist = |role, h| match view.window {
-        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
-        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
-    };
-    let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
-    let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();
-    let total = |role, c| -> f64 {
-        state.instances_of(role).map(|i| i.total_counters.get(&c).copied().unwrap_or(0.0)).sum()
-    };
-    let n = xfer.total();
-    let per = (bytes.count > 0.0).then(|| bytes.sum / bytes.count);
-    let throughput = (xfer.sum > 0.0).then(|| bytes.sum / xfer.sum);
-    let failed = total(Role::Decode, Counter::NixlFailedTransfers);
-    let notif = total(Role::Decode, Counter::NixlFailedNotifications);
-    let expired = total(Role::Prefill, Counter::NixlExpired);
-    let bad = |v: f64| {
-        if v > 0.0 { theme.fg("error") } else { theme.text() }
-    };
-    let line = Line::from(vec![
-        Span::styled(" transfers ", theme.dim()),
-        Span::styled(fmt::count(n), theme.text()),
-        Span::styled("  time p50 ", theme.dim()),
-        Span::styled(fmt::secs(xfer.quantile(0.5)), theme.text()),
-        Span::styled(" p90 ", theme.dim()),
-        Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
-        Span::styled("  per transfer ", theme.dim()),
-        Span::styled(per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()), theme.text()),
-        Span::styled("  throughput ", theme.dim()),
-        Span::styled(
-            throughput.map(|t| format!("{}/s", fmt::bytes(t))).unwrap_or_else(|| "n/a".into()),
-            theme.text(),
-        ),
-        Span::styled("  failed ", theme.dim()),
-        Span::styled(fmt::count(failed), bad(failed)),
-        Span::styled("  notif failed ", theme.dim()),
-        Span::styled(fmt::count(notif), bad(notif)),
-        Span::styled("  expired ", theme.dim()),
-        Span::styled(fmt::count(expired), bad(expired)),
-    ]);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(" NIXL KV transfers (decode pulls) ", theme.fg("title")));
-    frame.render_widget(Paragraph::new(line).block(block), area);
 }

@@ -4,7 +4,13 @@
 
 pub mod prometheus;
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
 
 use pdtop::feed::Role;
 use pdtop::feed::{Endpoint, Msg};
@@ -108,11 +114,10 @@ pub fn demo_proxy_misses() -> Vec<String> {
     out
 }
 
-/// Reads a request up to the end of its headers (or gives up quietly after
-/// 5 s), for the tests' hand-written HTTP servers; returns what it read.
-pub fn read_request_head(s: &mut std::net::TcpStream) -> Vec<u8> {
-    use std::io::Read;
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+/// Reads up to the end of a request's headers (or what came before the
+/// peer stopped or 5 s passed).
+pub fn read_request(s: &mut TcpStream) -> Vec<u8> {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = [0u8; 4096];
     let mut seen = Vec::new();
     while let Ok(n) = s.read(&mut buf) {
@@ -145,4 +150,47 @@ pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// Answers one request as the lab's vLLM 0.26.0 instances did: `/metrics`
+/// the next of `bodies` (the last one from then on), `/v1/models`,
+/// `/version`, else 404.
+fn answer(mut s: TcpStream, bodies: &[String], scrapes: &AtomicUsize) {
+    let seen = read_request(&mut s);
+    let head = String::from_utf8_lossy(&seen);
+    let path = head.split_whitespace().nth(1).unwrap_or("/");
+    let (ctype, body) = match path {
+        "/metrics" => {
+            let n = scrapes.fetch_add(1, Ordering::SeqCst).min(bodies.len() - 1);
+            ("text/plain; version=0.0.4; charset=utf-8", bodies[n].clone())
+        }
+        "/v1/models" => (
+            "application/json",
+            r#"{"object":"list","data":[{"id":"lab-8b","object":"model","root":"/models/qwen3-8b-shape","max_model_len":8192}]}"#.to_string(),
+        ),
+        "/version" => ("application/json", r#"{"version":"0.26.0"}"#.to_string()),
+        _ => {
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+            return;
+        }
+    };
+    let _ =
+        write!(s, "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+}
+
+/// A vLLM instance on loopback whose `/metrics` answers `bodies` in turn;
+/// returns `host:port`. The threads end with the test process.
+pub fn serve_vllm(bodies: Vec<String>) -> String {
+    assert!(!bodies.is_empty());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let bodies = Arc::new(bodies);
+    let scrapes = Arc::new(AtomicUsize::new(0));
+    thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let (b, n) = (bodies.clone(), scrapes.clone());
+            thread::spawn(move || answer(s, &b, &n));
+        }
+    });
+    addr
 }

@@ -1,0 +1,129 @@
+//! The KV connectors under the overview: a line per connector whose
+//! Prometheus families the watched instances serve (absent: no line, not
+//! zeros). NIXL's line keeps its latency quantiles; the others show their
+//! figures from `state::connectors` (since pdtop started).
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::{HistWindow, ViewState, fmt};
+use crate::feed::Role;
+use crate::metrics::model::{Counter, Hist};
+use crate::state::AppState;
+use crate::state::connectors::ConnectorMetrics;
+use crate::theme::Theme;
+
+/// The connectors after NIXL, with what their line is called.
+const SHOWN: [(&str, &str); 4] = [
+    ("mooncake", "Mooncake"),
+    ("mooncake_store", "Mc store"),
+    ("offload", "Offload"),
+    ("lmcache", "LMCache"),
+];
+
+fn nixl_reports(state: &AppState) -> bool {
+    state
+        .instances_of(Role::Decode)
+        .any(|i| i.latest.as_ref().is_some_and(|s| s.hists.contains_key(&Hist::NixlXferTime)))
+}
+
+fn metrics(state: &AppState, focus: Option<usize>) -> Option<ConnectorMetrics> {
+    ConnectorMetrics::of(
+        state.instances.iter().enumerate().filter(|(i, _)| focus.is_none_or(|f| f == *i)).map(|(_, i)| i),
+    )
+}
+
+/// Rows the strip needs: none without a connector that reports.
+pub fn height(state: &AppState, focus: Option<usize>) -> u16 {
+    let others =
+        metrics(state, focus).map_or(0, |m| SHOWN.iter().filter(|(k, _)| m.0.contains_key(k)).count());
+    let n = others + usize::from(nixl_reports(state));
+    if n == 0 { 0 } else { n as u16 + 2 }
+}
+
+pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let mut lines = Vec::new();
+    if nixl_reports(state) {
+        lines.push(nixl_line(state, view, theme));
+    }
+    if let Some(m) = metrics(state, view.focus) {
+        for (key, label) in SHOWN {
+            if let Some(figures) = m.0.get(key) {
+                let mut spans = vec![Span::styled(format!(" {label:<8}"), theme.text())];
+                for (name, v) in figures {
+                    let said = name.strip_suffix("_s").unwrap_or(name).replace('_', " ");
+                    spans.push(Span::styled(format!("  {said} "), theme.dim()));
+                    spans.push(Span::styled(shown(name, *v), style_of(name, *v, theme)));
+                }
+                lines.push(Line::from(spans));
+            }
+        }
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.fg("border"))
+        .title(Span::styled(" KV connectors · their own /metrics · offload: this host's memory, not a transfer · LMCache in tokens ", theme.fg("title")));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A figure in its unit, read from its name.
+fn shown(name: &str, v: f64) -> String {
+    if name.ends_with("bytes") {
+        fmt::bytes(v)
+    } else if name.ends_with("_s") {
+        fmt::secs(Some(v))
+    } else if name.ends_with("ratio") {
+        fmt::pct(Some(v))
+    } else {
+        fmt::count(v)
+    }
+}
+
+fn style_of(name: &str, v: f64, theme: &Theme) -> Style {
+    let failure = name.starts_with("failed") || name.starts_with("kv_expired");
+    if failure && v > 0.0 { theme.fg("error") } else { theme.text() }
+}
+
+fn nixl_line(state: &AppState, view: &ViewState, theme: &Theme) -> Line<'static> {
+    let hist = |role, h| match view.window {
+        HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
+        HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
+    };
+    let xfer = hist(Role::Decode, Hist::NixlXferTime).unwrap_or_default();
+    let bytes = hist(Role::Decode, Hist::NixlBytes).unwrap_or_default();
+    let total = |role, c| -> f64 {
+        state.instances_of(role).map(|i| i.total_counters.get(&c).copied().unwrap_or(0.0)).sum()
+    };
+    let n = xfer.total();
+    let per = (bytes.count > 0.0).then(|| bytes.sum / bytes.count);
+    let throughput = (xfer.sum > 0.0).then(|| bytes.sum / xfer.sum);
+    let failed = total(Role::Decode, Counter::NixlFailedTransfers);
+    let notif = total(Role::Decode, Counter::NixlFailedNotifications);
+    let expired = total(Role::Prefill, Counter::NixlExpired);
+    let bad = |name: &str, v: f64| style_of(name, v, theme);
+    Line::from(vec![
+        Span::styled(format!(" {:<8}", "NIXL"), theme.text()),
+        Span::styled(" transfers ", theme.dim()),
+        Span::styled(fmt::count(n), theme.text()),
+        Span::styled("  time p50 ", theme.dim()),
+        Span::styled(fmt::secs(xfer.quantile(0.5)), theme.text()),
+        Span::styled(" p90 ", theme.dim()),
+        Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
+        Span::styled("  per transfer ", theme.dim()),
+        Span::styled(per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()), theme.text()),
+        Span::styled("  throughput ", theme.dim()),
+        Span::styled(
+            throughput.map(|t| format!("{}/s", fmt::bytes(t))).unwrap_or_else(|| "n/a".into()),
+            theme.text(),
+        ),
+        Span::styled("  failed ", theme.dim()),
+        Span::styled(fmt::count(failed), bad("failed", failed)),
+        Span::styled("  notif failed ", theme.dim()),
+        Span::styled(fmt::count(notif), bad("failed", notif)),
+        Span::styled("  expired ", theme.dim()),
+        Span::styled(fmt::count(expired), bad("kv_expired", expired)),
+    ])
+}
