@@ -19,6 +19,7 @@ pub mod mismatch;
 pub mod misses;
 pub mod recovery;
 pub mod report;
+mod report_counts;
 mod report_traces;
 pub mod span_evidence;
 pub mod span_report;
