@@ -44,6 +44,8 @@ pub enum Msg {
     Spans { at: f64, spans: Vec<RequestSpan>, counts: SpanCounts },
     /// An OTLP export the receiver refused (not a valid export request).
     SpansRejected { at: f64, error: String },
+    /// The router's `/metrics` body (`--router`), or why it could not be had.
+    Router { at: f64, scrape: Result<String, String> },
 }
 
 impl Msg {
@@ -62,7 +64,8 @@ impl Msg {
             | Msg::LogLines { at, .. }
             | Msg::Discovered { at, .. }
             | Msg::Spans { at, .. }
-            | Msg::SpansRejected { at, .. } => *at,
+            | Msg::SpansRejected { at, .. }
+            | Msg::Router { at, .. } => *at,
         }
     }
 
@@ -81,7 +84,8 @@ impl Msg {
             | Msg::LogLines { at, .. }
             | Msg::Discovered { at, .. }
             | Msg::Spans { at, .. }
-            | Msg::SpansRejected { at, .. } => at,
+            | Msg::SpansRejected { at, .. }
+            | Msg::Router { at, .. } => at,
         }
     }
 

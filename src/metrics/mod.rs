@@ -3,3 +3,4 @@
 pub mod histogram;
 pub mod model;
 pub mod parse;
+pub mod router;

@@ -19,6 +19,7 @@ pub mod misses;
 pub mod recovery;
 pub mod report;
 mod report_traces;
+pub mod router;
 pub mod span_evidence;
 pub mod span_report;
 pub mod spans;
@@ -28,15 +29,13 @@ pub mod worth;
 
 use std::collections::VecDeque;
 
-use crate::feed::{Endpoint, Msg};
+use crate::feed::{Endpoint, Msg, Role};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Hist, InstanceSample};
 
 use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
-
-use crate::feed::Role;
 
 /// Something worth a line in the event log.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +62,7 @@ pub enum EventKind {
     KvNotReleased,
     /// The end came before any request showed it.
     RecoveryUnknown,
+    RouterError, // a `vllm_router_pd_*errors_total` rose
     /// A failure a log line reported (engine death, transfer or KV load
     /// failure, connector missing...), with or without a request.
     Log(crate::logs::signal::SignalKind),
@@ -81,6 +81,7 @@ impl EventKind {
             EventKind::NotRecovered => "not_recovered",
             EventKind::KvNotReleased => "kv_not_released",
             EventKind::RecoveryUnknown => "recovery_unknown",
+            EventKind::RouterError => "router_error",
             EventKind::Log(k) => k.as_str(),
         }
     }
@@ -114,6 +115,7 @@ pub struct AppState {
     pub recovery: recovery::Recovery,
     /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
     pub spans: spans::SpanStore,
+    pub router: Option<router::RouterState>, // `--router`
 }
 
 impl AppState {
@@ -132,6 +134,7 @@ impl AppState {
             mismatches: Vec::new(),
             recovery: recovery::Recovery::default(),
             spans: spans::SpanStore::new(spans::SPANS_CAP),
+            router: None,
         }
     }
 
@@ -246,6 +249,7 @@ impl AppState {
                 }
                 self.spans.on_spans(spans, counts);
             }
+            Msg::Router { at, scrape } => self.on_router(at, scrape),
             Msg::SpansRejected { at, error } => {
                 self.tick(at);
                 // One event per burst: a sender looping on bad bodies must
@@ -283,9 +287,7 @@ impl AppState {
             let text = format!("{}: {}", e.source, e.text);
             self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
         }
-        while self.events.len() > EVENTS_CAP {
-            self.events.pop_front();
-        }
+        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
         let Some(logs) = &mut self.logs else {
             return;
         };
@@ -379,9 +381,7 @@ impl AppState {
 
     fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
         self.events.push_back(Event { t, kind, text });
-        while self.events.len() > EVENTS_CAP {
-            self.events.pop_front();
-        }
+        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
 
     pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {

@@ -43,6 +43,7 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::NotRecovered => ("NOT OK ", theme.fg("error")),
                 EventKind::KvNotReleased => ("KV HELD", theme.fg("warn")),
                 EventKind::RecoveryUnknown => ("BACK ? ", theme.dim()),
+                EventKind::RouterError => ("ROUTER ", theme.fg("error")),
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
             };
             Line::from(vec![
