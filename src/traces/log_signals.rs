@@ -57,6 +57,7 @@ impl Correlator {
                     }
                 }
             }
+            k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();

@@ -34,6 +34,7 @@ mod lifecycle;
 mod log_signals;
 mod model;
 mod proxy_events;
+mod router_events;
 mod stamp;
 mod store;
 
