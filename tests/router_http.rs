@@ -157,3 +157,32 @@ fn an_unreachable_router_is_down_with_its_cause() {
     assert_eq!(r["verdict"], "degraded");
     assert_eq!(code, Some(1));
 }
+
+/// `check --from-logs` with only a router's log: its own stamps (which
+/// carry a year) are the clock, and the request it failed at decode is a
+/// failure the report states, as events and as the verdict.
+#[test]
+fn a_router_log_alone_is_read_after_the_fact() {
+    let log = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/router/vllm-router-pd-lab.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--from-logs", "--json", "--proxy-log", log])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let events: Vec<(&str, f64)> = r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["kind"].as_str().unwrap(), e["t"].as_f64().unwrap()))
+        .collect();
+    // 2026-11-30 06:26:13 UTC, from the line itself.
+    assert_eq!(
+        events,
+        [("router_backend_error", 1_796_019_973.0), ("router_request_failed", 1_796_019_973.0)]
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(!warnings.contains("carry no year"), "{warnings}");
+    assert!(warnings.contains("no decode log"), "{warnings}");
+    assert_eq!(r["verdict"], "degraded");
+    assert_eq!(out.status.code(), Some(1));
+}

@@ -384,7 +384,7 @@ impl Report {
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
         } else if unreachable
-            || state.router.as_ref().is_some_and(|r| r.degraded())
+            || super::router::degraded(state)
             || restarted
             || disagree
             || requests.error > 0

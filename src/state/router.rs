@@ -234,6 +234,17 @@ impl RouterReport {
     }
 }
 
+/// The router endpoint is not well, or a router's log reported a failed
+/// request (which needs no decode log to be known).
+pub fn degraded(state: &AppState) -> bool {
+    use crate::logs::signal::SignalKind as K;
+    state.router.as_ref().is_some_and(|r| r.degraded())
+        || state
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Log(K::RouterRequestFailed | K::RouterBackendError)))
+}
+
 /// A router that answers without being one is watched in name only.
 pub fn router_warning(state: &AppState) -> Option<String> {
     let r = state.router.as_ref().filter(|r| r.health.up && r.health.no_vllm_metrics)?;
