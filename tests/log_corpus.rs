@@ -18,7 +18,7 @@ fn dir() -> PathBuf {
 const PROSE: [&str; 9] =
     ["line", "kind", "note", "verdict_hint", "workers", "wording", "unit_label_wrong", "request", "file"];
 /// Text fields written as the parser should name them; others are prose.
-const TEXT_EXACT: [&str; 27] = [
+const TEXT_EXACT: [&str; 28] = [
     "connector",
     "shape",
     "status",
@@ -46,6 +46,7 @@ const TEXT_EXACT: [&str; 27] = [
     "zmq",
     "remote_host",
     "detail",
+    "forwarded",
 ];
 
 struct Line {
@@ -224,6 +225,35 @@ fn router_and_sidecar_lines_join_traces() {
     assert!((p.start - (end - 2.041450065)).abs() < 1e-6, "{p:?}");
     let kinds: Vec<(&str, f64)> = c.drain_log_events().iter().map(|e| (e.kind.as_str(), e.t)).collect();
     assert_eq!(kinds, [("router_backend_error", end), ("router_request_failed", end)]);
+
+    // vllm-router's PD mode: the trace is named by the id it forwards, the
+    // one vLLM logs (`cmpl-<forwarded>-0`); the decode line, read where it
+    // happened (before the router got decode's answer), lands on it.
+    let fwd =
+        "___prefill_addr_10.0.0.11:21001___decode_addr_10.0.0.21:22001_9b1f3c5e7a0d4b2c8e6f1a3b5c7d9e0f";
+    // Its shape as vLLM 0.26 prints it (tests/fixtures/lab-captures), with this id.
+    let decode = format!(
+        "(APIServer pid=3126) INFO 03-31 13:30:20 [request_logger.py:63] Received request cmpl-{fwd}-0: params: SamplingParams(n=1, max_tokens=64, extra_args=None), lora_request: None."
+    );
+    let text = std::fs::read_to_string(dir().join("src-vllm-router-pd-forwarded-id.log")).unwrap();
+    let router: Vec<&str> = text.lines().collect();
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    for (src, l) in [
+        (LogOrigin::Proxy, router[0]),
+        (LogOrigin::Proxy, router[1]),
+        (LogOrigin::Decode(0), decode.as_str()),
+        (LogOrigin::Proxy, router[2]),
+        (LogOrigin::Proxy, router[3]),
+    ] {
+        c.on_line(src, l, 1_790_000_000.0);
+    }
+    assert!(c.get("cmpl-q8ZrVh2kLm4PwX7nT1bYcD9e").is_none(), "named by the router's own id");
+    let names: Vec<String> = c.traces().map(|t| t.id.clone()).collect();
+    assert_eq!(names, [fwd], "one trace");
+    let t = c.get(fwd).unwrap();
+    assert_eq!((t.outcome, t.error_at, t.decode), (Outcome::Error, Some(Hop::Consumer), Some(0)), "{t:?}");
+    assert!(t.evidence.contains("502"), "{t:?}");
+    assert_eq!(c.drain_log_events().len(), 1, "the failed request is an event");
 
     // llm-d's sidecar names no request: no trace, but a prefill response
     // without its KV fields is a connector failure, one event per field.
