@@ -186,3 +186,49 @@ fn a_router_log_alone_is_read_after_the_fact() {
     assert_eq!(r["verdict"], "degraded");
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `pdtop record --router` keeps the router in the recording's header and
+/// its scrapes as messages: `check --replay` gives the same router numbers
+/// without the router, and the human summary has its line.
+#[test]
+fn a_recording_carries_the_router() {
+    let addr = serve_rising_router();
+    let dir = std::env::temp_dir().join(format!("pdtop-router-rec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("router.pdrec");
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args([
+            "record",
+            "-o",
+            rec.to_str().unwrap(),
+            "--duration",
+            "2",
+            "--interval",
+            "0.2",
+            "--router",
+            &addr,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let replay = |json: bool| {
+        let mut args = vec!["check", "--replay", rec.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
+    };
+    let r: serde_json::Value = serde_json::from_slice(&replay(true).stdout).unwrap();
+    let ro = &r["router"];
+    assert_eq!(ro["endpoint"], addr.as_str(), "{r}");
+    let ok = ro["scrapes_ok"].as_u64().unwrap();
+    assert!(ok >= 3, "{ro}");
+    assert_eq!(ro["requests"].as_f64(), Some(48.0 * (ok - 1) as f64), "{ro}");
+    let text = String::from_utf8_lossy(&replay(false).stdout).into_owned();
+    let line = text.lines().find(|l| l.starts_with("router")).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&addr) && line.contains("up") && line.contains(&format!("requests={}", 48 * (ok - 1))),
+        "{line}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
