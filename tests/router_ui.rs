@@ -56,3 +56,18 @@ fn the_router_row_shows_rate_latency_errors_then_why_it_is_down() {
     let row = screen.lines().find(|l| l.contains("ROUTER")).unwrap();
     assert!(row.contains("✖ DOWN cannot connect: Connection refused"), "{row}");
 }
+
+/// `--router` alone (no instance): every view draws, the router row included.
+#[test]
+fn a_router_alone_draws_every_view() {
+    let router = RouterEndpoint::parse("127.0.0.1:29000").unwrap();
+    let mut st = AppState::new(Vec::new(), 60.0).with_router(Some(router));
+    st.apply(Msg::Router { at: 1.0e9, scrape: Ok(scaled(1.0)) });
+    st.apply(Msg::Router { at: 1.0e9 + 1.0, scrape: Ok(scaled(3.0)) });
+    let mut app = App::new(st, Theme::builtin("dark").unwrap());
+    for _ in 0..4 {
+        let screen = common::screen_text(&app, 100, 24);
+        assert!(screen.contains("ROUTER  127.0.0.1:29000"), "{screen}");
+        app.on_action(pdtop::keymap::Action::NextView);
+    }
+}
