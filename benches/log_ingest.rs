@@ -1,5 +1,6 @@
 //! Parses every line of the recorded vLLM prefill + decode logs (both
-//! captures) and the proxy logs. Throughput is reported in lines/s
+//! captures) and the proxy logs, and feeds proxy and router logs to the
+//! correlator. Throughput is reported in lines/s
 //! (criterion's `Elements`), so `cargo bench --bench log_ingest` prints
 //! "thrpt: ... Kelem/s" = lines per second.
 
@@ -77,6 +78,32 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for line in proxy.lines() {
                 black_box(parse_proxy_line(black_box(line)));
+            }
+        })
+    });
+
+    // Proxy-log lines through the correlator, where a router's or the
+    // sidecar's line is tried before the proxy parser: the recorded proxy
+    // logs (no router line), then the router log (every line joined).
+    g.bench_function("proxy_lines_correlator", |b| {
+        b.iter(|| {
+            let mut c = pdtop::traces::Correlator::new(Default::default());
+            for line in proxy.lines() {
+                c.on_line(pdtop::feed::LogOrigin::Proxy, black_box(line), 1.0e9);
+            }
+        })
+    });
+    let router = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/router/vllm-router-pd-lab.log"),
+    )
+    .expect("router log")
+    .repeat(200);
+    g.throughput(Throughput::Elements(router.lines().count() as u64));
+    g.bench_function("router_lines_correlator", |b| {
+        b.iter(|| {
+            let mut c = pdtop::traces::Correlator::new(Default::default());
+            for line in router.lines() {
+                c.on_line(pdtop::feed::LogOrigin::Proxy, black_box(line), 1.0e9);
             }
         })
     });

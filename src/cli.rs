@@ -65,14 +65,19 @@ pub struct Inputs {
     /// Decode (kv_consumer) instances: HOST:PORT or URL, one or more.
     #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
     pub decode: Vec<String>,
+    /// A vllm-router in PD mode: its Prometheus address (`--prometheus-port`,
+    /// default 29000), HOST:PORT or URL. Also `router = "..."` in the config file.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub router: Option<String>,
     /// The prefill instances' logs, in the order of --prefill (`-` = stdin).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub prefill_log: Vec<String>,
     /// The decode instances' logs, in the order of --decode.
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub decode_log: Vec<String>,
-    /// The proxy's log (vLLM's disagg_proxy_demo, the NIXL toy proxy, or
-    /// pdtop's JSON-lines format; `-` = stdin).
+    /// The proxy's log (vLLM's disagg_proxy_demo, the NIXL toy proxy,
+    /// vllm-router, llm-d's routing sidecar, or pdtop's JSON-lines format;
+    /// `-` = stdin).
     #[arg(long, value_name = "FILE")]
     pub proxy_log: Option<String>,
     /// The ExampleConnector's shared_storage_path: new folders are stored

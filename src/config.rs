@@ -6,6 +6,7 @@
 //! timeout = 2.0    # seconds before a scrape is given up
 //! window = 60.0    # seconds of the histograms' sliding window
 //! theme = "dark"   # or light, mono, a user theme name, a path
+//! router = "127.0.0.1:29000"  # a vllm-router's Prometheus address
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ pub struct FileConfig {
     pub timeout: Option<f64>,
     pub window: Option<f64>,
     pub theme: Option<String>,
+    pub router: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +30,8 @@ pub struct Settings {
     pub timeout: Duration,
     pub window_secs: f64,
     pub theme: String,
+    /// `--router`, else the file's `router`.
+    pub router: Option<String>,
 }
 
 pub const DEFAULT_INTERVAL: f64 = 1.0;
@@ -75,6 +79,7 @@ impl Settings {
             timeout: secs("timeout", cli.timeout, file.timeout, DEFAULT_TIMEOUT)?,
             window_secs: secs("window", cli.window, file.window, DEFAULT_WINDOW)?.as_secs_f64(),
             theme,
+            router: cli.router.clone().or_else(|| file.router.clone()),
         })
     }
 }
@@ -97,6 +102,13 @@ mod tests {
         assert_eq!(s.window_secs, 30.0);
         assert_eq!(s.timeout, Duration::from_secs(2));
         assert_eq!(s.theme, "light");
+        assert_eq!(s.router, None);
+        let file = FileConfig { router: Some("127.0.0.1:29000".into()), ..file };
+        let s = Settings::resolve(&cli, &UiArgs::default(), &file, false).unwrap();
+        assert_eq!(s.router.as_deref(), Some("127.0.0.1:29000"));
+        let cli = Inputs { router: Some("10.0.0.9:29000".into()), ..cli };
+        let s = Settings::resolve(&cli, &UiArgs::default(), &file, false).unwrap();
+        assert_eq!(s.router.as_deref(), Some("10.0.0.9:29000"));
         let ui = UiArgs { theme: Some("dark".into()) };
         assert_eq!(Settings::resolve(&cli, &ui, &file, true).unwrap().theme, "dark");
     }

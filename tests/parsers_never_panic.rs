@@ -31,6 +31,10 @@ const PREFIXES: &[&str] = &[
     "[\"<class '",
     "ERROR:root:ClientError occurred: Cannot connect to host ",
     "Error in completion stream generator",
+    "2026-01-15 02:30:17 DEBUG http_request{method=POST request_id=\"c-1\"}: vllm_router_rs::routers::http::vllm_pd_router: a.rs:1: Generated vLLM request ID",
+    "2025-09-04 07:15:26 ERROR http_request{request_id=x status=500 latency=",
+    "2025-09-04 07:15:26 ERROR http_request{}:http_request{request_id=x latency_ms=",
+    "2025-09-04 07:15:26 ERROR http_request{}: sglang_router_rs::routers::pd_router: a.rs:1: Decode server returned error status ",
 ];
 
 /// A few real lines to cut and splice.
@@ -46,6 +50,8 @@ const REAL: &[&str] = &[
     "(APIServer pid=1010) INFO 12-01 07:29:35 [async_llm.py:601] Request cmpl-be795e55122ce50d-0 failed (engine dead).",
     "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.",
     "(APIServer pid=1010) INFO 12-01 07:28:32 [api_utils.py:273] non-default args: {'block_size': 16, 'kv_transfer_config': KVTransferConfig(kv_connector='ExampleConnector', kv_role='kv_consumer')}",
+    "2025-09-04 07:15:26 ERROR http_request{method=POST uri=/v1/completions version=HTTP/1.1}:http_request{method=POST uri=/v1/completions version=HTTP/1.1 request_id=cmpl-hvNcVSx9FaPb13dmSHtom1fF status=500 Internal Server Error latency=2.041450065s}: sglang_router_rs::response: src/middleware.rs:159: request failed with server error",
+    "2026-01-15 02:30:16 DEBUG http_request{method=POST uri=/v1/completions version=HTTP/1.1 request_id=\"cmpl-Ed4lG6IlaUQRpaugWzpnIB6a\"}: vllm_router_rs::routers::http::vllm_pd_router: src/routers/http/vllm_pd_router.rs:681: Generated vLLM request ID: ___prefill_addr_10.0.0.1:21001___decode_addr_10.0.0.2:22001_5f0c",
 ];
 
 proptest! {
@@ -55,6 +61,22 @@ proptest! {
     fn arbitrary_strings(s in any::<String>()) {
         let _ = parse_vllm_line(&s);
         let _ = parse_proxy_line(&s);
+        let _ = pdtop::metrics::router::RouterSample::from_text(&s);
+    }
+
+    /// Router lines are read on the proxy log before the proxy parser.
+    #[test]
+    fn proxy_log_lines_reach_the_traces_without_a_panic(i in 0..REAL.len(), cut in 0usize..400, insert in any::<String>()) {
+        let line = REAL[i];
+        let mut at = cut.min(line.len());
+        while !line.is_char_boundary(at) {
+            at -= 1;
+        }
+        let mut c = pdtop::traces::Correlator::new(Default::default());
+        for s in [format!("{}{insert}", &line[..at]), line.to_string(), format!("{insert}{}", &line[at..])] {
+            c.on_line(pdtop::feed::LogOrigin::Proxy, &s, 1.0e9);
+        }
+        c.finish(1.0e9 + 60.0);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The Prometheus text parser and the vLLM model built on it: any bytes a
+//! The Prometheus text parser and the vLLM and router models built on it: any bytes a
 //! hostile or broken endpoint can send must parse (bad lines counted) without
 //! a panic. Lossy UTF-8 mirrors what the scraper does with a body.
 #![no_main]
@@ -16,4 +16,5 @@ fuzz_target!(|data: &[u8]| {
         let _ = s.labels().count();
     }
     let _ = InstanceSample::from_exposition(&e);
+    let _ = pdtop::metrics::router::RouterSample::from_exposition(&e);
 });

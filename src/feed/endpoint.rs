@@ -64,6 +64,22 @@ impl Endpoint {
     }
 }
 
+/// A vllm-router (`--vllm-pd-disaggregation`): its Prometheus exporter's
+/// address (`--prometheus-port`, 29000 by default), not its serving port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouterEndpoint {
+    pub display: String,
+    pub base_url: String,
+}
+
+impl RouterEndpoint {
+    /// Same forms as an instance: `host:port` or a URL (a `/metrics` tail is dropped).
+    pub fn parse(s: &str) -> Result<RouterEndpoint, String> {
+        let e = Endpoint::parse(Role::Prefill, s)?;
+        Ok(RouterEndpoint { display: e.display, base_url: e.base_url })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

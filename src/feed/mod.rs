@@ -9,7 +9,7 @@ mod origin;
 mod span;
 mod tail;
 
-pub use endpoint::{Endpoint, ModelInfo, Role};
+pub use endpoint::{Endpoint, ModelInfo, Role, RouterEndpoint};
 pub use link::{FolderStat, IfaceBytes, KvDirSnapshot, LinkInfo, NetDevSnapshot};
 pub use msg::Msg;
 pub use origin::LogOrigin;

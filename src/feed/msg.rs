@@ -44,6 +44,8 @@ pub enum Msg {
     Spans { at: f64, spans: Vec<RequestSpan>, counts: SpanCounts },
     /// An OTLP export the receiver refused (not a valid export request).
     SpansRejected { at: f64, error: String },
+    /// The router's `/metrics` body (`--router`), or why it could not be had.
+    Router { at: f64, scrape: Result<String, String> },
 }
 
 /// Every variant's `at`, by reference or by mutable reference (one list of
@@ -63,7 +65,8 @@ macro_rules! msg_at {
             | Msg::LogLines { at, .. }
             | Msg::Discovered { at, .. }
             | Msg::Spans { at, .. }
-            | Msg::SpansRejected { at, .. } => at,
+            | Msg::SpansRejected { at, .. }
+            | Msg::Router { at, .. } => at,
         }
     };
 }

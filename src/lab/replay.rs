@@ -63,6 +63,7 @@ impl Session {
         Session {
             started: capture.t0,
             endpoints: endpoints(),
+            router: None,
             logs,
             iface: (!capture.netdev.is_empty()).then(|| "lo".to_string()),
             kv_model,

@@ -38,11 +38,22 @@ pub(crate) fn parse_uvicorn(m: &str) -> Option<Signal> {
     Some(Signal::new(K::ProxyListening).text("url", r.split(' ').next()))
 }
 
-/// A `tracing` line of a router: spans (with ids), target, message.
+/// A `tracing` line of a router: spans (with ids), target, message. The
+/// span's `request_id` is the router's own (`cmpl-` + 24 base62, or the
+/// client's `X-Request-Id`); vllm-router's PD mode forwards another one,
+/// `___prefill_addr_<p>___decode_addr_<d>_<uuid hex>`, which it prints once
+/// (`Generated vLLM request ID: ...`, DEBUG since 2026, INFO before).
 pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signal> {
     let m = msg.trim_start_matches(|c: char| !c.is_ascii()).trim();
     let s = if let Some(r) = m.strip_prefix("Prefill response status: ") {
         Signal::new(K::RouterPrefillResponse).num("status", lead_num(r))
+    } else if let Some(r) = m.strip_prefix("Decode response status: ") {
+        Signal::new(K::RouterDecodeResponse).num("status", lead_num(r))
+    } else if let Some((_, id)) = m.strip_prefix("Generated vLLM request ID").and_then(|r| r.split_once(": "))
+    {
+        // vllm_pd_router sends this, not the span's id, as `X-Request-Id`
+        // to both instances: the name their logs give the request.
+        Signal::new(K::RouterForwardedId).text("forwarded", Some(id.trim()))
     } else if m.starts_with("Router ready") {
         let n =
             m.split_once("workers: [").map(|(_, w)| w.split(',').filter(|x| !x.trim().is_empty()).count());
@@ -57,15 +68,33 @@ pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signa
             .text("leg", Some(&leg.to_ascii_lowercase()))
             .text("url", word_after(r, "_url="))
             .num("status", num_after(r, "status="))
-    } else if m.starts_with("request failed") {
+    } else if m.starts_with("request failed") || m.starts_with("response failed with status") {
         let span = spans.rsplit('{').next().unwrap_or("");
+        let status = num_after(span, "status=").or_else(|| num_after(span, "status_code="));
         Signal::new(K::RouterRequestFailed)
-            .num("status", num_after(span, "status="))
-            .num("latency_s", num_after(span, "latency="))
+            .num("status", status.or_else(|| num_after(m, "with status ")))
+            .num("latency_s", latency_s(span))
     } else {
         return with_ids(None, spans);
     };
     with_ids(Some(s), spans)
+}
+
+/// `latency=2.041450065s` (a `Duration`'s Debug: `s`, `ms`, `µs`, `ns`) or
+/// `latency_ms=12.5`. A bare `latency=1254651` (sgl-model-gateway) names
+/// no unit: not read rather than guessed.
+fn latency_s(span: &str) -> Option<f64> {
+    if let Some(ms) = num_after(span, "latency_ms=") {
+        return Some(ms / 1000.0);
+    }
+    let r = &span[span.find("latency=")? + 8..];
+    let n = lead_num(r)?;
+    let unit = r.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let scale = [("ms", 1e-3), ("µs", 1e-6), ("us", 1e-6), ("ns", 1e-9), ("s", 1.0)]
+        .into_iter()
+        .find(|(u, _)| unit.starts_with(u))?
+        .1;
+    Some(n * scale)
 }
 
 /// Ids of every `request_id=` in the spans. Without a signal, the line still

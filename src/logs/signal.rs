@@ -93,6 +93,8 @@ kinds! {
     RouterRoute => "router_route",
     SidecarPrefillSent => "sidecar_prefill_sent",
     SidecarMissingKvField => "sidecar_missing_kv_field",
+    RouterDecodeResponse => "router_decode_response",
+    RouterForwardedId => "router_forwarded_id",
 }
 
 impl SignalKind {

@@ -4,3 +4,4 @@ pub mod connectors;
 pub mod histogram;
 pub mod model;
 pub mod parse;
+pub mod router;

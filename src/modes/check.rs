@@ -87,6 +87,23 @@ pub fn summary(r: &Report) -> String {
             i.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
         ));
     }
+    if let Some(ro) = &r.router {
+        let e = &ro.errors;
+        s.push_str(&format!(
+            "router   {:<22} {} ok={} failed={} restarts={} requests={:.0} errors router={:.0} prefill={:.0} decode={:.0} stream={:.0}{}\n",
+            ro.endpoint,
+            if ro.up { "up  " } else { "DOWN" },
+            ro.scrapes_ok,
+            ro.scrapes_failed,
+            ro.restarts,
+            ro.requests,
+            e.router,
+            e.prefill,
+            e.decode,
+            e.stream,
+            ro.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
+        ));
+    }
     let q = &r.requests;
     s.push_str(&format!(
         "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",

@@ -41,6 +41,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let session = Session {
         started: t0,
         endpoints: lab_endpoints(&handle),
+        router: None,
         logs: lab_logs(&handle),
         iface: handle.net_dev_file.as_ref().map(|_| "lo".to_string()),
         kv_model: model,

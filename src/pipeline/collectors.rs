@@ -36,6 +36,9 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     if c.otlp.is_on() {
         sources::otlp::spawn(&c.otlp, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
     }
+    if let Some(r) = &session.router {
+        sources::router::spawn(r, &c.scrape, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
+    }
     match &c.prometheus {
         Some(p) => sources::prometheus::spawn(p.clone(), session.endpoints.len(), clock, tx),
         None => sources::spawn_scrapers(&session.endpoints, &c.scrape, clock, tx),

@@ -52,10 +52,11 @@ pub fn read_log_files(inputs: &Inputs) -> Result<LogFiles> {
             .map(|d| d.as_secs_f64());
         let anchor_at = mtime.unwrap_or_else(|| crate::clock::Clock::now(&crate::clock::SystemClock));
         let (mut last, mut first_stamp, mut pending) = (None::<f64>, None::<f64>, Vec::new());
-        let mut n_stamped = 0usize;
+        let (mut n_stamped, mut yearless) = (0usize, false);
         for (j, line) in text.lines().enumerate() {
             let t = parse_vllm_line(line).and_then(|l| {
                 let ts = l.timestamp?;
+                yearless |= l.year.is_none();
                 match l.year {
                     Some(y) => anchor(ts, anchor_at, Some(i32::from(y))),
                     None => anchor(ts, anchor_at, None),
@@ -78,7 +79,8 @@ pub fn read_log_files(inputs: &Inputs) -> Result<LogFiles> {
             continue;
         }
         lines.extend(pending.into_iter().map(|(j, l)| (lead, k, j, *origin, l)));
-        if mtime.is_some() {
+        // Router (`tracing`) stamps carry their year.
+        if mtime.is_some() && yearless {
             let year = crate::traces::year_of(last.unwrap_or(anchor_at));
             out.notes.push(format!(
                 "{path}: vLLM stamps carry no year; assumed {year} (the file's modification time)"

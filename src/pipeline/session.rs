@@ -11,7 +11,7 @@ use crate::cli::Inputs;
 use crate::clock::{Clock, ScaledClock, SystemClock};
 use crate::config::Settings;
 use crate::error::{Error, Result, UsageContext};
-use crate::feed::{Endpoint, LogOrigin, Role};
+use crate::feed::{Endpoint, LogOrigin, Role, RouterEndpoint};
 use crate::kv::KvCacheDtype;
 use crate::sources::NetDevPath;
 use crate::sources::otlp::OtlpOptions;
@@ -33,6 +33,10 @@ pub struct Session {
     /// The instances, in `--prefill` then `--decode` order (empty when a
     /// Prometheus server discovers them).
     pub endpoints: Vec<Endpoint>,
+    /// The router whose `vllm_router_pd_*` families are scraped (`--router`);
+    /// absent from recordings made before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterEndpoint>,
     /// Tailed logs: which instance (or the proxy), and the path as given.
     pub logs: Vec<(LogOrigin, String)>,
     /// The interface whose byte counters are watched.
@@ -107,7 +111,8 @@ impl Session {
             }),
         };
         let prometheus = PromOptions::from_inputs(inputs, settings.interval, settings.timeout).usage()?;
-        let endpoints = if prometheus.is_some() { Vec::new() } else { endpoints(inputs)? };
+        let router = settings.router.as_deref().map(RouterEndpoint::parse).transpose().usage()?;
+        let endpoints = if prometheus.is_some() { Vec::new() } else { endpoints(inputs, router.is_some())? };
         // Every interface is read, named or not: pdtop finds the one that
         // carried the KV by itself.
         let net_dev = Some(match &inputs.net_dev_file {
@@ -138,6 +143,7 @@ impl Session {
         Ok(Session {
             started: SystemClock.now(),
             endpoints,
+            router,
             logs: log_sources(inputs)?,
             iface: inputs.iface.clone(),
             kv_model,
@@ -156,6 +162,7 @@ impl Session {
             .with_logs(&self.logs)
             .with_link(LinkState::new(self.iface.clone(), self.kv_model.clone(), dtype))
             .show_prompts(self.show_prompts)
+            .with_router(self.router.clone())
     }
 
     /// The system clock, or a faster one for a sped-up lab.
@@ -194,15 +201,15 @@ fn sys_roots(inputs: &Inputs) -> Option<crate::sources::sysnet::SysRoots> {
     })
 }
 
-/// The instances given on the command line.
-fn endpoints(inputs: &Inputs) -> Result<Vec<Endpoint>> {
+/// The instances given on the command line (none is fine beside a router).
+fn endpoints(inputs: &Inputs, router: bool) -> Result<Vec<Endpoint>> {
     let mut out = Vec::new();
     for (role, list) in [(Role::Prefill, &inputs.prefill), (Role::Decode, &inputs.decode)] {
         for s in list {
             out.push(Endpoint::parse(role, s).usage()?);
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && !router {
         return Err(Error::usage(
             "give at least one instance: --prefill HOST:PORT and/or --decode HOST:PORT (or try `pdtop demo`)",
         ));

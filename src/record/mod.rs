@@ -224,6 +224,7 @@ mod tests {
                 Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap(),
                 Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap(),
             ],
+            router: Some(crate::feed::RouterEndpoint::parse("127.0.0.1:29000").unwrap()),
             logs: vec![(LogOrigin::Decode(0), "decode.log".into())],
             iface: Some("lo".into()),
             kv_model: Some(KvModel { bytes_per_token: 147_456, source: "test".into(), layers: Some(36) }),
@@ -355,9 +356,16 @@ mod tests {
                 counts: crate::feed::SpanCounts { other: 2, dropped: 1 },
             },
             Msg::SpansRejected { at: 8.1, error: "not protobuf".into() },
+            Msg::Router {
+                at: 8.2,
+                scrape: Ok("vllm_router_pd_requests_total{route=\"/v1/completions\"} 3\n".into()),
+            },
+            Msg::Router { at: 8.3, scrape: Err("cannot connect".into()) },
         ];
         let back = Recording::read(&write(&session(), &msgs)[..]).unwrap();
         assert_eq!(back.messages, msgs);
+        // The router is part of the header a replay is built from.
+        assert_eq!(back.session, session());
     }
 
     /// A version 1 file (as pdtop wrote them before version 2) reads into

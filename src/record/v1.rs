@@ -52,6 +52,7 @@ impl Header {
         Ok(Session {
             started: self.started,
             endpoints,
+            router: None,
             logs,
             iface: self.iface,
             kv_model,

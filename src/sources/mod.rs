@@ -8,6 +8,7 @@ pub mod logtail;
 pub mod netdev;
 pub mod otlp;
 pub mod prometheus;
+pub mod router;
 pub mod scrape;
 pub mod sysnet;
 

@@ -5,6 +5,7 @@
 mod checks;
 pub mod connectors;
 pub mod discovery;
+mod event;
 pub mod instance;
 pub mod interval;
 pub mod kv_bytes;
@@ -21,6 +22,7 @@ pub mod recovery;
 pub mod report;
 mod report_counts;
 mod report_traces;
+pub mod router;
 pub mod span_evidence;
 pub mod span_report;
 pub mod spans;
@@ -34,60 +36,10 @@ use crate::feed::{Endpoint, Msg, Role};
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Hist, InstanceSample};
 
+pub use event::{Event, EventKind};
 use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
-
-/// Something worth a line in the event log.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    pub t: f64,
-    pub kind: EventKind,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventKind {
-    SilentMiss,
-    Restart,
-    Down,
-    Up,
-    SourceError,
-    /// The roles disagree on what they run (block size, model, ...).
-    Mismatch,
-    /// After a restart, outage or cancellation: the next request succeeded.
-    Recovered,
-    /// ... or it failed, or the instance went down first.
-    NotRecovered,
-    /// KV still held with nothing running, after one of those.
-    KvNotReleased,
-    /// The end came before any request showed it.
-    RecoveryUnknown,
-    /// A connector's failure counter rose (kind: `connectors::FAILURES`).
-    Connector(&'static str),
-    /// A failure a log line reported (engine death, transfer or KV load
-    /// failure, connector missing...), with or without a request.
-    Log(crate::logs::signal::SignalKind),
-}
-
-impl EventKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            EventKind::SilentMiss => "silent_miss",
-            EventKind::Restart => "restart",
-            EventKind::Down => "down",
-            EventKind::Up => "up",
-            EventKind::SourceError => "source_error",
-            EventKind::Mismatch => "mismatch",
-            EventKind::Recovered => "recovered",
-            EventKind::NotRecovered => "not_recovered",
-            EventKind::KvNotReleased => "kv_not_released",
-            EventKind::RecoveryUnknown => "recovery_unknown",
-            EventKind::Connector(kind) => kind,
-            EventKind::Log(k) => k.as_str(),
-        }
-    }
-}
 
 /// Events kept for the log panel.
 const EVENTS_CAP: usize = 500;
@@ -117,6 +69,7 @@ pub struct AppState {
     pub recovery: recovery::Recovery,
     /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
     pub spans: spans::SpanStore,
+    pub router: Option<router::RouterState>, // `--router`
 }
 
 impl AppState {
@@ -135,6 +88,7 @@ impl AppState {
             mismatches: Vec::new(),
             recovery: recovery::Recovery::default(),
             spans: spans::SpanStore::new(spans::SPANS_CAP),
+            router: None,
         }
     }
 
@@ -249,6 +203,7 @@ impl AppState {
                 }
                 self.spans.on_spans(spans, counts);
             }
+            Msg::Router { at, scrape } => self.on_router(at, scrape),
             Msg::SpansRejected { at, error } => {
                 self.tick(at);
                 // One event per burst: a sender looping on bad bodies must
@@ -286,9 +241,7 @@ impl AppState {
             let text = format!("{}: {}", e.source, e.text);
             self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
         }
-        while self.events.len() > EVENTS_CAP {
-            self.events.pop_front();
-        }
+        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
         let Some(logs) = &mut self.logs else {
             return;
         };
@@ -380,9 +333,7 @@ impl AppState {
 
     fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
         self.events.push_back(Event { t, kind, text });
-        while self.events.len() > EVENTS_CAP {
-            self.events.pop_front();
-        }
+        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
 
     pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {

@@ -51,6 +51,8 @@ pub struct Report {
     /// vLLM's own spans (`--otlp-listen`); absent when none arrived.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spans: Option<super::span_report::SpansReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<super::router::RouterReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -326,6 +328,7 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
+        warnings.extend(super::router::router_warning(state));
         let kv = KvReport::from_state(state);
         // A silent slow split is as loud as a silent miss.
         warnings.extend(kv.per_request.wire_warning.clone());
@@ -343,6 +346,7 @@ impl Report {
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
         } else if unreachable
+            || super::router::degraded(state)
             || restarted
             || disagree
             || requests.error > 0
@@ -388,6 +392,7 @@ impl Report {
             warnings,
             verdict,
             spans: super::span_report::SpansReport::from_state(state),
+            router: super::router::RouterReport::from_state(state),
         }
     }
 }

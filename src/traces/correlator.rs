@@ -45,6 +45,8 @@ pub struct Correlator {
     pub(super) facts: InstanceFacts,
     /// Failures the logs reported, for the events view (`drain_log_events`).
     pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
+    /// Router ids and the ids the router forwarded (`router_events.rs`).
+    pub(super) router: super::router_events::RouterJoin,
 }
 
 /// Per-instance facts read from its log.
@@ -93,6 +95,7 @@ impl Correlator {
             flow: Flow::default(),
             facts: InstanceFacts::default(),
             log_events: VecDeque::new(),
+            router: Default::default(),
         }
     }
 
@@ -164,9 +167,9 @@ impl Correlator {
         st.lines += 1;
         st.last_at = Some(at);
         let used = match src {
-            LogOrigin::Proxy => match parse_proxy_line(line) {
-                Some(ev) => self.on_proxy(ev, at),
-                None => false,
+            LogOrigin::Proxy => match self.on_router_line(line, at) {
+                Some(used) => used,
+                None => parse_proxy_line(line).is_some_and(|ev| self.on_proxy(ev, at)),
             },
             LogOrigin::Prefill(_) | LogOrigin::Decode(_) => match parse_vllm_line(line) {
                 Some(l) => self.on_instance(src, l, at),

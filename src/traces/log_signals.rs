@@ -43,6 +43,7 @@ impl Correlator {
                 return false;
             }
             K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
+            k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();

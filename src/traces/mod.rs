@@ -35,6 +35,7 @@ mod lmcache_lookups;
 mod log_signals;
 mod model;
 mod proxy_events;
+mod router_events;
 mod stalls;
 mod stamp;
 mod store;

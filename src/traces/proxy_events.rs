@@ -230,7 +230,7 @@ impl Correlator {
     }
 
     /// A JSON-lines step: joined by `request_id`, which is the base id.
-    fn proxy_request(&mut self, r: RequestEvent, at: f64) {
+    pub(super) fn proxy_request(&mut self, r: RequestEvent, at: f64) {
         let t = r.ts.filter(|x| x.is_finite()).unwrap_or(at);
         let id = r.request_id.trim();
         if id.is_empty() {

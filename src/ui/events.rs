@@ -44,6 +44,7 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::KvNotReleased => ("KV HELD", theme.fg("warn")),
                 EventKind::RecoveryUnknown => ("BACK ? ", theme.dim()),
                 EventKind::Connector(_) => ("KV FAIL", theme.fg("error")),
+                EventKind::RouterError => ("ROUTER ", theme.fg("error")),
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
             };
             Line::from(vec![

@@ -23,6 +23,7 @@ pub mod link;
 mod link_requests;
 pub mod overview;
 pub mod requests;
+pub mod router;
 pub mod sources_chart;
 pub mod svg;
 pub mod waterfall;
@@ -140,13 +141,15 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     // A silent slow split is as loud as a silent miss (a miss comes first).
     let wire = if miss { None } else { crate::state::kv_report::wire_warning_of(state) };
     let banner = u16::from(miss || wire.is_some());
+    let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let mismatch_row = u16::from(!state.mismatches.is_empty());
-    let [top, instances, logs_area, errors_area, mismatch_area, banner_area, body, footer] =
+    let [top, instances, router_area, logs_area, errors_area, mismatch_area, banner_area, body, footer] =
         Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(header_rows),
+            Constraint::Length(router_row),
             Constraint::Length(logs_row),
             Constraint::Length(errors_row),
             Constraint::Length(mismatch_row),
@@ -157,6 +160,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
+    if router_row > 0 {
+        router::router_line(frame, router_area, state, theme);
+    }
     if logs_row > 0 {
         header::logs_line(frame, logs_area, state, theme);
     }

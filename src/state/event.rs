@@ -1,0 +1,54 @@
+//! What the event log holds: a time, a kind, a line of text.
+
+/// Something worth a line in the event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub t: f64,
+    pub kind: EventKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    SilentMiss,
+    Restart,
+    Down,
+    Up,
+    SourceError,
+    /// The roles disagree on what they run (block size, model, ...).
+    Mismatch,
+    /// After a restart, outage or cancellation: the next request succeeded.
+    Recovered,
+    /// ... or it failed, or the instance went down first.
+    NotRecovered,
+    /// KV still held with nothing running, after one of those.
+    KvNotReleased,
+    /// The end came before any request showed it.
+    RecoveryUnknown,
+    /// A connector's failure counter rose (kind: `connectors::FAILURES`).
+    Connector(&'static str),
+    RouterError, // a `vllm_router_pd_*errors_total` rose
+    /// A failure a log line reported (engine death, transfer or KV load
+    /// failure, connector missing...), with or without a request.
+    Log(crate::logs::signal::SignalKind),
+}
+
+impl EventKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::SilentMiss => "silent_miss",
+            EventKind::Restart => "restart",
+            EventKind::Down => "down",
+            EventKind::Up => "up",
+            EventKind::SourceError => "source_error",
+            EventKind::Mismatch => "mismatch",
+            EventKind::Recovered => "recovered",
+            EventKind::NotRecovered => "not_recovered",
+            EventKind::KvNotReleased => "kv_not_released",
+            EventKind::RecoveryUnknown => "recovery_unknown",
+            EventKind::Connector(kind) => kind,
+            EventKind::RouterError => "router_error",
+            EventKind::Log(k) => k.as_str(),
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The router (`--router`): vllm-router's PD counters turned into rates,
+//! its errors per leg (the router itself, prefill, decode, the decode
+//! stream), its request duration, and whether it answers. A counter that
+//! goes down is a router restart: that interval counts from zero, so no
+//! rate is ever negative. An error counter that rises is an event.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::instance::Health;
+use super::report::Quantiles;
+use super::{AppState, EventKind};
+use crate::feed::RouterEndpoint;
+use crate::metrics::histogram::Histogram;
+use crate::metrics::router::{RouterCounter, RouterSample};
+
+/// Intervals kept (one per good scrape): an hour at 1 s.
+const HISTORY_CAP: usize = 3600;
+
+/// What changed between two good scrapes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouterInterval {
+    /// End of the interval.
+    pub t: f64,
+    pub dt: f64,
+    pub counters: BTreeMap<RouterCounter, f64>,
+    pub duration: Option<Histogram>,
+    /// The router restarted in this interval: its values count from zero.
+    pub after_restart: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RouterState {
+    pub endpoint: RouterEndpoint,
+    pub health: Health,
+    pub latest: Option<RouterSample>,
+    latest_at: Option<f64>,
+    pub history: VecDeque<RouterInterval>,
+    /// Sums of every interval since pdtop started.
+    pub totals: BTreeMap<RouterCounter, f64>,
+    pub duration_total: Option<Histogram>,
+    /// Seconds the intervals cover (the rates' denominator).
+    pub covered_s: f64,
+}
+
+impl RouterState {
+    pub fn new(endpoint: RouterEndpoint) -> RouterState {
+        RouterState {
+            endpoint,
+            health: Health::default(),
+            latest: None,
+            latest_at: None,
+            history: VecDeque::new(),
+            totals: BTreeMap::new(),
+            duration_total: None,
+            covered_s: 0.0,
+        }
+    }
+
+    pub fn on_failure(&mut self, at: f64, error: String) {
+        let h = &mut self.health;
+        h.up = false;
+        h.last_attempt = Some(at);
+        h.consecutive_failures += 1;
+        h.scrapes_failed += 1;
+        h.last_error = Some(error);
+    }
+
+    /// A good scrape; the interval since the previous one (none for the
+    /// first, which is only the baseline).
+    pub fn on_scrape(&mut self, at: f64, sample: RouterSample) -> Option<RouterInterval> {
+        let h = &mut self.health;
+        h.up = true;
+        h.last_ok = Some(at);
+        h.last_attempt = Some(at);
+        h.consecutive_failures = 0;
+        h.scrapes_ok += 1;
+        h.bad_lines_last = sample.bad_lines;
+        h.bad_lines_total += sample.bad_lines as u64;
+        // Answers, but not as a router (the serving port, another exporter).
+        h.no_vllm_metrics = !sample.is_router();
+        let iv = match (&self.latest, self.latest_at) {
+            (Some(prev), Some(prev_at)) if sample.is_router() && prev.is_router() => {
+                Some(diff(prev, &sample, at, at - prev_at))
+            }
+            _ => None,
+        };
+        if let Some(iv) = &iv {
+            if iv.after_restart {
+                self.health.restarts += 1;
+                self.health.last_restart = Some(at);
+            }
+            for (c, v) in &iv.counters {
+                *self.totals.entry(*c).or_default() += v;
+            }
+            if let Some(d) = &iv.duration {
+                self.duration_total.get_or_insert_with(Histogram::default).merge(d);
+            }
+            self.covered_s += iv.dt.max(0.0);
+            self.history.push_back(iv.clone());
+            while self.history.len() > HISTORY_CAP {
+                self.history.pop_front();
+            }
+        }
+        if sample.is_router() || self.latest.is_none() {
+            self.latest = Some(sample);
+            self.latest_at = Some(at);
+        }
+        iv
+    }
+
+    pub fn total(&self, c: RouterCounter) -> f64 {
+        self.totals.get(&c).copied().unwrap_or(0.0)
+    }
+
+    /// Per second over the intervals that ended after `since`; `None`
+    /// before two scrapes.
+    pub fn rate_since(&self, c: RouterCounter, since: f64) -> Option<f64> {
+        let recent = self.history.iter().rev().take_while(|iv| iv.t > since);
+        let (mut n, mut dt) = (0.0, 0.0);
+        for iv in recent {
+            n += iv.counters.get(&c).copied().unwrap_or(0.0);
+            dt += iv.dt;
+        }
+        (dt > 0.0).then(|| n / dt)
+    }
+
+    /// The duration histogram of the intervals that ended after `since`.
+    pub fn duration_since(&self, since: f64) -> Option<Histogram> {
+        let mut out: Option<Histogram> = None;
+        for iv in self.history.iter().rev().take_while(|iv| iv.t > since) {
+            if let Some(h) = &iv.duration {
+                out.get_or_insert_with(Histogram::default).merge(h);
+            }
+        }
+        out
+    }
+
+    /// Errors of every leg since pdtop started.
+    pub fn errors_total(&self) -> f64 {
+        RouterCounter::ERRORS.iter().map(|(c, _)| self.total(*c)).sum()
+    }
+
+    /// Unreachable, restarted, not a router, or failing requests: `check` is not ok.
+    pub fn degraded(&self) -> bool {
+        self.health.scrapes_failed > 0
+            || !self.health.up
+            || self.health.restarts > 0
+            || self.health.no_vllm_metrics
+            || self.errors_total() > 0.0
+    }
+}
+
+/// The deltas between two samples; a counter that went down means the
+/// router restarted, and then the new values are the deltas.
+fn diff(prev: &RouterSample, cur: &RouterSample, t: f64, dt: f64) -> RouterInterval {
+    let went_down = RouterCounter::ALL.iter().any(|c| cur.counter(*c) < prev.counter(*c));
+    let duration_reset = match (&cur.duration, &prev.duration) {
+        (Some(c), Some(p)) => c.total() < p.total(),
+        (None, Some(p)) => p.total() > 0.0,
+        _ => false,
+    };
+    let restart = went_down || duration_reset;
+    let counters = RouterCounter::ALL
+        .iter()
+        .map(|c| (*c, if restart { cur.counter(*c) } else { cur.counter(*c) - prev.counter(*c) }))
+        .collect();
+    let duration = match (&cur.duration, &prev.duration) {
+        (Some(c), Some(p)) if !restart => c.delta(p),
+        (Some(c), _) => Some(c.clone()),
+        (None, _) => None,
+    };
+    RouterInterval { t, dt, counters, duration, after_restart: restart }
+}
+
+/// `check --json`'s `router`: totals since pdtop started (restarts
+/// accounted), so the numbers are the run's, not the router's lifetime.
+#[derive(Debug, Clone, Serialize)]
+pub struct RouterReport {
+    pub endpoint: String,
+    pub up: bool,
+    pub scrapes_ok: u64,
+    pub scrapes_failed: u64,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+    /// Some `vllm_router_pd_` series was exported (a PD router shows none
+    /// before its first request).
+    pub pd_families_seen: bool,
+    pub requests: f64,
+    pub prefill_requests: f64,
+    pub decode_requests: f64,
+    /// Over the scraped time.
+    pub requests_per_s: Option<f64>,
+    pub errors: RouterErrors,
+    /// `vllm_router_pd_request_duration_seconds`, in ms.
+    pub duration_ms: Option<Quantiles>,
+}
+
+/// Errors per leg: the router's own (`vllm_router_pd_errors_total`), a
+/// prefill or decode server's, and the decode stream's.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct RouterErrors {
+    pub router: f64,
+    pub prefill: f64,
+    pub decode: f64,
+    pub stream: f64,
+}
+
+impl RouterReport {
+    pub fn from_state(state: &AppState) -> Option<RouterReport> {
+        let r = state.router.as_ref()?;
+        let h = &r.health;
+        Some(RouterReport {
+            endpoint: r.endpoint.display.clone(),
+            up: h.up,
+            scrapes_ok: h.scrapes_ok,
+            scrapes_failed: h.scrapes_failed,
+            restarts: h.restarts,
+            last_error: h.last_error.clone(),
+            pd_families_seen: r.latest.as_ref().is_some_and(|s| s.pd_samples > 0),
+            requests: r.total(RouterCounter::Requests),
+            prefill_requests: r.total(RouterCounter::PrefillRequests),
+            decode_requests: r.total(RouterCounter::DecodeRequests),
+            requests_per_s: (r.covered_s > 0.0).then(|| r.total(RouterCounter::Requests) / r.covered_s),
+            errors: RouterErrors {
+                router: r.total(RouterCounter::Errors),
+                prefill: r.total(RouterCounter::PrefillErrors),
+                decode: r.total(RouterCounter::DecodeErrors),
+                stream: r.total(RouterCounter::StreamErrors),
+            },
+            duration_ms: r.duration_total.as_ref().filter(|d| d.total() > 0.0).and_then(Quantiles::ms),
+        })
+    }
+}
+
+/// The router endpoint is not well, or a router's log reported a failed
+/// request (which needs no decode log to be known).
+pub fn degraded(state: &AppState) -> bool {
+    use crate::logs::signal::SignalKind as K;
+    state.router.as_ref().is_some_and(|r| r.degraded())
+        || state
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Log(K::RouterRequestFailed | K::RouterBackendError)))
+}
+
+/// A router that answers without being one is watched in name only.
+pub fn router_warning(state: &AppState) -> Option<String> {
+    let r = state.router.as_ref().filter(|r| r.health.up && r.health.no_vllm_metrics)?;
+    Some(format!(
+        "router {} answers but with no vllm_router_ metrics (its serving port instead of --prometheus-port?)",
+        r.endpoint.display
+    ))
+}
+
+impl AppState {
+    /// Watches a router too.
+    pub fn with_router(mut self, router: Option<RouterEndpoint>) -> AppState {
+        self.router = router.map(RouterState::new);
+        self
+    }
+
+    pub(super) fn on_router(&mut self, at: f64, scrape: Result<String, String>) {
+        self.tick(at);
+        let Some(r) = &mut self.router else {
+            return;
+        };
+        let name = format!("router {}", r.endpoint.display);
+        let mut events = Vec::new();
+        match scrape {
+            Err(error) => {
+                let was_up = r.health.up || r.health.scrapes_ok == 0;
+                r.on_failure(at, error.clone());
+                if was_up && r.health.consecutive_failures == 1 {
+                    events.push((EventKind::Down, format!("{name} down: {error}")));
+                }
+            }
+            Ok(body) => {
+                let was_down = !r.health.up && r.health.consecutive_failures > 0;
+                if let Some(iv) = r.on_scrape(at, RouterSample::from_text(&body)) {
+                    if iv.after_restart {
+                        let text = format!("{name} restarted: counters start again from zero");
+                        events.push((EventKind::Restart, text));
+                    }
+                    let rose: Vec<String> = RouterCounter::ERRORS
+                        .iter()
+                        .filter_map(|(c, leg)| {
+                            let n = iv.counters.get(c).copied().unwrap_or(0.0);
+                            (n > 0.0).then(|| format!("{n:.0} {leg}"))
+                        })
+                        .collect();
+                    if !rose.is_empty() {
+                        let text =
+                            format!("{name}: errors {} (vllm_router_pd_*errors_total)", rose.join(", "));
+                        events.push((EventKind::RouterError, text));
+                    }
+                }
+                if was_down {
+                    events.push((EventKind::Up, format!("{name} back up")));
+                }
+            }
+        }
+        for (kind, text) in events {
+            self.push_event(at, kind, text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(requests: u64, prefill_errors: u64) -> String {
+        format!(
+            "vllm_router_pd_requests_total{{route=\"/v1/completions\"}} {requests}\n\
+             vllm_router_pd_prefill_errors_total{{worker=\"http://p:8100\"}} {prefill_errors}\n"
+        )
+    }
+
+    #[test]
+    fn rates_restarts_and_error_events() {
+        let ep = RouterEndpoint::parse("127.0.0.1:29000").unwrap();
+        let mut s = AppState::new(Vec::new(), 60.0).with_router(Some(ep));
+        s.apply(crate::feed::Msg::Router { at: 1.0, scrape: Ok(body(10, 0)) });
+        s.apply(crate::feed::Msg::Router { at: 2.0, scrape: Ok(body(14, 0)) });
+        let r = s.router.as_ref().unwrap();
+        assert_eq!(r.rate_since(RouterCounter::Requests, 0.0), Some(4.0));
+        assert!(s.events.is_empty());
+        // Restarted, then one prefill error: never a negative rate.
+        s.apply(crate::feed::Msg::Router { at: 3.0, scrape: Ok(body(2, 1)) });
+        let r = s.router.as_ref().unwrap();
+        assert_eq!(r.total(RouterCounter::Requests), 6.0);
+        assert_eq!(r.health.restarts, 1);
+        let kinds: Vec<&str> = s.events.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(kinds, ["restart", "router_error"]);
+        s.apply(crate::feed::Msg::Router { at: 4.0, scrape: Err("cannot connect".into()) });
+        s.apply(crate::feed::Msg::Router { at: 5.0, scrape: Err("cannot connect".into()) });
+        s.apply(crate::feed::Msg::Router { at: 6.0, scrape: Ok(body(3, 1)) });
+        let kinds: Vec<&str> = s.events.iter().map(|e| e.kind.name()).collect();
+        assert_eq!(kinds, ["restart", "router_error", "down", "up"]);
+        assert!(s.router.as_ref().unwrap().degraded());
+    }
+}

@@ -1,0 +1,191 @@
+//! Router and sidecar lines in the traces: the proxy hop of a request
+//! (when, the status of each leg, the failure), as the proxy's JSON lines
+//! give it (`proxy_events.rs`).
+//!
+//! Which name joins a router line to the instances' lines:
+//! - vllm-router's PD mode sends each instance `X-Request-Id:
+//!   ___prefill_addr_<p>___decode_addr_<d>_<uuid hex>`, not the id of its
+//!   own span, and prints it once (`Generated vLLM request ID: ...`, in
+//!   that span). vLLM then logs `cmpl-<forwarded>-0`, so the trace is filed
+//!   under the forwarded id and later lines of the span's id land on it.
+//! - Without that line, the span's id itself: a router that forwards the
+//!   client's `X-Request-Id`, which vLLM logs as `cmpl-<id>-0`.
+//!
+//! llm-d's routing sidecar prints no request id: its lines are events
+//! only; `missing 'remote_block_ids' field in prefiller response` is a
+//! connector failure (the decode has nothing to pull), an event too.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::correlator::Correlator;
+use super::model::Hop;
+use super::stamp::anchor;
+use crate::feed::LogOrigin;
+use crate::logs::proxy::{RequestEvent, Stage};
+use crate::logs::signal::{Signal, SignalKind as K, Val};
+use crate::logs::vllm::parse_vllm_line;
+
+/// Router ids remembered with their forwarded id.
+const ALIASES_CAP: usize = 4096;
+/// An id-less backend error and the `request failed` line with the id come
+/// this close (the same failure, printed by two layers).
+const LEG_WINDOW_S: f64 = 2.0;
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct RouterJoin {
+    forwarded: HashMap<String, String>,
+    order: VecDeque<String>,
+    /// The last backend error that named no request: leg, status, time.
+    last_leg: Option<(String, Option<u16>, f64)>,
+}
+
+impl RouterJoin {
+    fn alias(&mut self, router_id: &str, forwarded: &str) {
+        if self.forwarded.insert(router_id.to_string(), forwarded.to_string()).is_none() {
+            self.order.push_back(router_id.to_string());
+        }
+        while self.order.len() > ALIASES_CAP {
+            if let Some(old) = self.order.pop_front() {
+                self.forwarded.remove(&old);
+            }
+        }
+    }
+
+    /// The name the instances know the request by.
+    fn key(&self, router_id: &str) -> String {
+        self.forwarded.get(router_id).cloned().unwrap_or_else(|| router_id.to_string())
+    }
+}
+
+/// Kinds that only a router or the sidecar prints.
+pub(super) fn is_router_kind(k: K) -> bool {
+    matches!(
+        k,
+        K::RouterPrefillResponse
+            | K::RouterDecodeResponse
+            | K::RouterBackendError
+            | K::RouterRequestFailed
+            | K::RouterWorkers
+            | K::RouterRoute
+            | K::RouterForwardedId
+            | K::SidecarPrefillSent
+            | K::SidecarMissingKvField
+    )
+}
+
+impl Correlator {
+    /// A proxy-log line that is a router's or the sidecar's, read before
+    /// the proxy parser (which would take a router ERROR for an anonymous
+    /// failure). `None`: not such a line.
+    pub(super) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
+        let l = parse_vllm_line(line)?;
+        let sig = l.signal.as_ref().filter(|s| is_router_kind(s.kind))?;
+        let year = l.year.map(i32::from).or(self.opts.year);
+        let t = l.timestamp.and_then(|s| anchor(s, at, year)).unwrap_or(at);
+        Some(self.on_signal(LogOrigin::Proxy, sig, t, at))
+    }
+
+    /// A router line's step on its request's trace (from any log).
+    pub(super) fn on_router_signal(&mut self, sig: &Signal, t: f64, at: f64) {
+        let rid = sig.ids.first().map(String::as_str);
+        let status = sig.get_num("status").filter(|s| (100.0..600.0).contains(s)).map(|s| s as u16);
+        let leg = match sig.get("leg") {
+            Some(Val::Text(l)) => Some(l.clone()),
+            _ => None,
+        };
+        let (key, stage, error) = match (sig.kind, rid) {
+            (K::RouterForwardedId, _) => {
+                let Some(Val::Text(f)) = sig.get("forwarded") else { return };
+                if let Some(r) = rid {
+                    self.router.alias(r, f);
+                }
+                (f.clone(), Stage::Received, None)
+            }
+            (K::RouterPrefillResponse, Some(r)) => (self.router.key(r), Stage::PrefillDone, None),
+            (K::RouterDecodeResponse, Some(r)) => (self.router.key(r), Stage::DecodeFirstByte, None),
+            (K::RouterBackendError, None) => {
+                self.router.last_leg = leg.map(|l| (l, status, t));
+                return;
+            }
+            (K::RouterBackendError, Some(r)) => {
+                let l = leg.unwrap_or_default();
+                (self.router.key(r), leg_stage(&l), Some(format!("{l} server returned error status")))
+            }
+            (K::RouterRequestFailed, Some(r)) => {
+                // The id-less backend error just before says which leg failed.
+                let recent =
+                    self.router.last_leg.take().filter(|(_, _, when)| (t - when).abs() <= LEG_WINDOW_S);
+                let (stage, error) = match &recent {
+                    Some((l, _, _)) => {
+                        (leg_stage(l), format!("{l} server returned error status; request failed"))
+                    }
+                    None => (Stage::Error, "request failed".to_string()),
+                };
+                (self.router.key(r), stage, Some(error))
+            }
+            _ => return,
+        };
+        if key.is_empty() {
+            return;
+        }
+        let failed = sig.kind == K::RouterRequestFailed;
+        let step = RequestEvent {
+            request_id: key.clone(),
+            stage,
+            ts: Some(t),
+            // A request that failed without a printed status still failed.
+            status: if failed { status.or(Some(500)) } else { status },
+            instance: None,
+            elapsed_s: None,
+            error,
+            prompt_tokens: None,
+        };
+        self.proxy_request(step, at);
+        // `latency=` is the whole request as the router served it.
+        if let Some(lat) = sig.get_num("latency_s").filter(|l| *l >= 0.0)
+            && let Some(s) = self.store.latest(&key)
+            && let Some(e) = self.store.get_mut(s)
+            && let Some(p) = e.trace.phase_mut(Hop::Proxy)
+        {
+            p.start = p.start.min(t - lat);
+            p.end = Some(t);
+        }
+    }
+}
+
+fn leg_stage(leg: &str) -> Stage {
+    if leg == "prefill" { Stage::PrefillDone } else { Stage::DecodeFirstByte }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traces::model::{CorrelatorOptions, Outcome};
+
+    const SPAN: &str = r#"http_request{method=POST uri=/v1/completions version=HTTP/1.1 request_id="cmpl-Ed4lG6IlaUQRpaugWzpnIB6a"}"#;
+    const TARGET: &str =
+        "vllm_router_rs::routers::http::vllm_pd_router: src/routers/http/vllm_pd_router.rs:681:";
+
+    #[test]
+    fn forwarded_id_names_the_trace_and_a_decode_failure_fails_its_hop() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let fwd =
+            "___prefill_addr_10.0.0.1:21001___decode_addr_10.0.0.2:22001_5f0c0e1b9a2d4c8e9f1a2b3c4d5e6f70";
+        for l in [
+            format!("2026-01-15 02:30:16 DEBUG {SPAN}: {TARGET} Generated vLLM request ID: {fwd}"),
+            format!("2026-01-15 02:30:17 DEBUG {SPAN}: {TARGET} 📥 Prefill response status: 200 OK"),
+            format!(
+                "2026-01-15 02:30:18 ERROR {SPAN}: {TARGET} Decode server returned error status decode_url=http://10.0.0.2:8200 status=500 Internal Server Error"
+            ),
+        ] {
+            c.on_line(LogOrigin::Proxy, &l, 1_768_444_300.0);
+        }
+        let t = c.get(fwd).expect("filed under the forwarded id");
+        let p = t.phase(Hop::Proxy).expect("proxy hop");
+        assert_eq!(p.start, 1_768_444_216.0, "{p:?}");
+        assert_eq!(t.outcome, Outcome::Error, "{t:?}");
+        let err = t.evidence.as_str();
+        assert!(err.contains("decode server returned error status") && err.contains("500"), "{err}");
+        assert!(c.get("cmpl-Ed4lG6IlaUQRpaugWzpnIB6a").is_none());
+    }
+}
