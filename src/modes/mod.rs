@@ -14,7 +14,7 @@ pub use check::{check, summary};
 pub use dashboard::dashboard;
 pub use demo::demo;
 pub use record::{import_lab, record};
-pub use replay::replay;
+pub use replay::{replay, replay_app};
 pub use screenshots::screenshots;
 
 use std::path::Path;

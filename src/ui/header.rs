@@ -201,11 +201,14 @@ pub fn mismatch_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Th
 }
 
 /// One line on the tailed logs: each file's state and line count.
-pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
     let Some(logs) = &state.logs else {
         return;
     };
     let mut spans = vec![Span::styled(" LOGS    ", theme.dim())];
+    if logs_only {
+        spans.push(Span::styled("logs only, no metrics · ", theme.fg("warn")));
+    }
     for s in &logs.sources {
         use crate::feed::TailState;
         let name = std::path::Path::new(&s.path)

@@ -101,7 +101,13 @@ pub struct ViewState {
     /// Requests view: sorted by a span figure (`s`), or newest first.
     pub req_sort: waterfall::RequestSort,
     pub focus: Option<usize>,
+    /// Fed by log files alone (`replay --from-logs`): panels that need
+    /// metrics say so instead of drawing zeros.
+    pub logs_only: bool,
 }
+
+/// What a panel that needs metrics says when there are none.
+pub const NO_METRICS: &str = "no metrics — logs only";
 
 impl Default for ViewState {
     fn default() -> Self {
@@ -122,6 +128,7 @@ impl Default for ViewState {
             inst_sort: instances::SortKey::Role,
             req_sort: waterfall::RequestSort::Newest,
             focus: None,
+            logs_only: false,
         }
     }
 }
@@ -157,7 +164,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
     if logs_row > 0 {
-        header::logs_line(frame, logs_area, state, theme);
+        header::logs_line(frame, logs_area, state, view.logs_only, theme);
     }
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);
