@@ -122,6 +122,11 @@ pub struct Inputs {
     /// Seconds of the sliding window of the histograms [default: 60].
     #[arg(long, value_name = "SECS")]
     pub window: Option<f64>,
+    /// Seconds a decode request may still be seen waiting for its remote KV
+    /// (`WAITING_FOR_REMOTE_KVS`) before it is flagged stuck [default: 480,
+    /// vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, after which the prefill frees it].
+    #[arg(long, value_name = "SECS")]
+    pub stuck_after: Option<f64>,
     /// A config file instead of $XDG_CONFIG_HOME/pdtop/config.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -217,6 +222,10 @@ pub struct ReplayArgs {
     /// With --from-logs: the proxy's log.
     #[arg(long, value_name = "FILE", requires = "from_logs")]
     pub proxy_log: Option<String>,
+    /// Seconds a decode request may wait for remote KV before it is stuck
+    /// [default: 480].
+    #[arg(long, value_name = "SECS")]
+    pub stuck_after: Option<f64>,
     /// Recording seconds per real second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,

@@ -27,6 +27,7 @@ fn args(prefill: Vec<String>, decode: Vec<String>, proxy: Option<String>, speed:
         prefill_log: prefill,
         decode_log: decode,
         proxy_log: proxy,
+        stuck_after: None,
         speed,
         ui: UiArgs { theme: Some("mono".into()) },
     }

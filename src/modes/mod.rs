@@ -33,6 +33,13 @@ fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings> {
     Settings::resolve(inputs, ui, &file, no_color).usage()
 }
 
+/// The stuck threshold of the settings, on the state's correlator.
+fn stuck_after(state: &mut crate::state::AppState, settings: &Settings) {
+    if let Some(l) = state.logs.as_mut() {
+        l.correlator.set_stuck_after(settings.stuck_after_secs);
+    }
+}
+
 fn theme(settings: &Settings) -> Result<Theme> {
     Theme::load(&settings.theme, theme::user_theme_dir().as_deref()).usage()
 }

@@ -19,6 +19,7 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
         prefill_log: args.prefill_log.clone(),
         decode_log: args.decode_log.clone(),
         proxy_log: args.proxy_log.clone(),
+        stuck_after: args.stuck_after,
         ..Inputs::default()
     };
     let settings = super::settings(&inputs, &args.ui)?;
@@ -34,7 +35,8 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
         }
         (None, false) => return Err(Error::usage("give a recording, or --from-logs with --*-log files")),
     };
-    let state = rec.session.state();
+    let mut state = rec.session.state();
+    super::stuck_after(&mut state, &settings);
     let mut player = Player::new(rec, state.clone(), args.speed, name);
     // Log files read after the fact have ended: at their end, what is
     // still open is decided as `check --from-logs` decides it.

@@ -25,6 +25,9 @@ pub struct RequestCounts {
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
     pub pending: u64,
+    /// Traces only: decode requests stuck waiting for remote KV (also
+    /// counted under their outcome).
+    pub stuck: u64,
 }
 
 impl From<&crate::traces::Counts> for RequestCounts {
@@ -38,6 +41,7 @@ impl From<&crate::traces::Counts> for RequestCounts {
             cancelled: c.cancelled as u64,
             unknown: c.unknown as u64,
             pending: c.pending as u64,
+            stuck: c.stuck as u64,
         }
     }
 }
@@ -53,6 +57,7 @@ impl From<Outcomes> for RequestCounts {
             cancelled: 0,
             unknown: 0,
             pending: 0,
+            stuck: 0,
         }
     }
 }
@@ -384,6 +389,7 @@ impl Report {
             || restarted
             || disagree
             || requests.error > 0
+            || requests.stuck > 0
             || kv.per_request.wire_warning.is_some()
         {
             Verdict::Degraded

@@ -45,6 +45,8 @@ pub struct Correlator {
     pub(super) facts: InstanceFacts,
     /// Failures the logs reported, for the events view (`drain_log_events`).
     pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
+    /// Traces whose decode waits for remote KV (`stuck.rs`).
+    pub(super) waits: VecDeque<u64>,
 }
 
 /// Per-instance facts read from its log.
@@ -91,6 +93,14 @@ impl Correlator {
             flow: Flow::default(),
             facts: InstanceFacts::default(),
             log_events: VecDeque::new(),
+            waits: VecDeque::new(),
+        }
+    }
+
+    /// How long a decode request may wait for remote KV before it is stuck.
+    pub fn set_stuck_after(&mut self, secs: f64) {
+        if secs.is_finite() && secs > 0.0 {
+            self.opts.stuck_after_s = secs;
         }
     }
 
@@ -219,6 +229,7 @@ impl Correlator {
         };
         for t in self.store.traces() {
             c.seen += 1;
+            c.stuck += usize::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
             match t.outcome {
                 Outcome::Pending => c.pending += 1,
                 Outcome::Loaded => c.loaded += 1,
@@ -376,6 +387,7 @@ impl Correlator {
     /// A failure on `hop`: the trace becomes `Error` (an earlier verdict of
     /// `Loaded` or a miss is kept only in the evidence).
     pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: LogOrigin, text: String, t: f64, now: f64) {
+        self.end_wait(serial, t);
         self.with_phase(serial, hop, src, None, t, |p| {
             p.error = Some(text.clone());
             p.end.get_or_insert(t);

@@ -57,6 +57,15 @@ impl Correlator {
                     }
                 }
             }
+            K::WaitingRemoteKvs | K::NixlStartLoadKv => return self.on_remote_wait(src, sig, t, at),
+            // The connector is done with the request on decode: it went on.
+            K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
+                for id in &sig.ids {
+                    if let Some(s) = self.find(id) {
+                        self.end_wait(s, t);
+                    }
+                }
+            }
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();
