@@ -47,6 +47,8 @@ pub struct Correlator {
     pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
     /// Traces whose decode waits for remote KV (`stuck.rs`).
     pub(super) waits: VecDeque<u64>,
+    /// Per log: start-up and traceback state, for known noise.
+    pub(super) noise: HashMap<LogOrigin, crate::logs::known::NoiseState>,
 }
 
 /// Per-instance facts read from its log.
@@ -94,6 +96,7 @@ impl Correlator {
             facts: InstanceFacts::default(),
             log_events: VecDeque::new(),
             waits: VecDeque::new(),
+            noise: HashMap::new(),
         }
     }
 
@@ -177,7 +180,10 @@ impl Correlator {
                 None => false,
             },
             LogOrigin::Prefill(_) | LogOrigin::Decode(_) => match parse_vllm_line(line) {
-                Some(l) => self.on_instance(src, l, at),
+                Some(l) => {
+                    let noise = self.noise.entry(src).or_default().classify(line, &l);
+                    self.on_instance(src, l, at, noise.is_some())
+                }
                 None => false,
             },
         };

@@ -86,6 +86,11 @@ impl Correlator {
         self.stats.get(&src).map_or(0, |s| s.unknown)
     }
 
+    /// Lines of a log known to carry nothing (`logs::known`).
+    pub fn noise_lines(&self, src: LogOrigin) -> u64 {
+        self.stats.get(&src).map_or(0, |s| s.noise)
+    }
+
     /// Failures read since the last call, oldest first.
     pub fn drain_log_events(&mut self) -> Vec<LogEvent> {
         self.log_events.drain(..).collect()

@@ -242,6 +242,9 @@ pub struct SourceStats {
     pub ignored: u64,
     /// Lines pdtop does not know at all (no event, no signal): shown, never guessed.
     pub unknown: u64,
+    /// Lines known to carry nothing (start-up, tracebacks' bodies, uvicorn's
+    /// lifecycle...: `logs::known`).
+    pub noise: u64,
     pub last_at: Option<f64>,
     pub pid: Option<u32>,
     /// `Starting vLLM server` / uvicorn startup lines seen.
@@ -268,6 +271,7 @@ impl SourceStats {
             parsed: 0,
             ignored: 0,
             unknown: 0,
+            noise: 0,
             last_at: None,
             pid: None,
             starts: 0,
