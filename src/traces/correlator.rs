@@ -16,7 +16,6 @@ use super::model::{
 use super::store::{Store, Track};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
-use crate::logs::vllm::parse_vllm_line;
 
 /// Most misses kept for `drain_new_misses` between two calls.
 const MAX_NEW_MISSES: usize = 1024;
@@ -49,6 +48,9 @@ pub struct Correlator {
     pub(super) waits: VecDeque<u64>,
     /// Per log: start-up and traceback state, for known noise.
     pub(super) noise: HashMap<LogOrigin, crate::logs::known::NoiseState>,
+    /// Per log: joins wrapped lines (`wrapped.rs`).
+    pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
+    pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
 }
 
 /// Per-instance facts read from its log.
@@ -97,6 +99,8 @@ impl Correlator {
             log_events: VecDeque::new(),
             waits: VecDeque::new(),
             noise: HashMap::new(),
+            readers: HashMap::new(),
+            prev_line: HashMap::new(),
         }
     }
 
@@ -179,13 +183,7 @@ impl Correlator {
                 Some(ev) => self.on_proxy(ev, at),
                 None => false,
             },
-            LogOrigin::Prefill(_) | LogOrigin::Decode(_) => match parse_vllm_line(line) {
-                Some(l) => {
-                    let noise = self.noise.entry(src).or_default().classify(line, &l);
-                    self.on_instance(src, l, at, noise.is_some())
-                }
-                None => false,
-            },
+            LogOrigin::Prefill(_) | LogOrigin::Decode(_) => self.on_instance_line(src, line, at),
         };
         if self.opts.keep_prompts
             && !matches!(src, LogOrigin::Proxy)

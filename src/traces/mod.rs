@@ -37,6 +37,7 @@ mod proxy_events;
 mod stamp;
 mod store;
 mod stuck;
+mod wrapped;
 
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
