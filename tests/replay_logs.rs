@@ -103,6 +103,8 @@ async fn played_to_the_end_the_logs_give_the_checks_answers() {
     assert_eq!((c.loaded, c.cancelled, c.pending), (27, 2, 0));
     let screen = common::buffer_text(term.backend().buffer());
     assert!(screen.contains("replay logs ▶"), "{screen}");
+    // What the logs could not say is on screen, as `check` warns it.
+    assert!(screen.contains("NOTE    proxy.log: no timestamps"), "{screen}");
     insta::assert_snapshot!("replay_logs_overview_demo_proxy_120x40", screen);
 }
 

@@ -24,9 +24,23 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
     };
     let settings = super::settings(&inputs, &args.ui)?;
     let theme = super::theme(&settings)?;
+    let mut notes = Vec::new();
     let (rec, name) = match (&args.file, args.from_logs) {
         (_, true) => {
-            let files = crate::pipeline::read_log_files(&inputs)?;
+            let mut files = crate::pipeline::read_log_files(&inputs)?;
+            // File names, as the LOGS row shows them.
+            notes = std::mem::take(&mut files.notes)
+                .into_iter()
+                .map(|n| {
+                    files.logs.iter().fold(n, |n, (_, p)| {
+                        let name = std::path::Path::new(p).file_name().map(|f| f.to_string_lossy());
+                        match name {
+                            Some(f) if !p.is_empty() => n.replace(p.as_str(), &f),
+                            _ => n,
+                        }
+                    })
+                })
+                .collect();
             (files.into_recording(settings.window_secs), "logs".to_string())
         }
         (Some(file), false) => {
@@ -43,5 +57,6 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
     player.finish_at_end = args.from_logs;
     let mut app = App::new(state, theme);
     app.view.logs_only = args.from_logs;
+    app.view.notes = notes;
     Ok((app, player))
 }

@@ -247,6 +247,15 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: boo
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
+/// What the logs read after the fact could not say, the weightiest first
+/// (a file left out before an assumed year).
+pub fn notes_line(frame: &mut Frame, area: Rect, notes: &[String], theme: &Theme) {
+    let mut notes: Vec<&String> = notes.iter().collect();
+    notes.sort_by_key(|n| !n.contains("not used"));
+    let text = notes.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" · ");
+    frame.render_widget(Paragraph::new(Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))), area);
+}
+
 /// The newest collector failure, kept on screen: a collector that stopped
 /// must not look like a quiet source.
 pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {

@@ -104,6 +104,9 @@ pub struct ViewState {
     /// Fed by log files alone (`replay --from-logs`): panels that need
     /// metrics say so instead of drawing zeros.
     pub logs_only: bool,
+    /// What reading the logs after the fact could not know (an assumed
+    /// year, a file left out): said on screen as `check` says it.
+    pub notes: Vec<String>,
 }
 
 /// What a panel that needs metrics says when there are none.
@@ -129,6 +132,7 @@ impl Default for ViewState {
             req_sort: waterfall::RequestSort::Newest,
             focus: None,
             logs_only: false,
+            notes: Vec::new(),
         }
     }
 }
@@ -147,13 +151,15 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let wire = if miss { None } else { crate::state::kv_report::wire_warning_of(state) };
     let banner = u16::from(miss || wire.is_some());
     let logs_row = u16::from(state.logs.is_some());
+    let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let mismatch_row = u16::from(!state.mismatches.is_empty());
-    let [top, instances, logs_area, errors_area, mismatch_area, banner_area, body, footer] =
+    let [top, instances, logs_area, notes_area, errors_area, mismatch_area, banner_area, body, footer] =
         Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(header_rows),
             Constraint::Length(logs_row),
+            Constraint::Length(notes_row),
             Constraint::Length(errors_row),
             Constraint::Length(mismatch_row),
             Constraint::Length(banner),
@@ -165,6 +171,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     header::instances(frame, instances, state, theme);
     if logs_row > 0 {
         header::logs_line(frame, logs_area, state, view.logs_only, theme);
+    }
+    if notes_row > 0 {
+        header::notes_line(frame, notes_area, &view.notes, theme);
     }
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);

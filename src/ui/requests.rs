@@ -144,6 +144,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ),
         theme.fg("title"),
     ));
+    if c.stuck > 0 {
+        title.push(Span::styled(format!(" {} STUCK ", c.stuck), theme.fg("error")));
+    }
     let spans = (!state.spans.is_empty()).then_some(&state.spans);
     if spans.is_some() {
         title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
