@@ -25,8 +25,7 @@ pub struct RequestCounts {
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
     pub pending: u64,
-    /// Traces only: decode requests stuck waiting for remote KV (also
-    /// counted under their outcome).
+    /// Traces only: stuck waiting for remote KV (also counted under their outcome).
     pub stuck: u64,
 }
 
@@ -54,10 +53,7 @@ impl From<Outcomes> for RequestCounts {
             silent_miss: o.silent_miss,
             no_prefill: o.no_prefill,
             error: o.error,
-            cancelled: 0,
-            unknown: 0,
-            pending: 0,
-            stuck: 0,
+            ..RequestCounts::default()
         }
     }
 }
