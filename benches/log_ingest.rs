@@ -55,6 +55,19 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // The same lines through the correlator, as the live tail and
+    // `--from-logs` feed it: wrapped-line joins, known noise, traces.
+    g.bench_function("vllm_lines_correlator", |b| {
+        b.iter(|| {
+            let mut c = pdtop::traces::Correlator::new(pdtop::traces::CorrelatorOptions::default());
+            for (i, line) in vllm.lines().enumerate() {
+                let src = pdtop::feed::LogOrigin::Decode(0);
+                c.on_line(src, black_box(line), 1.8e9 + i as f64 * 0.01);
+            }
+            black_box(c.counts())
+        })
+    });
+
     // The real-log corpus (57 excerpts of other deployments' output).
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/log-excerpts");
     let mut corpus = String::new();

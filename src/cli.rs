@@ -40,7 +40,8 @@ pub enum Command {
     /// Record everything pdtop sees (same inputs as the dashboard) to one
     /// compressed file; stops after --duration or on Ctrl-C.
     Record(Box<RecordArgs>),
-    /// The dashboard on a recording: p pauses, ←/→ seek 10 s, +/- speed.
+    /// The dashboard on a recording, or on log files after the fact
+    /// (`--from-logs`): p pauses, ←/→ seek 10 s, +/- speed.
     Replay(ReplayArgs),
     /// Turn a capture in the lab-captures layout into a recording.
     ImportLab(ImportLabArgs),
@@ -126,6 +127,11 @@ pub struct Inputs {
     /// Seconds of the sliding window of the histograms [default: 60].
     #[arg(long, value_name = "SECS")]
     pub window: Option<f64>,
+    /// Seconds a decode request may still be seen waiting for its remote KV
+    /// (`WAITING_FOR_REMOTE_KVS`) before it is flagged stuck [default: 480,
+    /// vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, after which the prefill frees it].
+    #[arg(long, value_name = "SECS")]
+    pub stuck_after: Option<f64>,
     /// A config file instead of $XDG_CONFIG_HOME/pdtop/config.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -206,7 +212,25 @@ pub struct RecordArgs {
 pub struct ReplayArgs {
     /// A recording made by `pdtop record` or `pdtop import-lab`, or a
     /// capture folder in the `lab-captures` layout.
-    pub file: PathBuf,
+    #[arg(required_unless_present = "from_logs")]
+    pub file: Option<PathBuf>,
+    /// Play the --*-log files instead, from their start, on their own
+    /// timestamps (no endpoints, so no metrics: logs only).
+    #[arg(long, conflicts_with = "file")]
+    pub from_logs: bool,
+    /// With --from-logs: the prefill instances' logs.
+    #[arg(long, num_args = 1.., value_name = "FILE", requires = "from_logs")]
+    pub prefill_log: Vec<String>,
+    /// With --from-logs: the decode instances' logs.
+    #[arg(long, num_args = 1.., value_name = "FILE", requires = "from_logs")]
+    pub decode_log: Vec<String>,
+    /// With --from-logs: the proxy's log.
+    #[arg(long, value_name = "FILE", requires = "from_logs")]
+    pub proxy_log: Option<String>,
+    /// Seconds a decode request may wait for remote KV before it is stuck
+    /// [default: 480].
+    #[arg(long, value_name = "SECS")]
+    pub stuck_after: Option<f64>,
     /// Recording seconds per real second.
     #[arg(long, default_value_t = 1.0)]
     pub speed: f64,

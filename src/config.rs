@@ -5,6 +5,7 @@
 //! interval = 1.0   # seconds between scrapes
 //! timeout = 2.0    # seconds before a scrape is given up
 //! window = 60.0    # seconds of the histograms' sliding window
+//! stuck_after = 480.0  # seconds a decode request may wait for remote KV
 //! theme = "dark"   # or light, mono, a user theme name, a path
 //! router = "127.0.0.1:29000"  # a vllm-router's Prometheus address
 //! ```
@@ -20,6 +21,7 @@ pub struct FileConfig {
     pub interval: Option<f64>,
     pub timeout: Option<f64>,
     pub window: Option<f64>,
+    pub stuck_after: Option<f64>,
     pub theme: Option<String>,
     pub router: Option<String>,
 }
@@ -29,6 +31,8 @@ pub struct Settings {
     pub interval: Duration,
     pub timeout: Duration,
     pub window_secs: f64,
+    /// A decode request still waiting for remote KV this long is stuck.
+    pub stuck_after_secs: f64,
     pub theme: String,
     /// `--router`, else the file's `router`.
     pub router: Option<String>,
@@ -78,6 +82,13 @@ impl Settings {
             interval: secs("interval", cli.interval, file.interval, DEFAULT_INTERVAL)?,
             timeout: secs("timeout", cli.timeout, file.timeout, DEFAULT_TIMEOUT)?,
             window_secs: secs("window", cli.window, file.window, DEFAULT_WINDOW)?.as_secs_f64(),
+            stuck_after_secs: secs(
+                "stuck-after",
+                cli.stuck_after,
+                file.stuck_after,
+                crate::traces::DEFAULT_STUCK_AFTER_S,
+            )?
+            .as_secs_f64(),
             theme,
             router: cli.router.clone().or_else(|| file.router.clone()),
         })

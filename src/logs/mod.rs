@@ -3,6 +3,7 @@
 
 mod connectors;
 mod header;
+pub mod known;
 mod line;
 mod lmcache;
 pub mod prefix;

@@ -19,7 +19,7 @@ pub struct Classified {
 }
 
 /// Per-log reading state and counts.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Reader {
     prev: String,
     pub known: u64,

@@ -43,6 +43,7 @@ kinds! {
     Versions => "versions",
     ConnectorCreated => "connector_created",
     WaitingRemoteKvs => "waiting_remote_kvs",
+    RequestStuck => "request_stuck",
     KvLoadFailed => "kv_load_failed",
     KvLoadRecovered => "kv_load_recovered",
     ConnectorMissing => "connector_missing",

@@ -213,11 +213,14 @@ fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
     if *ev != VllmEvent::Other {
         return None;
     }
-    parse_connector(msg).or_else(|| parse_lmcache(msg)).or_else(|| parse_proxy_text(msg))
+    parse_connector(msg)
+        .or_else(|| parse_lmcache(msg))
+        .or_else(|| parse_proxy_text(msg))
+        .or_else(|| super::known::aborted_echo(msg))
 }
 
 /// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
-fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
+pub(crate) fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
     let sp = s.find(' ')?;
     let level = Level::from_word(&s[..sp])?;
     // `ERROR   08-16 ...`: some formatters pad the level.

@@ -21,7 +21,7 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
     }
     let settings = super::settings(&args.inputs, &UiArgs::default())?;
     if args.from_logs {
-        return from_logs(args, settings.window_secs);
+        return from_logs(args, &settings);
     }
     let session = Session::from_inputs(&args.inputs, &settings)?;
     let duration = args.duration.unwrap_or(0.0);
@@ -34,6 +34,7 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
         let (tx, rx) = mpsc::channel(CHANNEL);
         spawn_collectors(&session, clock.clone(), tx)?;
         let mut state = session.state();
+        super::stuck_after(&mut state, &settings);
         fold_for(&mut state, rx, Duration::from_secs_f64(duration)).await;
         state.finish(clock.now());
         Ok::<AppState, Error>(state)
@@ -46,9 +47,10 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
 }
 
 /// `check --from-logs`: the files' lines folded on their own clock.
-fn from_logs(args: &CheckArgs, window_secs: f64) -> Result<Report> {
+fn from_logs(args: &CheckArgs, settings: &crate::config::Settings) -> Result<Report> {
     let files = crate::pipeline::read_log_files(&args.inputs)?;
-    let mut state = AppState::new(Vec::new(), window_secs).with_logs(&files.logs);
+    let mut state = AppState::new(Vec::new(), settings.window_secs).with_logs(&files.logs);
+    super::stuck_after(&mut state, settings);
     for m in files.msgs {
         state.apply(m);
     }

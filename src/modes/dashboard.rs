@@ -11,5 +11,7 @@ pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
     let session = Session::from_inputs(&inputs, &settings)?;
     let theme = super::theme(&settings)?;
     let feed = Feed::live(&session, session.clock())?;
-    run_screen(App::new(session.state(), theme), feed)
+    let mut state = session.state();
+    super::stuck_after(&mut state, &settings);
+    run_screen(App::new(state, theme), feed)
 }

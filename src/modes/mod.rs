@@ -14,7 +14,7 @@ pub use check::{check, summary};
 pub use dashboard::dashboard;
 pub use demo::demo;
 pub use record::{import_lab, record};
-pub use replay::replay;
+pub use replay::{replay, replay_app};
 pub use screenshots::screenshots;
 
 use std::path::Path;
@@ -31,6 +31,13 @@ fn settings(inputs: &Inputs, ui: &UiArgs) -> Result<Settings> {
     let file = FileConfig::load(inputs.config.as_deref()).usage()?;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     Settings::resolve(inputs, ui, &file, no_color).usage()
+}
+
+/// The stuck threshold of the settings, on the state's correlator.
+fn stuck_after(state: &mut crate::state::AppState, settings: &Settings) {
+    if let Some(l) = state.logs.as_mut() {
+        l.correlator.set_stuck_after(settings.stuck_after_secs);
+    }
 }
 
 fn theme(settings: &Settings) -> Result<Theme> {

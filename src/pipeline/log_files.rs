@@ -141,3 +141,25 @@ pub fn read_log_files(inputs: &Inputs) -> Result<LogFiles> {
 fn anchor_at_now() -> f64 {
     crate::clock::Clock::now(&crate::clock::SystemClock)
 }
+
+impl LogFiles {
+    /// The files as a recording with no endpoints, so that the one player
+    /// paces them on screen (`replay --from-logs`): seek, pause, speed.
+    pub fn into_recording(self, window_secs: f64) -> crate::record::Recording {
+        let started = self.msgs.first().map_or(self.end, Msg::at);
+        let session = super::Session {
+            started,
+            endpoints: Vec::new(),
+            router: None,
+            logs: self.logs,
+            iface: None,
+            kv_model: None,
+            kv_cache_dtype: None,
+            window_secs,
+            clock_speed: 1.0,
+            show_prompts: false,
+            collect: None,
+        };
+        crate::record::Recording { session, version: crate::record::VERSION, messages: self.msgs }
+    }
+}

@@ -22,6 +22,10 @@ pub struct Player {
     pub speed: f64,
     pub paused: bool,
     pub name: String,
+    /// Decide what is still open once the end is reached, as a check
+    /// does: set for logs read after the fact, which have ended.
+    pub finish_at_end: bool,
+    finished: bool,
 }
 
 impl Player {
@@ -38,6 +42,8 @@ impl Player {
             speed: if speed.is_finite() && speed > 0.0 { speed } else { 1.0 },
             paused: false,
             name,
+            finish_at_end: false,
+            finished: false,
         }
     }
 
@@ -58,6 +64,10 @@ impl Player {
             self.pos += 1;
         }
         state.apply(Msg::Tick { at: self.t });
+        if self.finish_at_end && !self.finished && self.pos >= self.messages.len() && self.t >= self.t_end {
+            state.finish(self.t_end);
+            self.finished = true;
+        }
     }
 
     /// Jumps by `delta` seconds of recording time (negative: back).
@@ -66,6 +76,7 @@ impl Player {
         if target < self.t {
             *state = self.initial.clone();
             self.pos = 0;
+            self.finished = false;
         }
         self.t = target;
         self.apply_until(state);

@@ -350,6 +350,7 @@ impl Report {
             || restarted
             || disagree
             || requests.error > 0
+            || requests.stuck > 0
             || kv.per_request.wire_warning.is_some()
         {
             Verdict::Degraded

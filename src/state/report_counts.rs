@@ -20,6 +20,8 @@ pub struct RequestCounts {
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
     pub pending: u64,
+    /// Traces only: stuck waiting for remote KV (also counted under their outcome).
+    pub stuck: u64,
 }
 
 impl From<&crate::traces::Counts> for RequestCounts {
@@ -33,6 +35,7 @@ impl From<&crate::traces::Counts> for RequestCounts {
             cancelled: c.cancelled as u64,
             unknown: c.unknown as u64,
             pending: c.pending as u64,
+            stuck: c.stuck as u64,
         }
     }
 }
@@ -45,9 +48,7 @@ impl From<Outcomes> for RequestCounts {
             silent_miss: o.silent_miss,
             no_prefill: o.no_prefill,
             error: o.error,
-            cancelled: 0,
-            unknown: 0,
-            pending: 0,
+            ..RequestCounts::default()
         }
     }
 }

@@ -22,6 +22,9 @@ pub struct TraceReport {
     /// `proxy`, `prefill`, `connector` or `decode` for an error.
     pub error_at: Option<&'static str>,
     pub evidence: String,
+    /// Seconds its decode was still seen waiting for remote KV when it was
+    /// judged stuck (null: not stuck).
+    pub stuck_s: Option<f64>,
     /// Per-hop times from vLLM's spans (each `null` without them).
     pub timings: super::span_report::TimingsReport,
     /// The KV bytes it should have moved and did (null when nothing says).
@@ -77,6 +80,7 @@ impl TraceReport {
             decode: t.decode.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Decode(i))),
             error_at,
             evidence: t.evidence.clone(),
+            stuck_s: t.remote_wait.as_ref().and_then(|w| w.stuck_secs()),
             timings: super::span_report::TimingsReport::of_with(state, &cx.base, t),
             kv_bytes: super::kv_report::kv_bytes_for(&cx.ledger, &t.id),
         }

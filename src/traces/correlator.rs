@@ -16,7 +16,6 @@ use super::model::{
 use super::store::{Store, Track};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
-use crate::logs::vllm::parse_vllm_line;
 
 /// Most misses kept for `drain_new_misses` between two calls.
 const MAX_NEW_MISSES: usize = 1024;
@@ -47,6 +46,13 @@ pub struct Correlator {
     pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
     /// Router ids and the ids the router forwarded (`router_events.rs`).
     pub(super) router: super::router_events::RouterJoin,
+    /// Traces whose decode waits for remote KV (`stuck.rs`).
+    pub(super) waits: VecDeque<u64>,
+    /// Per log: start-up and traceback state, for known noise.
+    pub(super) noise: HashMap<LogOrigin, crate::logs::known::NoiseState>,
+    /// Per log: joins wrapped lines (`wrapped.rs`).
+    pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
+    pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
 }
 
 /// Per-instance facts read from its log.
@@ -96,6 +102,17 @@ impl Correlator {
             facts: InstanceFacts::default(),
             log_events: VecDeque::new(),
             router: Default::default(),
+            waits: VecDeque::new(),
+            noise: HashMap::new(),
+            readers: HashMap::new(),
+            prev_line: HashMap::new(),
+        }
+    }
+
+    /// How long a decode request may wait for remote KV before it is stuck.
+    pub fn set_stuck_after(&mut self, secs: f64) {
+        if secs.is_finite() && secs > 0.0 {
+            self.opts.stuck_after_s = secs;
         }
     }
 
@@ -171,10 +188,7 @@ impl Correlator {
                 Some(used) => used,
                 None => parse_proxy_line(line).is_some_and(|ev| self.on_proxy(ev, at)),
             },
-            LogOrigin::Prefill(_) | LogOrigin::Decode(_) => match parse_vllm_line(line) {
-                Some(l) => self.on_instance(src, l, at),
-                None => false,
-            },
+            LogOrigin::Prefill(_) | LogOrigin::Decode(_) => self.on_instance_line(src, line, at),
         };
         if self.opts.keep_prompts
             && !matches!(src, LogOrigin::Proxy)
@@ -224,6 +238,7 @@ impl Correlator {
         };
         for t in self.store.traces() {
             c.seen += 1;
+            c.stuck += usize::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
             match t.outcome {
                 Outcome::Pending => c.pending += 1,
                 Outcome::Loaded => c.loaded += 1,
@@ -381,6 +396,7 @@ impl Correlator {
     /// A failure on `hop`: the trace becomes `Error` (an earlier verdict of
     /// `Loaded` or a miss is kept only in the evidence).
     pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: LogOrigin, text: String, t: f64, now: f64) {
+        self.end_wait(serial, t);
         self.with_phase(serial, hop, src, None, t, |p| {
             p.error = Some(text.clone());
             p.end.get_or_insert(t);

@@ -52,6 +52,7 @@ impl Correlator {
                 e.track.in_open = false;
             }
         }
+        self.judge_waits(now, force);
     }
 
     /// Deadline verdicts for traces not waiting on a hit. `true` when decided.

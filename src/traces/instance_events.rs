@@ -29,7 +29,8 @@ struct Added<'a> {
 
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
-    pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64) -> bool {
+    /// `noise`: the line is known to carry nothing (`logs::known`).
+    pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
         let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
         if let Some(t) = stamped {
             self.facts.last_stamp.insert(src, t);
@@ -138,7 +139,12 @@ impl Correlator {
             (VllmEvent::Other, _) => match &line.signal {
                 Some(sig) => return self.on_signal(src, sig, t, at),
                 None => {
-                    self.stat(src).unknown += 1;
+                    let st = self.stat(src);
+                    if noise {
+                        st.noise += 1;
+                    } else {
+                        st.unknown += 1;
+                    }
                     return false;
                 }
             },

@@ -167,6 +167,9 @@ impl Correlator {
         let ok = (200..300).contains(&status);
         match (serial, ok) {
             (Some(s), true) => {
+                if let LogOrigin::Decode(_) = src {
+                    self.end_wait(s, t);
+                }
                 if let LogOrigin::Prefill(_) = src {
                     self.with_phase(s, Hop::Producer, src, None, t, |p| p.end = Some(t));
                     if let Some(e) = self.store.get_mut(s) {
@@ -226,6 +229,7 @@ impl Correlator {
     /// The client went away (`Aborted request(s)`): its own outcome,
     /// whatever the KV did before.
     pub(super) fn cancel(&mut self, s: u64, src: LogOrigin, t: f64, at: f64) {
+        self.end_wait(s, t);
         self.with_phase(s, hop_of(src), src, None, t, |p| {
             p.end.get_or_insert(t);
         });

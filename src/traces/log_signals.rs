@@ -44,6 +44,15 @@ impl Correlator {
             }
             K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
             k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
+            K::WaitingRemoteKvs | K::NixlStartLoadKv => return self.on_remote_wait(src, sig, t, at),
+            // The connector is done with the request on decode: it went on.
+            K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
+                for id in &sig.ids {
+                    if let Some(s) = self.find(id) {
+                        self.end_wait(s, t);
+                    }
+                }
+            }
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();
@@ -62,6 +71,11 @@ impl Correlator {
     /// Lines of a log that pdtop does not know (no event, no signal).
     pub fn unknown_lines(&self, src: LogOrigin) -> u64 {
         self.stats.get(&src).map_or(0, |s| s.unknown)
+    }
+
+    /// Lines of a log known to carry nothing (`logs::known`).
+    pub fn noise_lines(&self, src: LogOrigin) -> u64 {
+        self.stats.get(&src).map_or(0, |s| s.noise)
     }
 
     /// Failures read since the last call, oldest first.

@@ -39,12 +39,14 @@ mod router_events;
 mod stalls;
 mod stamp;
 mod store;
+mod stuck;
+mod wrapped;
 
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
 pub use log_signals::{LogEvent, summary};
 pub use model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Death, Hop, Join, Outcome, Phase, SourceStats,
-    Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join, Outcome,
+    Phase, RemoteWait, SourceStats, Trace,
 };
 pub use stamp::{anchor, year_of};

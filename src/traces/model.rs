@@ -118,6 +118,38 @@ pub struct Trace {
     pub decided_at: Option<f64>,
     /// The prompt as vLLM printed it, only with `--show-prompts`.
     pub prompt: Option<String>,
+    /// The decode waited for the remote KV (`start_load_kv`, `still in
+    /// WAITING_FOR_REMOTE_KVS`), and whether that wait became stuck.
+    pub remote_wait: Option<RemoteWait>,
+}
+
+/// A decode request waiting for its KV to arrive from the prefill, judged
+/// over time on the log's own clock (`stuck.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteWait {
+    /// Event time of the first sign of the wait.
+    pub since: f64,
+    /// Event time of the last `still in WAITING_FOR_REMOTE_KVS` (or load) line.
+    pub last_seen: f64,
+    /// `start_load_kv` was logged: the connector began the load.
+    pub load_begun: bool,
+    /// When the request showed it went on (answered, finished, failed, cancelled).
+    pub ended: Option<f64>,
+    /// Set once it was still seen waiting `stuck_after_s` after the first
+    /// sign: the event time it was judged stuck.
+    pub stuck_at: Option<f64>,
+    /// Read time of the last sign (the clock `on_tick` is given), to stop
+    /// watching a wait whose lines stopped.
+    pub last_read: f64,
+    /// On the correlator's list of waits to judge.
+    pub watched: bool,
+}
+
+impl RemoteWait {
+    /// Seconds it had waited when judged stuck.
+    pub fn stuck_secs(&self) -> Option<f64> {
+        self.stuck_at.map(|t| t - self.since)
+    }
 }
 
 impl Trace {
@@ -139,6 +171,7 @@ impl Trace {
             first_seen: at,
             decided_at: None,
             prompt: None,
+            remote_wait: None,
         }
     }
 
@@ -180,6 +213,9 @@ pub struct Counts {
     pub cancelled: usize,
     pub pending: usize,
     pub unknown: usize,
+    /// Traces whose decode waited for remote KV past the stuck threshold
+    /// (also counted under their outcome).
+    pub stuck: usize,
     /// Misses known to have happened that no single request can be blamed
     /// for: fewer hits than concurrent prefilled requests, or a prefill's KV
     /// expiring unread with no decode request tied to it. Run-long.
@@ -206,6 +242,9 @@ pub struct SourceStats {
     pub ignored: u64,
     /// Lines pdtop does not know at all (no event, no signal): shown, never guessed.
     pub unknown: u64,
+    /// Lines known to carry nothing (start-up, tracebacks' bodies, uvicorn's
+    /// lifecycle...: `logs::known`).
+    pub noise: u64,
     pub last_at: Option<f64>,
     pub pid: Option<u32>,
     /// `Starting vLLM server` / uvicorn startup lines seen.
@@ -232,6 +271,7 @@ impl SourceStats {
             parsed: 0,
             ignored: 0,
             unknown: 0,
+            noise: 0,
             last_at: None,
             pid: None,
             starts: 0,
@@ -292,7 +332,15 @@ pub struct CorrelatorOptions {
     /// Keep the prompt text vLLM prints (`--show-prompts`); off by default:
     /// logs can hold users' prompts.
     pub keep_prompts: bool,
+    /// A decode request still seen waiting for remote KV this long after
+    /// its wait began is stuck: NIXL's producer frees unread KV after
+    /// `VLLM_NIXL_ABORT_REQUEST_TIMEOUT` (480 s by default), so past it
+    /// the KV cannot come any more.
+    pub stuck_after_s: f64,
 }
+
+/// `VLLM_NIXL_ABORT_REQUEST_TIMEOUT`'s default in vllm/envs.py (older releases: 120).
+pub const DEFAULT_STUCK_AFTER_S: f64 = 480.0;
 
 impl Default for CorrelatorOptions {
     fn default() -> Self {
@@ -308,6 +356,7 @@ impl Default for CorrelatorOptions {
             max_pending: 4096,
             year: None,
             keep_prompts: false,
+            stuck_after_s: DEFAULT_STUCK_AFTER_S,
         }
     }
 }

@@ -201,11 +201,14 @@ pub fn mismatch_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Th
 }
 
 /// One line on the tailed logs: each file's state and line count.
-pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
     let Some(logs) = &state.logs else {
         return;
     };
     let mut spans = vec![Span::styled(" LOGS    ", theme.dim())];
+    if logs_only {
+        spans.push(Span::styled("logs only, no metrics · ", theme.fg("warn")));
+    }
     for s in &logs.sources {
         use crate::feed::TailState;
         let name = std::path::Path::new(&s.path)
@@ -242,6 +245,15 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         spans.push(Span::raw("   "));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// What the logs read after the fact could not say, the weightiest first
+/// (a file left out before an assumed year).
+pub fn notes_line(frame: &mut Frame, area: Rect, notes: &[String], theme: &Theme) {
+    let mut notes: Vec<&String> = notes.iter().collect();
+    notes.sort_by_key(|n| !n.contains("not used"));
+    let text = notes.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" · ");
+    frame.render_widget(Paragraph::new(Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))), area);
 }
 
 /// The newest collector failure, kept on screen: a collector that stopped

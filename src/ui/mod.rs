@@ -103,7 +103,16 @@ pub struct ViewState {
     /// Requests view: sorted by a span figure (`s`), or newest first.
     pub req_sort: waterfall::RequestSort,
     pub focus: Option<usize>,
+    /// Fed by log files alone (`replay --from-logs`): panels that need
+    /// metrics say so instead of drawing zeros.
+    pub logs_only: bool,
+    /// What reading the logs after the fact could not know (an assumed
+    /// year, a file left out): said on screen as `check` says it.
+    pub notes: Vec<String>,
 }
+
+/// What a panel that needs metrics says when there are none.
+pub const NO_METRICS: &str = "no metrics — logs only";
 
 impl Default for ViewState {
     fn default() -> Self {
@@ -124,6 +133,8 @@ impl Default for ViewState {
             inst_sort: instances::SortKey::Role,
             req_sort: waterfall::RequestSort::Newest,
             focus: None,
+            logs_only: false,
+            notes: Vec::new(),
         }
     }
 }
@@ -143,28 +154,43 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let banner = u16::from(miss || wire.is_some());
     let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());
+    let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let mismatch_row = u16::from(!state.mismatches.is_empty());
-    let [top, instances, router_area, logs_area, errors_area, mismatch_area, banner_area, body, footer] =
-        Layout::vertical([
-            Constraint::Length(1),
-            Constraint::Length(header_rows),
-            Constraint::Length(router_row),
-            Constraint::Length(logs_row),
-            Constraint::Length(errors_row),
-            Constraint::Length(mismatch_row),
-            Constraint::Length(banner),
-            Constraint::Min(0),
-            Constraint::Length(1),
-        ])
-        .areas(area);
+    let [
+        top,
+        instances,
+        router_area,
+        logs_area,
+        notes_area,
+        errors_area,
+        mismatch_area,
+        banner_area,
+        body,
+        footer,
+    ] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(header_rows),
+        Constraint::Length(router_row),
+        Constraint::Length(logs_row),
+        Constraint::Length(notes_row),
+        Constraint::Length(errors_row),
+        Constraint::Length(mismatch_row),
+        Constraint::Length(banner),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
     if router_row > 0 {
         router::router_line(frame, router_area, state, theme);
     }
     if logs_row > 0 {
-        header::logs_line(frame, logs_area, state, theme);
+        header::logs_line(frame, logs_area, state, view.logs_only, theme);
+    }
+    if notes_row > 0 {
+        header::notes_line(frame, notes_area, &view.notes, theme);
     }
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);

@@ -34,6 +34,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         .as_ref()
         .filter(|h| h.total() > 0.0 && h.sum == 0.0)
         .map(|_| "n/a: a prefill request emits one token");
+    // Without metrics there are no latencies: said, not drawn as zeros.
+    let none = view.logs_only.then_some(super::NO_METRICS);
+    let p_note = none.or(p_note);
     let p_tpot_shown = p_tpot.as_ref().filter(|_| p_note.is_none());
     // Each histogram row gets what its buckets need, at most a third of
     // the body; the rest goes to the token chart and the request panel.
@@ -63,7 +66,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         frame,
         ttft,
         "TTFT",
-        [side(Role::Prefill, p_ttft.as_ref(), None, theme), side(Role::Decode, d_ttft.as_ref(), None, theme)],
+        [side(Role::Prefill, p_ttft.as_ref(), none, theme), side(Role::Decode, d_ttft.as_ref(), none, theme)],
         theme,
     );
     render_pair(
@@ -72,15 +75,19 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         "TPOT",
         [
             side(Role::Prefill, p_tpot.as_ref(), p_note, theme),
-            side(Role::Decode, d_tpot.as_ref(), None, theme),
+            side(Role::Decode, d_tpot.as_ref(), none, theme),
         ],
         theme,
     );
     let right_w = if area.width >= 100 { 50 } else { 44 };
     let [chart, right] = Layout::horizontal([Constraint::Min(20), Constraint::Length(right_w)]).areas(bottom);
-    sources_chart::render(frame, chart, state, theme);
+    if view.logs_only {
+        sources_chart::no_metrics(frame, chart, theme);
+    } else {
+        sources_chart::render(frame, chart, state, theme);
+    }
     let [requests, recent] = Layout::vertical([Constraint::Length(9), Constraint::Min(0)]).areas(right);
-    requests_panel(frame, requests, state, theme);
+    requests_panel(frame, requests, state, view.logs_only, theme);
     if recent.height >= 3 {
         super::events::render_recent(frame, recent, state, theme);
     }
@@ -93,7 +100,7 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
     Side { label: role.name(), hist, color: role_style(role, theme), note }
 }
 
-fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
     let metrics = RequestCounts::from(state.misses.outcomes);
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
@@ -118,6 +125,13 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme
         row(cell("silent miss", o.silent_miss, miss_style), cell("no prefill", o.no_prefill, theme.text())),
         row(cell("errors", o.error, err_style), cell(last.0, last.1, theme.text())),
     ];
+    if logs_only {
+        lines.push(Line::styled(format!(" metrics cross-check: {}", super::NO_METRICS), theme.dim()));
+        lines.push(Line::styled(" worth it? decode TTFT p50", theme.fg("title")));
+        lines.push(Line::styled(format!(" {}", super::NO_METRICS), theme.dim()));
+        frame.render_widget(Paragraph::new(lines).block(block), area);
+        return;
+    }
     if traced.is_some() {
         // The cross-check: shown, never hidden, when the two disagree.
         let (text, style) = if metrics.silent_miss == o.silent_miss {

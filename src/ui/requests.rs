@@ -51,6 +51,10 @@ pub fn outcome_label(o: Outcome) -> &'static str {
 
 /// The outcome as the list shows it: an error says at which hop.
 fn outcome_cell(t: &Trace) -> String {
+    // A flag over time, louder than the verdict it may still reach.
+    if t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()) {
+        return "STUCK".to_string();
+    }
     match (t.outcome, t.error_at) {
         (Outcome::Error, Some(h)) => format!("ERROR {}", hop_word(h)),
         (o, _) => outcome_label(o).to_string(),
@@ -140,6 +144,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ),
         theme.fg("title"),
     ));
+    if c.stuck > 0 {
+        title.push(Span::styled(format!(" {} STUCK ", c.stuck), theme.fg("error")));
+    }
     let spans = (!state.spans.is_empty()).then_some(&state.spans);
     if spans.is_some() {
         title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
@@ -243,6 +250,21 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    if let Some(w) = &t.remote_wait {
+        let (text, style) = match (w.stuck_secs(), w.ended) {
+            (Some(n), _) => (
+                format!(" ⏳ STUCK waiting for remote KV: still waiting {n:.0} s after it began"),
+                theme.fg("error"),
+            ),
+            (None, Some(e)) => {
+                (format!(" waited {:.1} s for remote KV, then went on", e - w.since), theme.dim())
+            }
+            (None, None) => {
+                (format!(" waiting for remote KV since {}", fmt::clock(w.since)), theme.fg("warn"))
+            }
+        };
+        lines.push(Line::styled(text, style));
+    }
     let mut facts = Vec::new();
     if t.decode.is_some() {
         facts.push(format!("served by decode {}", decode_cell(state, t)));

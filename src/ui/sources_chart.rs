@@ -21,6 +21,27 @@ const SOURCES: [(Counter, &str, &str); 3] = [
     (Counter::PromptLocalCompute, "computed", "source_compute"),
 ];
 
+/// Fed by logs alone: the chart's counters do not exist.
+pub fn no_metrics(frame: &mut Frame, area: Rect, theme: &Theme) {
+    empty(frame, area, super::NO_METRICS, theme);
+}
+
+fn empty(frame: &mut Frame, area: Rect, msg: &str, theme: &Theme) {
+    let title = Line::from(Span::styled(" decode prompt tokens by source: n/a ", theme.fg("title")));
+    let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.height > 0 {
+        frame.buffer_mut().set_stringn(
+            inner.x + 1,
+            inner.y,
+            msg,
+            inner.width.saturating_sub(1) as usize,
+            theme.dim(),
+        );
+    }
+}
+
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     let cols = area.width.saturating_sub(2).max(1) as usize;
     let window = state.window_secs.max(1.0);
@@ -41,21 +62,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     if !crate::state::report::by_source_known(state) {
         // Older vLLM (< 0.18) has no `prompt_tokens_by_source`: zeros here
         // would read as "nothing transferred", which is not known.
-        let title = Line::from(Span::styled(" decode prompt tokens by source: n/a ", theme.fg("title")));
-        let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
-        let inner = block.inner(area);
-        frame.render_widget(block, area);
         let msg = "not reported by this vLLM (no prompt_tokens_by_source; added in 0.18)";
-        if inner.height > 0 {
-            frame.buffer_mut().set_stringn(
-                inner.x + 1,
-                inner.y,
-                msg,
-                inner.width.saturating_sub(1) as usize,
-                theme.dim(),
-            );
-        }
-        return;
+        return empty(frame, area, msg, theme);
     }
     let mut title = vec![Span::styled(" decode prompt tokens by source ", theme.fg("title"))];
     for (k, (_, name, role)) in SOURCES.iter().enumerate() {
