@@ -120,4 +120,10 @@ fn a_decode_that_hangs_with_a_running_request_is_an_engine_stall() {
     assert_eq!(stalls.len(), 1, "{}", r["events"]);
     assert!(stalls[0]["text"].as_str().unwrap().contains("Running 1 reqs"), "{}", stalls[0]);
     assert_eq!(r["requests"]["loaded"], 1, "the KV did arrive: {}", r["requests"]);
+    // A failure with no request named still degrades the pair.
+    assert_eq!(r["verdict"], "degraded");
+    // LMCache's lines carry 2025: the yearless vLLM lines between them are
+    // of that year too (11:12:32 to 11:19:24), not of the file's mtime.
+    assert_eq!(r["duration_s"], 412.0, "{}", r["warnings"]);
+    assert!(r["warnings"].to_string().contains("took 2025 from the file's dated lines"), "{}", r["warnings"]);
 }

@@ -1,7 +1,8 @@
 //! `--from-logs`: whole log files (or a pasted excerpt) as a feed, every
 //! line stamped by its own time, so that a check after the fact folds them
 //! like a replay. vLLM prints `MM-DD HH:MM:SS` with no year: the year is
-//! the file's modification year (said in the report's warnings). Lines
+//! that of the file's own dated lines (LMCache, glog, `tracing`) where it
+//! has some, else the file's modification year (said in the warnings). Lines
 //! without a stamp (uvicorn, tracebacks) take the last stamp before them
 //! in their file; a file with no stamp at all (most proxies) is placed at
 //! the start, and that is said too.
@@ -53,13 +54,27 @@ pub fn read_log_files(inputs: &Inputs) -> Result<LogFiles> {
         let anchor_at = mtime.unwrap_or_else(|| crate::clock::Clock::now(&crate::clock::SystemClock));
         let (mut last, mut first_stamp, mut pending) = (None::<f64>, None::<f64>, Vec::new());
         let (mut n_stamped, mut yearless) = (0usize, false);
-        for (j, line) in text.lines().enumerate() {
-            let t = parse_vllm_line(line).and_then(|l| {
-                let ts = l.timestamp?;
-                yearless |= l.year.is_none();
-                match l.year {
-                    Some(y) => anchor(ts, anchor_at, Some(i32::from(y))),
-                    None => anchor(ts, anchor_at, None),
+        let stamps: Vec<_> = text
+            .lines()
+            .map(|line| parse_vllm_line(line).and_then(|l| Some((l.timestamp?, l.year))))
+            .collect();
+        // A line that carries its year (LMCache, glog, `tracing`) dates the
+        // yearless vLLM lines near it better than the file's mtime does.
+        let mut dated = stamps
+            .iter()
+            .flatten()
+            .find_map(|(ts, y)| y.and_then(|y| anchor(*ts, anchor_at, Some(i32::from(y)))));
+        let year_from_lines = dated.is_some();
+        for (j, (line, stamp)) in text.lines().zip(&stamps).enumerate() {
+            let t = stamp.and_then(|(ts, year)| match year {
+                Some(y) => {
+                    let t = anchor(ts, anchor_at, Some(i32::from(y)));
+                    dated = t.or(dated);
+                    t
+                }
+                None => {
+                    yearless = true;
+                    anchor(ts, dated.unwrap_or(anchor_at), None)
                 }
             });
             if let Some(t) = t {
@@ -80,7 +95,11 @@ pub fn read_log_files(inputs: &Inputs) -> Result<LogFiles> {
         }
         lines.extend(pending.into_iter().map(|(j, l)| (lead, k, j, *origin, l)));
         // Router (`tracing`) stamps carry their year.
-        if mtime.is_some() && yearless {
+        if yearless && year_from_lines {
+            let year = crate::traces::year_of(last.unwrap_or(anchor_at));
+            out.notes
+                .push(format!("{path}: vLLM stamps carry no year; took {year} from the file's dated lines"));
+        } else if mtime.is_some() && yearless {
             let year = crate::traces::year_of(last.unwrap_or(anchor_at));
             out.notes.push(format!(
                 "{path}: vLLM stamps carry no year; assumed {year} (the file's modification time)"

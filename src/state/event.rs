@@ -52,3 +52,16 @@ impl EventKind {
         }
     }
 }
+
+impl EventKind {
+    /// A failure a log or a connector counter reported on its own (an
+    /// engine death, a transfer failure, a stall): the pair is degraded even
+    /// where no request was named.
+    pub fn is_failure(self) -> bool {
+        match self {
+            EventKind::Log(k) => k.is_failure(),
+            EventKind::Connector(_) => true,
+            _ => false,
+        }
+    }
+}

@@ -351,6 +351,7 @@ impl Report {
             || disagree
             || requests.error > 0
             || requests.stuck > 0
+            || state.events.iter().any(|e| e.kind.is_failure())
             || kv.per_request.wire_warning.is_some()
         {
             Verdict::Degraded
