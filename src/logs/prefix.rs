@@ -106,9 +106,16 @@ fn ci_stamp_len(s: &str) -> Option<usize> {
 
 /// `service-1  | rest` (docker compose): one word, spaces, `| `.
 fn compose_prefix(s: &str) -> Option<(&str, usize)> {
-    let bar = s[..s.floor_char_boundary(120)].find(" | ")?;
-    let name = s[..bar].trim_end();
-    if name.is_empty() || name.contains(' ') || !name.bytes().all(|b| b.is_ascii_graphic()) {
+    // One word, spaces, `| `: found from the first space, not by a scan of
+    // every line for " | " (this runs on every line read).
+    let name_end = s.as_bytes().iter().position(|&b| b == b' ')?;
+    let name = &s[..name_end];
+    let spaces = s[name_end..].bytes().take_while(|&b| b == b' ').count();
+    let bar = name_end + spaces - 1;
+    if !s[bar..].starts_with(" | ") || bar + 3 > 120 {
+        return None;
+    }
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
         return None;
     }
     // Only in front of what vLLM prints, so prose with a `|` stays whole.
