@@ -93,9 +93,11 @@ impl NoiseState {
         {
             return Some(Noise::Transport);
         }
-        if let Some(i) = raw.find(" UCX  ") {
+        if raw.starts_with('[')
+            && let Some(i) = raw.find(" UCX  ")
+        {
             let level = raw[i + 6..].trim_start();
-            if raw.starts_with('[') && (level.starts_with("INFO") || level.starts_with("DEBUG")) {
+            if level.starts_with("INFO") || level.starts_with("DEBUG") {
                 return Some(Noise::Transport);
             }
         }
@@ -135,7 +137,7 @@ fn is_start(msg: &str) -> bool {
         || msg.starts_with("Initializing a V1 LLM engine")
         || msg.starts_with("Initializing an LLM engine")
         // The logo banner (≥ 0.11): block elements, U+2580–U+259F.
-        || msg.chars().any(|c| ('\u{2580}'..='\u{259f}').contains(&c))
+        || (!msg.is_ascii() && msg.chars().any(|c| ('\u{2580}'..='\u{259f}').contains(&c)))
 }
 
 /// A line of a Python traceback's body: indented frames and code, carets,

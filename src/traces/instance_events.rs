@@ -38,13 +38,21 @@ impl Correlator {
         // A line without a stamp (uvicorn's access line) happened at about
         // the source's last stamp: its clock, which the reader's may not be.
         let t = stamped.or_else(|| self.facts.last_stamp.get(&src).copied()).unwrap_or(at);
-        let process = process_label(line.process.as_deref(), line.pid);
+        // Only the lines that open or join a trace keep it: no String per line.
+        let process = || process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
             self.stat(src).pid = line.pid;
         }
         match (&line.event, src) {
             (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
-                let a = Arrival { id, max_tokens: *max_tokens, params: kv_params.as_ref(), t, at, process };
+                let a = Arrival {
+                    id,
+                    max_tokens: *max_tokens,
+                    params: kv_params.as_ref(),
+                    t,
+                    at,
+                    process: process(),
+                };
                 match src {
                     LogOrigin::Prefill(i) => {
                         self.prefill_arrival(i, &a);
@@ -56,10 +64,16 @@ impl Correlator {
                 }
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
-                self.prefill_added(i, Added { internal: internal_id, external: external_id, t, at, process });
+                self.prefill_added(
+                    i,
+                    Added { internal: internal_id, external: external_id, t, at, process: process() },
+                );
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Decode(i)) => {
-                self.decode_added(i, Added { internal: internal_id, external: external_id, t, at, process });
+                self.decode_added(
+                    i,
+                    Added { internal: internal_id, external: external_id, t, at, process: process() },
+                );
             }
             (VllmEvent::ExternalCacheHit, LogOrigin::Decode(i)) => self.on_hit(i, t, at),
             (VllmEvent::InjectKv { tokens }, LogOrigin::Decode(i)) => self.on_inject(i, *tokens, t),
