@@ -2,7 +2,7 @@
 //! `KV Transfer metrics: ...`.
 
 /// The periodic `Engine 000: Avg prompt throughput: ...` line (§2.2).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EngineStats {
     /// `Engine 000` → `Some(0)`; `N Engines Aggregated` → `None`.
     pub engine: Option<u32>,
@@ -48,18 +48,7 @@ pub(crate) fn parse_engine_stats(msg: &str) -> Option<EngineStats> {
         None => return None,
     };
     let (mut prompt, mut gen_, mut running, mut waiting, mut kv) = (None, None, None, None, None);
-    let mut s = EngineStats {
-        engine,
-        prompt_tps: 0.0,
-        gen_tps: 0.0,
-        running: 0,
-        waiting: 0,
-        kv_usage_pct: 0.0,
-        prefix_hit_pct: None,
-        external_hit_pct: None,
-        deferred: None,
-        preemptions: None,
-    };
+    let mut s = EngineStats { engine, ..EngineStats::default() };
     // Parts are joined by ", "; "KV fetch: a, b, c" splits into pieces that
     // match nothing below and are ignored.
     for part in body.split(", ") {

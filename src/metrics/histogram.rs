@@ -12,6 +12,20 @@ pub struct Histogram {
     pub count: f64,
 }
 
+/// Sorts `(le, count)` pairs and adds up those of the same bound (several
+/// engines' series): linear after the sort, where a lookup per sample was
+/// quadratic in the number of distinct bounds a hostile body can invent.
+pub fn merge_bounds(per_le: &mut Vec<(f64, f64)>) {
+    per_le.sort_by(|a, b| a.0.total_cmp(&b.0));
+    per_le.dedup_by(|cur, kept| {
+        let same = cur.0 == kept.0;
+        if same {
+            kept.1 += cur.1;
+        }
+        same
+    });
+}
+
 impl Histogram {
     /// An empty histogram with the given finite bounds (`+Inf` is added).
     pub fn empty(finite_bounds: &[f64]) -> Histogram {

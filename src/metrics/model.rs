@@ -300,17 +300,7 @@ impl InstanceSample {
         if per_le.is_empty() {
             return None;
         }
-        // Sort, then add up the engines' buckets of the same bound: linear
-        // after the sort, where a lookup per sample was quadratic in the
-        // number of distinct bounds a hostile body can invent.
-        per_le.sort_by(|a, b| a.0.total_cmp(&b.0));
-        per_le.dedup_by(|cur, kept| {
-            let same = cur.0 == kept.0;
-            if same {
-                kept.1 += cur.1;
-            }
-            same
-        });
+        super::histogram::merge_bounds(&mut per_le);
         if per_le.last().is_none_or(|(b, _)| b.is_finite()) {
             // No +Inf bucket: the text is cut or odd. Use the _count instead.
             per_le.push((f64::INFINITY, f64::NAN));

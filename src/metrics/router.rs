@@ -166,14 +166,7 @@ fn histogram(
     if per_le.is_empty() {
         return None;
     }
-    per_le.sort_by(|a, b| a.0.total_cmp(&b.0));
-    per_le.dedup_by(|cur, kept| {
-        let same = cur.0 == kept.0;
-        if same {
-            kept.1 += cur.1;
-        }
-        same
-    });
+    super::histogram::merge_bounds(&mut per_le);
     let sum_of = |suffix: &str| {
         by_name
             .get(format!("{family}{suffix}").as_str())

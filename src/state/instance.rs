@@ -54,6 +54,27 @@ pub struct InstanceState {
     bounds: BTreeMap<Hist, Option<Arc<[f64]>>>,
 }
 
+impl Health {
+    pub fn failed(&mut self, at: f64, error: String) {
+        self.up = false;
+        self.last_attempt = Some(at);
+        self.consecutive_failures += 1;
+        self.scrapes_failed += 1;
+        self.last_error = Some(error);
+    }
+
+    /// A good scrape of a body with `bad_lines` unreadable lines.
+    pub fn scraped(&mut self, at: f64, bad_lines: usize) {
+        self.up = true;
+        self.last_ok = Some(at);
+        self.last_attempt = Some(at);
+        self.consecutive_failures = 0;
+        self.scrapes_ok += 1;
+        self.bad_lines_last = bad_lines;
+        self.bad_lines_total += bad_lines as u64;
+    }
+}
+
 impl InstanceState {
     pub fn new(endpoint: Endpoint) -> InstanceState {
         InstanceState {
@@ -72,25 +93,14 @@ impl InstanceState {
     }
 
     pub fn on_failure(&mut self, at: f64, error: String) {
-        let h = &mut self.health;
-        h.up = false;
-        h.last_attempt = Some(at);
-        h.consecutive_failures += 1;
-        h.scrapes_failed += 1;
-        h.last_error = Some(error);
+        self.health.failed(at, error);
     }
 
     /// Takes a good scrape; returns the interval since the previous one
     /// (none for the first scrape, which is only the baseline).
     pub fn on_scrape(&mut self, at: f64, sample: InstanceSample) -> Option<Interval> {
+        self.health.scraped(at, sample.bad_lines);
         let h = &mut self.health;
-        h.up = true;
-        h.last_ok = Some(at);
-        h.last_attempt = Some(at);
-        h.consecutive_failures = 0;
-        h.scrapes_ok += 1;
-        h.bad_lines_last = sample.bad_lines;
-        h.bad_lines_total += sample.bad_lines as u64;
         h.no_vllm_metrics = sample.vllm_samples == 0;
 
         let interval = match (&self.latest, self.latest_at) {

@@ -59,25 +59,14 @@ impl RouterState {
     }
 
     pub fn on_failure(&mut self, at: f64, error: String) {
-        let h = &mut self.health;
-        h.up = false;
-        h.last_attempt = Some(at);
-        h.consecutive_failures += 1;
-        h.scrapes_failed += 1;
-        h.last_error = Some(error);
+        self.health.failed(at, error);
     }
 
     /// A good scrape; the interval since the previous one (none for the
     /// first, which is only the baseline).
     pub fn on_scrape(&mut self, at: f64, sample: RouterSample) -> Option<RouterInterval> {
+        self.health.scraped(at, sample.bad_lines);
         let h = &mut self.health;
-        h.up = true;
-        h.last_ok = Some(at);
-        h.last_attempt = Some(at);
-        h.consecutive_failures = 0;
-        h.scrapes_ok += 1;
-        h.bad_lines_last = sample.bad_lines;
-        h.bad_lines_total += sample.bad_lines as u64;
         // Answers, but not as a router (the serving port, another exporter).
         h.no_vllm_metrics = !sample.is_router();
         let iv = match (&self.latest, self.latest_at) {

@@ -50,18 +50,7 @@ mod tests {
     use crate::traces::CorrelatorOptions;
 
     fn stats(running: u32, gen_tps: f64) -> EngineStats {
-        EngineStats {
-            engine: Some(0),
-            prompt_tps: 0.0,
-            gen_tps,
-            running,
-            waiting: 0,
-            kv_usage_pct: 0.0,
-            prefix_hit_pct: None,
-            external_hit_pct: None,
-            deferred: None,
-            preemptions: None,
-        }
+        EngineStats { engine: Some(0), gen_tps, running, ..EngineStats::default() }
     }
 
     #[test]
