@@ -164,3 +164,23 @@ fn check_from_logs_flags_the_stuck_request_with_the_threshold_given() {
     assert_eq!(r["verdict"], "degraded", "{}", r["verdict"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// vLLM ≥ 0.11 prints the engine's id (`…-0-<8 hex>`) in the WAITING line,
+/// and with default logging no `Added request` line came first: every
+/// line of one request's wait must land on one trace, named by the API
+/// server's id, and that wait must still be judged stuck.
+#[test]
+fn wait_lines_with_the_engine_suffix_stay_one_trace_and_are_judged() {
+    let mut c = correlator(60.0);
+    let d = LogOrigin::Decode(0);
+    for dt in (0..=90).step_by(10) {
+        let line = at_offset(5, dt).replace("-693873731482-0 is still", "-693873731482-0-1a2b3c4d is still");
+        c.on_line(d, &line, T0 + f64::from(dt));
+        c.on_tick(T0 + f64::from(dt));
+    }
+    let traces: Vec<_> = c.traces().collect();
+    assert_eq!(traces.len(), 1, "{:?}", traces.iter().map(|t| &t.id).collect::<Vec<_>>());
+    assert!(traces[0].id.starts_with("cmpl-6aaabd51-c40e-4c28-a621-693873731482"), "{}", traces[0].id);
+    assert!(!traces[0].id.ends_with("1a2b3c4d"), "{}", traces[0].id);
+    assert!(traces[0].remote_wait.as_ref().and_then(|w| w.stuck_at).is_some(), "90 s past a 60 s threshold");
+}

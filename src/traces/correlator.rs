@@ -62,8 +62,8 @@ pub(super) struct InstanceFacts {
     pub blocks: HashMap<LogOrigin, u32>,
     /// Time of the last stamped line.
     pub last_stamp: HashMap<LogOrigin, f64>,
-    /// Running requests and no progress, per log (`stalls.rs`).
-    pub stalls: HashMap<LogOrigin, super::stalls::Stall>,
+    /// Running requests and no progress, per log and engine (`stalls.rs`).
+    pub stalls: HashMap<(LogOrigin, Option<u32>), super::stalls::Stall>,
 }
 
 /// How a decode instance's connector shows a load in its log.

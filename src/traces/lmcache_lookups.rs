@@ -58,6 +58,9 @@ impl Correlator {
             } else {
                 (Confidence::Likely, "; no prefill log: prefilled is assumed from the decode role")
             };
+            // An empty lookup may be repeated once the KV is ready: a miss
+            // on it alone is likely, not sure; a hit is LMCache's own load.
+            let confidence = if hit <= 0.0 { confidence.max(Confidence::Likely) } else { confidence };
             let (outcome, ev) = if hit <= 0.0 && total > 0.0 {
                 (
                     Outcome::SilentMiss,

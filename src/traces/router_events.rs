@@ -108,8 +108,10 @@ impl Correlator {
                 return;
             }
             (K::RouterBackendError, Some(r)) => {
-                let l = leg.unwrap_or_default();
-                (self.router.key(r), leg_stage(&l), Some(format!("{l} server returned error status")))
+                // No leg printed: a failure of the request, no hop guessed.
+                let stage = leg.as_deref().map_or(Stage::Error, leg_stage);
+                let l = leg.unwrap_or_else(|| "a backend".to_string());
+                (self.router.key(r), stage, Some(format!("{l} server returned error status")))
             }
             (K::RouterRequestFailed, Some(r)) => {
                 // The id-less backend error just before says which leg failed.

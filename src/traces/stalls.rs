@@ -22,7 +22,8 @@ pub(super) struct Stall {
 
 impl Correlator {
     pub(super) fn on_engine_progress(&mut self, src: LogOrigin, s: &EngineStats, t: f64) {
-        let stall = self.facts.stalls.entry(src).or_default();
+        // Per engine: a data-parallel API server interleaves `Engine 000`/`001` lines.
+        let stall = self.facts.stalls.entry((src, s.engine)).or_default();
         let interval = stall.last_stats_at.map(|p| t - p).filter(|d| *d > 0.0);
         stall.last_stats_at = Some(t);
         let idle_but_running = s.running > 0 && s.prompt_tps == 0.0 && s.gen_tps == 0.0;
@@ -73,5 +74,27 @@ mod tests {
         c.on_engine_progress(d, &stats(0, 0.0), 50.0);
         c.on_engine_progress(d, &stats(0, 0.0), 60.0);
         assert!(c.drain_log_events().is_empty());
+    }
+
+    /// Data parallel: one log interleaves `Engine 000` and `Engine 001`; a
+    /// hang of one is one event, whatever the other does.
+    #[test]
+    fn engines_of_one_log_are_judged_apart() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let d = LogOrigin::Decode(0);
+        for k in 0..4 {
+            let t = f64::from(k) * 10.0;
+            c.on_engine_progress(
+                d,
+                &EngineStats { engine: Some(0), running: 3, ..EngineStats::default() },
+                t,
+            );
+            c.on_engine_progress(
+                d,
+                &EngineStats { engine: Some(1), running: 1, gen_tps: 9.0, ..EngineStats::default() },
+                t + 1.0,
+            );
+        }
+        assert_eq!(c.drain_log_events().len(), 1);
     }
 }

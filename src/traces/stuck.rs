@@ -8,7 +8,7 @@
 //! fact, the read time live), so it works both ways.
 
 use super::correlator::{Correlator, push_capped};
-use super::ids::trace_key;
+use super::ids::{external_of_internal, trace_key};
 use super::model::{Confidence, Hop, Outcome, RemoteWait};
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
@@ -27,7 +27,11 @@ impl Correlator {
                 Some(s) => s,
                 // A pasted excerpt: the wait may be all there is of it.
                 None => {
-                    let s = self.new_trace(trace_key(id), at);
+                    // The scheduler prints the engine's id (`…-<8 hex>` from
+                    // vLLM 0.11): file it under the API server's, and index
+                    // the engine's so the next wait line finds this trace.
+                    let s = self.new_trace(trace_key(external_of_internal(id)), at);
+                    self.store.index_engine(id, s);
                     if let Some(e) = self.store.get_mut(s) {
                         e.trace.decode = Some(i);
                         e.trace.engine_ids.push((src, id.clone()));
@@ -60,6 +64,12 @@ impl Correlator {
                 last_read: at,
                 watched: false,
             });
+            // The same id waiting again long after its wait ended is a new
+            // request (a reused X-Request-Id), not the old wait resumed.
+            if w.ended.is_some() && t - w.last_seen > self.opts.stuck_after_s {
+                w.since = t;
+                w.stuck_at = None;
+            }
             w.last_seen = w.last_seen.max(t);
             w.last_read = at;
             w.load_begun |= begun;
@@ -127,7 +137,7 @@ impl Correlator {
             w.watched = false;
             let what = if w.load_begun { "its KV load began (start_load_kv) but it" } else { "it" };
             let text = format!(
-                "{} stuck on decode: {what} was still waiting for the KV from the prefill {seen:.0} s after the wait began (WAITING_FOR_REMOTE_KVS {} → {}); past {limit:.0} s the prefill frees unread KV (VLLM_NIXL_ABORT_REQUEST_TIMEOUT)",
+                "{} stuck on decode: {what} was still waiting for the KV from the prefill {seen:.0} s after the wait began (WAITING_FOR_REMOTE_KVS {} → {}) (threshold {limit:.0} s: --stuck-after; NIXL's prefill frees unread KV after VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s by default)",
                 e.trace.id,
                 hms(w.since),
                 hms(w.last_seen),
