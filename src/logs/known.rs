@@ -64,10 +64,17 @@ impl NoiseState {
                 return None;
             }
             VllmEvent::Exception { .. } => self.in_traceback = false,
-            VllmEvent::EngineDead { .. } => self.starting = false,
+            // Serving has begun even where uvicorn's ready line is not
+            // printed (`--uvicorn-log-level warning`, a headless engine).
+            VllmEvent::EngineDead { .. }
+            | VllmEvent::EngineStats(_)
+            | VllmEvent::Received { .. }
+            | VllmEvent::Added { .. } => self.starting = false,
             _ => {}
         }
-        if is_start(msg) {
+        // A block character elsewhere (a progress bar in a later line) is not a banner.
+        let banner = line.signal.is_none() && line.event == VllmEvent::Other && is_banner(msg);
+        if is_start(msg) || banner {
             self.starting = true;
         }
         if was_in_traceback && is_frame(msg) {
@@ -136,8 +143,11 @@ fn is_start(msg: &str) -> bool {
         || msg.starts_with("non-default args: ")
         || msg.starts_with("Initializing a V1 LLM engine")
         || msg.starts_with("Initializing an LLM engine")
-        // The logo banner (≥ 0.11): block elements, U+2580–U+259F.
-        || (!msg.is_ascii() && msg.chars().any(|c| ('\u{2580}'..='\u{259f}').contains(&c)))
+}
+
+/// The logo banner (≥ 0.11): block elements, U+2580–U+259F.
+fn is_banner(msg: &str) -> bool {
+    !msg.is_ascii() && msg.chars().any(|c| ('\u{2580}'..='\u{259f}').contains(&c))
 }
 
 /// A line of a Python traceback's body: indented frames and code, carets,
@@ -172,6 +182,19 @@ mod tests {
         ]);
         // Before any start, after ready, and an ERROR: not noise.
         assert_eq!(got, [None, Some(Noise::Startup), Some(Noise::Startup), None, Some(Noise::Uvicorn), None]);
+    }
+
+    /// `--uvicorn-log-level warning`: no ready line. Serving (a stats line)
+    /// ends start-up, so later lines are unknown again, not noise.
+    #[test]
+    fn serving_ends_start_up_without_uvicorns_ready_line() {
+        let got = run(&[
+            "(APIServer pid=1) INFO 12-01 07:28:32 [api_utils.py:273] non-default args: {'model': 'x'}",
+            "(APIServer pid=1) WARNING 12-01 07:28:32 [system_utils.py:299] Found ulimit of 20000",
+            "(APIServer pid=1) INFO 12-01 07:28:42 [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%",
+            "(APIServer pid=1) WARNING 12-01 07:28:50 [system_utils.py:299] Found ulimit of 20000",
+        ]);
+        assert_eq!(got, [Some(Noise::Startup), Some(Noise::Startup), None, None]);
     }
 
     #[test]
