@@ -24,15 +24,7 @@ fn free_port() -> u16 {
 }
 
 fn bodies() -> Vec<(f64, Vec<u8>)> {
-    let raw = std::fs::read(common::capture_dir(CAPTURE).join("otlp.bin")).unwrap();
-    let (mut out, mut rest) = (Vec::new(), &raw[..]);
-    while !rest.is_empty() {
-        let t = f64::from_le_bytes(rest[..8].try_into().unwrap());
-        let n = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
-        out.push((t, rest[12..12 + n].to_vec()));
-        rest = &rest[12 + n..];
-    }
-    out
+    common::otlp_bodies(CAPTURE)
 }
 
 fn json_of(out: &std::process::Output) -> Value {

@@ -19,18 +19,8 @@ use serde_json::Value;
 
 const CAPTURE: &str = "demo-proxy-qwen3";
 
-/// `<f64 unix time><u32 length><body>` frames, little-endian.
-pub fn bodies() -> Vec<(f64, Vec<u8>)> {
-    let raw = std::fs::read(common::capture_dir(CAPTURE).join("otlp.bin")).unwrap();
-    let mut out = Vec::new();
-    let mut rest = &raw[..];
-    while !rest.is_empty() {
-        let t = f64::from_le_bytes(rest[..8].try_into().unwrap());
-        let n = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
-        out.push((t, rest[12..12 + n].to_vec()));
-        rest = &rest[12 + n..];
-    }
-    out
+fn bodies() -> Vec<(f64, Vec<u8>)> {
+    common::otlp_bodies(CAPTURE)
 }
 
 fn jsonl(file: &str) -> Vec<Value> {

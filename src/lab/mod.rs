@@ -6,6 +6,7 @@ pub mod capture;
 pub mod replay;
 pub mod server;
 mod spans;
+pub use spans::otlp_frames;
 
 pub use capture::Capture;
 pub use server::{LabHandle, LabOptions, start, start_at};

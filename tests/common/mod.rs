@@ -194,3 +194,9 @@ pub fn serve_vllm(bodies: Vec<String>) -> String {
     });
     addr
 }
+
+/// A capture's recorded OTLP export bodies with their unix times (`otlp.bin`).
+pub fn otlp_bodies(capture: &str) -> Vec<(f64, Vec<u8>)> {
+    let raw = std::fs::read(capture_dir(capture).join("otlp.bin")).unwrap();
+    pdtop::lab::otlp_frames(&raw).unwrap().into_iter().map(|(t, b)| (t, b.to_vec())).collect()
+}
