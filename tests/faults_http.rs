@@ -63,7 +63,7 @@ fn handle(mut s: TcpStream, fault: Fault) {
             let body = idle_body();
             write!(
                 s,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             )
         }
@@ -89,7 +89,7 @@ fn handle(mut s: TcpStream, fault: Fault) {
             let body = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body><p>Please log in</p></body></html>\n";
             write!(
                 s,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\n\r\n{body}",
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             )
         }
@@ -243,4 +243,50 @@ fn an_html_page_is_not_taken_for_an_idle_instance() {
     );
     assert_eq!(r["verdict"], "degraded");
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn a_version_request_dropped_once_is_asked_again() {
+    // The first `/version` connection is closed unanswered (a blip); the
+    // version must still be known, not hidden until a reconnect.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let dropped = dropped.clone();
+            thread::spawn(move || {
+                let head = String::from_utf8_lossy(&common::read_request(&mut s)).into_owned();
+                let body = match head.split_whitespace().nth(1) {
+                    Some("/metrics") => idle_body(),
+                    Some("/version") if !dropped.swap(true, std::sync::atomic::Ordering::SeqCst) => return,
+                    Some("/version") => r#"{"version":"0.26.0"}"#.to_string(),
+                    _ => String::new(),
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args([
+            "check",
+            "--json",
+            "--duration",
+            "1.5",
+            "--interval",
+            "0.2",
+            "--timeout",
+            "1",
+            "--decode",
+            &addr,
+        ])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let i = &r["instances"][0];
+    assert_eq!(i["vllm_version"], "0.26.0", "{i}");
 }

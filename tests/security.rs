@@ -25,11 +25,19 @@ fn gateway(token: &'static str) -> String {
                 let req = String::from_utf8_lossy(&common::read_request(&mut s)).to_lowercase();
                 let want = format!("authorization: bearer {}\r\n", token.to_lowercase());
                 let _ = if req.contains(&want) {
-                    write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                    write!(
+                        s,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
                 } else {
                     // A gateway that echoes what it got, the worst case.
                     let echo = req.replace("\r\n", " | ");
-                    write!(s, "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\n\r\n{echo}", echo.len())
+                    write!(
+                        s,
+                        "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{echo}",
+                        echo.len()
+                    )
                 };
             });
         }

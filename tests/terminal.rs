@@ -156,7 +156,11 @@ fn healthy_endpoint() -> String {
                 let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
                 let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf);
-                let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
             });
         }
     });

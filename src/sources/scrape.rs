@@ -18,6 +18,11 @@ use crate::feed::{Endpoint, ModelInfo, Msg};
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// The longest wait between attempts while an instance is failing.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// `/version` requests that got no answer before pdtop stops asking.
+const VERSION_TRIES: u32 = 3;
+/// How [`fetch`] begins the error for a server that answered with a status
+/// that is not 2xx.
+const STATUS_ERROR: &str = "HTTP ";
 
 #[derive(Debug, Clone)]
 pub struct ScrapeOptions {
@@ -108,6 +113,7 @@ pub async fn run(
     let mut failures = 0u32;
     let mut need_models = true;
     let mut need_version = true;
+    let mut version_tries = 0u32;
     loop {
         // Real time: the interval is a real wait even on a sped-up clock.
         let started = tokio::time::Instant::now();
@@ -120,6 +126,7 @@ pub async fn run(
                 failures += 1;
                 need_models = true;
                 need_version = true;
+                version_tries = 0;
                 Msg::ScrapeFailed { instance, at: clock.now(), error }
             }
         };
@@ -143,11 +150,20 @@ pub async fn run(
                 return;
             }
         }
-        // Asked once per connect, answered or not: a server without it
-        // (not vLLM, or an old one) is not asked every interval.
+        // Asked once per connect when the server answers: a server without
+        // it (not vLLM, or an old one) is not asked every interval. A request
+        // that got no answer at all (a timeout, a dropped connection) is
+        // tried again on the next few scrapes, or one blip hides the version
+        // until the next reconnect.
         if ok && need_version {
-            need_version = false;
-            if let Ok(body) = fetch(&client, &version_url, &opts).await
+            version_tries += 1;
+            let answer = fetch(&client, &version_url, &opts).await;
+            let answered = answer.as_ref().map_or_else(|e| e.starts_with(STATUS_ERROR), |_| true);
+            if answered || version_tries >= VERSION_TRIES {
+                need_version = false;
+                version_tries = 0;
+            }
+            if let Ok(body) = answer
                 && let Some(version) = parse_version(&body)
                 && tx.send(Msg::Version { instance, at: clock.now(), version }).await.is_err()
             {
@@ -183,7 +199,7 @@ pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) ->
     let mut resp = req.send().await.map_err(|e| describe(&e))?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("HTTP {status}"));
+        return Err(format!("{STATUS_ERROR}{status}"));
     }
     if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));

@@ -170,12 +170,15 @@ fn answer(mut s: TcpStream, bodies: &[String], scrapes: &AtomicUsize) {
         ),
         "/version" => ("application/json", r#"{"version":"0.26.0"}"#.to_string()),
         _ => {
-            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
             return;
         }
     };
-    let _ =
-        write!(s, "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
 }
 
 /// A vLLM instance on loopback whose `/metrics` answers `bodies` in turn;
