@@ -61,7 +61,7 @@ fn read_excerpt(file: &str) -> Vec<Line> {
     let mut out: Vec<Line> = Vec::new();
     for raw in text.split('\n').collect::<Vec<_>>().iter().take(text.lines().count()) {
         let c = reader.classify(raw);
-        let prefixes = peel(raw).prefixes.join(" ");
+        let prefixes = peel(raw).prefix.to_string();
         if c.continues {
             let joined = c.signal.clone().expect("a continuation has the joined signal");
             let prev = out.last_mut().expect("a continuation follows a line");

@@ -27,7 +27,6 @@
 //! Everything else without a signal stays unknown.
 
 use super::line::{Level, strip_ansi};
-use super::prefix::peel;
 use super::signal::{Signal, SignalKind as K};
 use super::vllm::{VllmEvent, VllmLine};
 
@@ -56,7 +55,7 @@ impl NoiseState {
     /// known noise.
     pub fn classify(&mut self, raw: &str, line: &VllmLine) -> Option<Noise> {
         let raw = strip_ansi(raw);
-        let (uvicorn, msg) = message(&raw);
+        let (uvicorn, msg) = (line.uvicorn, raw.get(line.message_at..).unwrap_or(""));
         let was_in_traceback = self.in_traceback;
         match &line.event {
             VllmEvent::Traceback => {
@@ -121,20 +120,6 @@ impl NoiseState {
 pub fn aborted_echo(msg: &str) -> Option<Signal> {
     let id = msg.strip_prefix("Request ")?.trim_end().strip_suffix(" aborted.")?;
     (!id.contains(' ')).then(|| Signal::new(K::RequestAborted).id(id))
-}
-
-/// Whether the line is uvicorn's (`INFO:     ...`), and its message.
-fn message(raw: &str) -> (bool, &str) {
-    let rest = peel(raw).rest;
-    for lv in ["INFO:", "WARNING:", "ERROR:", "DEBUG:", "CRITICAL:"] {
-        if let Some(m) = rest.strip_prefix(lv) {
-            return (true, m.trim_start());
-        }
-    }
-    match super::vllm::split_vllm_header(rest) {
-        Some((_, _, msg)) => (false, msg),
-        None => (false, rest),
-    }
 }
 
 /// A process begins: what vLLM prints first, across versions.

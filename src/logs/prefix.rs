@@ -9,8 +9,11 @@ use super::line::Level;
 /// What was peeled off one line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Peeled<'a> {
-    /// Every prefix as printed, outermost first.
-    pub prefixes: Vec<&'a str>,
+    /// How many prefixes were peeled (counted, not listed: this runs on
+    /// every line, and a list would be an allocation per line).
+    pub prefixes: usize,
+    /// Everything peeled, as printed.
+    pub prefix: &'a str,
     /// The pod (or compose service) the line came from: the instance's name
     /// when many pods share one stream (their pids repeat).
     pub pod: Option<&'a str>,
@@ -33,34 +36,33 @@ pub fn peel(line: &str) -> Peeled<'_> {
         && let Some(end) = r.find("] ")
     {
         let inner = &r[..end];
-        p.prefixes.push(&p.rest[..end + 6]);
+        p.prefixes += 1;
         p.pod = inner.split('/').next();
         p.rest = &r[end + 2..];
     }
     if let Some(end) = ci_stamp_len(p.rest) {
-        p.prefixes.push(&p.rest[..end]);
+        p.prefixes += 1;
         p.rest = p.rest[end..].trim_start_matches(' ');
     }
     if let Some((name, end)) = compose_prefix(p.rest) {
-        p.prefixes.push(p.rest[..end].trim_end());
+        p.prefixes += 1;
         p.pod = Some(name);
         p.rest = &p.rest[end..];
     }
     if let Some((pod, words_end)) = pod_words(p.rest) {
-        for w in p.rest[..words_end].split(' ').filter(|w| !w.is_empty()) {
-            p.prefixes.push(w);
-        }
+        p.prefixes += p.rest[..words_end].split(' ').filter(|w| !w.is_empty()).count();
         p.pod = Some(pod);
         p.rest = &p.rest[words_end..];
     }
     while let Some((inner, after)) = process_prefix(p.rest) {
-        p.prefixes.push(&p.rest[..inner.len() + 2]);
+        p.prefixes += 1;
         let name = inner.split(' ').next().unwrap_or("");
         p.process = Some(name);
         p.pid = inner.rfind("pid=").and_then(|i| inner[i + 4..].parse().ok());
         p.tp_rank = rank_of(inner).or(p.tp_rank);
         p.rest = after;
     }
+    p.prefix = &line[..line.len() - p.rest.len()];
     p
 }
 
@@ -175,9 +177,9 @@ mod tests {
     fn multibyte_text_after_a_prefix_is_cut_at_a_char_boundary() {
         let line = format!("[2024-09-10T16:55:11Z{}] INFO 09-10 09:55:11 metrics", "\u{FFFD}".repeat(40));
         let p = peel(&line);
-        assert!(p.prefixes.is_empty(), "{:?}", p.prefixes);
+        assert_eq!(p.prefixes, 0, "{p:?}");
         let line = format!("vllm-1  | INFO 09-10 09:55:11 [a.py:1] {}", "é".repeat(80));
-        assert_eq!(peel(&line).prefixes.len(), 1);
+        assert_eq!(peel(&line).prefixes, 1);
     }
 
     #[test]
@@ -186,7 +188,7 @@ mod tests {
             "ms-pd-prefill-6458459f69-qxv6j vllm (APIServer pid=1) (EngineCore_DP0 pid=72) DEBUG 12-07 22:14:56 [a.py:1] x",
         );
         assert_eq!(p.pod, Some("ms-pd-prefill-6458459f69-qxv6j"));
-        assert_eq!(p.prefixes.len(), 4);
+        assert_eq!(p.prefixes, 4);
         assert_eq!(p.process, Some("EngineCore_DP0"));
         assert!(p.rest.starts_with("DEBUG"));
         let p = peel("(Worker pid=7) (Worker_DP0_TP1_EP1 pid=7) ERROR 03-31 02:49:30 [m.py:1] x");
@@ -201,7 +203,7 @@ mod tests {
         let p = peel("[pod/vllm-0/vllm] INFO 09-10 09:54:45 [a.py:206] x");
         assert_eq!(p.pod, Some("vllm-0"));
         // Prose is not a pod prefix.
-        assert!(peel("Loading safetensors checkpoint shards: 1/1").prefixes.is_empty());
-        assert!(peel("INFO:     Started server process [5521]").prefixes.is_empty());
+        assert_eq!(peel("Loading safetensors checkpoint shards: 1/1").prefixes, 0);
+        assert_eq!(peel("INFO:     Started server process [5521]").prefixes, 0);
     }
 }

@@ -53,6 +53,12 @@ pub struct VllmLine {
     /// A connector, scheduler, LMCache, Mooncake, router or proxy line that
     /// `event` has no variant for (`event` is then `Other`).
     pub signal: Option<Signal>,
+    /// Where the message begins (after every prefix and header), in bytes
+    /// into the line without ANSI codes: what `logs::known` reads, so the
+    /// prefixes are peeled once per line, not twice.
+    pub message_at: usize,
+    /// Uvicorn's own line (`INFO:     ...`).
+    pub uvicorn: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -154,12 +160,16 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
         year: None,
         event: VllmEvent::Other,
         signal: None,
+        message_at: 0,
+        uvicorn: false,
     };
+    // `part` is a slice of `line`: its offset is where the message begins.
+    let offset = |part: &str| part.as_ptr() as usize - line.as_ptr() as usize;
     let mut p = peel(line);
     // Text glued in front of a vLLM line (a paste, a progress bar): restart
     // at the first process prefix, if that finds a header.
     if p.process.is_none()
-        && p.prefixes.is_empty()
+        && p.prefixes == 0
         && !p.rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '[' || c == '(')
         && let Some(i) = p.rest.find(" pid=").and_then(|i| p.rest[..i].rfind('('))
     {
@@ -176,6 +186,8 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     // Uvicorn's `INFO:     ...` (access and lifecycle lines).
     if let Some((level, after)) = split_uvicorn_level(rest) {
         out.level = Some(level);
+        out.uvicorn = true;
+        out.message_at = offset(after);
         if let Some(a) = parse_access(after) {
             out.event = VllmEvent::Access(a);
         } else {
@@ -186,10 +198,12 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     if let Some((level, ts, msg)) = split_vllm_header(rest) {
         out.level = Some(level);
         out.timestamp = Some(ts);
+        out.message_at = offset(msg);
         out.event = parse_message(msg);
         out.signal = other_signal(&out.event, msg);
         return Some(out);
     }
+    out.message_at = offset(rest);
     if let Some(f) = split_foreign(rest) {
         out.level = f.level;
         out.timestamp = Some(f.stamp);
