@@ -44,6 +44,7 @@ fn the_router_row_shows_rate_latency_errors_then_why_it_is_down() {
         screen.lines().find(|l| l.contains("ROUTER")).unwrap_or_else(|| panic!("no router row:\n{screen}"));
     // 48 requests in 2 s; the fixture's errors: 1 router, 2 prefill, 1 decode, 1 stream.
     assert!(row.contains("127.0.0.1:29000") && row.contains("● up"), "{row}");
+    assert!(row.contains("workers 3/3"), "{row}");
     assert!(row.contains("req  24.0/s"), "{row}");
     assert!(row.contains("router 1 prefill 2 decode 1 stream 1"), "{row}");
     let d = pdtop::metrics::router::RouterSample::from_text(&fixture()).duration.unwrap();
@@ -70,4 +71,21 @@ fn a_router_alone_draws_every_view() {
         assert!(screen.contains("ROUTER  127.0.0.1:29000"), "{screen}");
         app.on_action(pdtop::keymap::Action::NextView);
     }
+}
+
+/// A router that exports no PD series (regular mode) says so, not zeros.
+#[test]
+fn a_router_without_pd_series_says_so_instead_of_zeros() {
+    let regular: String =
+        fixture().lines().filter(|l| !l.contains("vllm_router_pd_")).map(|l| format!("{l}\n")).collect();
+    assert!(regular.contains("vllm_router_"), "the fixture keeps the router's other series");
+    let router = RouterEndpoint::parse("127.0.0.1:29000").unwrap();
+    let mut st = AppState::new(Vec::new(), 60.0).with_router(Some(router));
+    st.apply(Msg::Router { at: 1.0e9, scrape: Ok(regular.clone()) });
+    st.apply(Msg::Router { at: 1.0e9 + 1.0, scrape: Ok(regular) });
+    let app = App::new(st, Theme::builtin("dark").unwrap());
+    let screen = common::screen_text(&app, 140, 30);
+    let row = screen.lines().find(|l| l.contains("ROUTER")).unwrap();
+    assert!(row.contains("● up") && row.contains("no vllm_router_pd_ series"), "{row}");
+    assert!(!row.contains("req "), "{row}");
 }

@@ -13,6 +13,9 @@
 //! | `vllm_router_pd_decode_errors_total` | counter | `worker` |
 //! | `vllm_router_pd_stream_errors_total` | counter | `worker` |
 //! | `vllm_router_pd_request_duration_seconds` | histogram | `route` |
+//! | `vllm_router_worker_health` | gauge (1 healthy, 0 not) | `worker` |
+//!
+//! Worker health is exported in every mode, PD or not.
 //!
 //! Every series of a family is summed, so both label sets read the same.
 //! The router exports through the `metrics` crate, which creates a series
@@ -70,6 +73,9 @@ impl RouterCounter {
     ];
 }
 
+/// Health per worker (1 healthy, 0 not).
+const WORKER_HEALTH: &str = "vllm_router_worker_health";
+
 /// The PD request duration histogram.
 pub const DURATION_FAMILY: &str = "vllm_router_pd_request_duration_seconds";
 
@@ -86,6 +92,8 @@ pub struct RouterSample {
     pub bad_lines: usize,
     /// NaN or infinite values, left out of the sums.
     pub non_finite: usize,
+    /// `vllm_router_worker_health` per worker URL: healthy or not.
+    pub workers: Vec<(String, bool)>,
 }
 
 impl RouterSample {
@@ -135,7 +143,17 @@ impl RouterSample {
             out.counters.insert(c, total);
         }
         out.duration = histogram(&by_name, DURATION_FAMILY, &mut out.non_finite);
+        for s in by_name.get(WORKER_HEALTH).map(|v| v.as_slice()).unwrap_or(&[]) {
+            if let Some(w) = s.label("worker") {
+                out.workers.push((w.into_owned(), s.value >= 1.0));
+            }
+        }
         out
+    }
+
+    /// Workers the router marks unhealthy.
+    pub fn unhealthy_workers(&self) -> impl Iterator<Item = &str> {
+        self.workers.iter().filter(|(_, ok)| !ok).map(|(w, _)| w.as_str())
     }
 }
 

@@ -45,6 +45,11 @@ pub struct RouterState {
 }
 
 impl RouterState {
+    /// Some `vllm_router_pd_` series was exported in the last scrape.
+    pub fn pd_families_seen(&self) -> bool {
+        self.latest.as_ref().is_some_and(|s| s.pd_samples > 0)
+    }
+
     pub fn new(endpoint: RouterEndpoint) -> RouterState {
         RouterState {
             endpoint,
@@ -138,6 +143,7 @@ impl RouterState {
             || self.health.restarts > 0
             || self.health.no_vllm_metrics
             || self.errors_total() > 0.0
+            || self.latest.as_ref().is_some_and(|s| s.unhealthy_workers().next().is_some())
     }
 }
 
@@ -184,6 +190,10 @@ pub struct RouterReport {
     pub errors: RouterErrors,
     /// `vllm_router_pd_request_duration_seconds`, in ms.
     pub duration_ms: Option<Quantiles>,
+    /// Workers the router marked unhealthy in its last scrape.
+    pub unhealthy_workers: Vec<String>,
+    /// Workers it reports health for.
+    pub workers: usize,
 }
 
 /// Errors per leg: the router's own (`vllm_router_pd_errors_total`), a
@@ -207,7 +217,7 @@ impl RouterReport {
             scrapes_failed: h.scrapes_failed,
             restarts: h.restarts,
             last_error: h.last_error.clone(),
-            pd_families_seen: r.latest.as_ref().is_some_and(|s| s.pd_samples > 0),
+            pd_families_seen: r.pd_families_seen(),
             requests: r.total(RouterCounter::Requests),
             prefill_requests: r.total(RouterCounter::PrefillRequests),
             decode_requests: r.total(RouterCounter::DecodeRequests),
@@ -219,6 +229,13 @@ impl RouterReport {
                 stream: r.total(RouterCounter::StreamErrors),
             },
             duration_ms: r.duration_total.as_ref().filter(|d| d.total() > 0.0).and_then(Quantiles::ms),
+            unhealthy_workers: r
+                .latest
+                .iter()
+                .flat_map(|s| s.unhealthy_workers())
+                .map(String::from)
+                .collect(),
+            workers: r.latest.as_ref().map_or(0, |s| s.workers.len()),
         })
     }
 }
@@ -267,7 +284,13 @@ impl AppState {
             }
             Ok(body) => {
                 let was_down = !r.health.up && r.health.consecutive_failures > 0;
-                if let Some(iv) = r.on_scrape(at, RouterSample::from_text(&body)) {
+                let sample = RouterSample::from_text(&body);
+                let before: Vec<&str> = r.latest.iter().flat_map(|s| s.unhealthy_workers()).collect();
+                for w in sample.unhealthy_workers().filter(|w| !before.contains(w)) {
+                    let text = format!("{name}: worker {w} unhealthy (vllm_router_worker_health 0)");
+                    events.push((EventKind::RouterError, text));
+                }
+                if let Some(iv) = r.on_scrape(at, sample) {
                     if iv.after_restart {
                         let text = format!("{name} restarted: counters start again from zero");
                         events.push((EventKind::Restart, text));
@@ -329,5 +352,31 @@ mod tests {
         let kinds: Vec<&str> = s.events.iter().map(|e| e.kind.name()).collect();
         assert_eq!(kinds, ["restart", "router_error", "down", "up"]);
         assert!(s.router.as_ref().unwrap().degraded());
+    }
+
+    #[test]
+    fn a_worker_marked_unhealthy_is_one_event_and_degrades() {
+        let health = |ok: u8| {
+            format!(
+                "vllm_router_worker_health{{worker=\"http://p:8100\"}} 1\n\
+                 vllm_router_worker_health{{worker=\"http://d:8200\"}} {ok}\n"
+            )
+        };
+        let ep = RouterEndpoint::parse("127.0.0.1:29000").unwrap();
+        let mut s = AppState::new(Vec::new(), 60.0).with_router(Some(ep));
+        s.apply(crate::feed::Msg::Router { at: 1.0, scrape: Ok(health(1)) });
+        assert!(!s.router.as_ref().unwrap().degraded());
+        s.apply(crate::feed::Msg::Router { at: 2.0, scrape: Ok(health(0)) });
+        s.apply(crate::feed::Msg::Router { at: 3.0, scrape: Ok(health(0)) });
+        let texts: Vec<&str> = s.events.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            ["router 127.0.0.1:29000: worker http://d:8200 unhealthy (vllm_router_worker_health 0)"]
+        );
+        let report = RouterReport::from_state(&s).unwrap();
+        assert_eq!((report.workers, report.unhealthy_workers), (2, vec!["http://d:8200".to_string()]));
+        assert!(s.router.as_ref().unwrap().degraded());
+        s.apply(crate::feed::Msg::Router { at: 4.0, scrape: Ok(health(1)) });
+        assert!(RouterReport::from_state(&s).unwrap().unhealthy_workers.is_empty());
     }
 }

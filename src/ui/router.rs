@@ -36,6 +36,22 @@ fn line(r: &RouterState, now: f64, window: f64, theme: &Theme) -> Line<'static> 
         spans.push(Span::styled("no vllm_router_ metrics (wrong port?)", theme.fg("warn")));
         return Line::from(spans);
     }
+    if let Some(s) = r.latest.as_ref().filter(|s| !s.workers.is_empty()) {
+        let bad: Vec<&str> = s.unhealthy_workers().collect();
+        let healthy = s.workers.len() - bad.len();
+        let text = format!("workers {healthy}/{} ", s.workers.len());
+        spans.push(Span::styled(text, if bad.is_empty() { theme.dim() } else { theme.fg("error") }));
+        if !bad.is_empty() {
+            spans.push(Span::styled(format!("✖ {} ", bad.join(" ")), theme.fg("error")));
+        }
+    }
+    // A router in regular mode (or a PD one before its first request)
+    // exports no PD series: zeros would read as "no traffic, no errors".
+    if !r.pd_families_seen() {
+        let why = "no vllm_router_pd_ series: no PD request routed yet, or not in PD mode";
+        spans.push(Span::styled(why, theme.fg("warn")));
+        return Line::from(spans);
+    }
     let since = now - window;
     let rate = r.rate_since(RouterCounter::Requests, since);
     let rate = rate.map(|v| format!("{v:.1}/s")).unwrap_or_else(|| "?".into());
