@@ -5,6 +5,8 @@
 //! degraded); a wait whose lines stop: it went on, never stuck. And the
 //! real `start_load_kv` line is connector-hop evidence on its request.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -183,4 +185,27 @@ fn wait_lines_with_the_engine_suffix_stay_one_trace_and_are_judged() {
     assert!(traces[0].id.starts_with("cmpl-6aaabd51-c40e-4c28-a621-693873731482"), "{}", traces[0].id);
     assert!(!traces[0].id.ends_with("1a2b3c4d"), "{}", traces[0].id);
     assert!(traces[0].remote_wait.as_ref().and_then(|w| w.stuck_at).is_some(), "90 s past a 60 s threshold");
+}
+
+/// The Overview says a request is stuck: it is neither loaded nor missed
+/// yet, so no other count there shows it.
+#[test]
+fn the_overview_names_a_stuck_request() {
+    use pdtop::feed::{Endpoint, Msg, Role, TailCounts, TailState};
+    let eps = vec![Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap()];
+    let mut st = pdtop::state::AppState::new(eps, 60.0).with_logs(&[(LogOrigin::Decode(0), "d.log".into())]);
+    let mut feed = |lines: Vec<String>, at: f64| {
+        let (state, counts) = (TailState::Following, TailCounts::default());
+        st.apply(Msg::LogLines { source: LogOrigin::Decode(0), at, lines, state, counts });
+    };
+    feed((1..=3).map(|n| at_offset(n, 0)).collect(), T0);
+    for dt in (0..=500).step_by(10) {
+        feed(vec![at_offset(5, dt)], T0 + f64::from(dt));
+    }
+    let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("mono").unwrap());
+    for (w, h) in [(120, 40), (80, 24)] {
+        let screen = common::screen_text(&app, w, h);
+        let title = screen.lines().find(|l| l.contains("requests since")).unwrap();
+        assert!(title.contains("1 STUCK"), "{w}x{h}:\n{screen}");
+    }
 }

@@ -108,10 +108,14 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bo
         Some(c) => (RequestCounts::from(c), "traces", ("unknown", (c.unknown + c.pending) as u64)),
         None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
     };
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(format!(" requests since start ({source}) "), theme.fg("title")));
+    let mut title = vec![Span::styled(format!(" requests since start ({source}) "), theme.fg("title"))];
+    // A decode still waiting for remote KV past the threshold: no other
+    // count shows it (it is neither loaded nor missed yet).
+    if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
+        title.push(Span::styled(format!(" ⏳ {n} STUCK "), theme.fg("error")));
+    }
+    let block =
+        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
     let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
     let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
     // Two columns of "label value", the labels padded to one width.
