@@ -93,56 +93,67 @@ impl Correlator {
             Some(Val::Text(l)) => Some(l.clone()),
             _ => None,
         };
-        let (key, stage, error) = match (sig.kind, rid) {
+        // (trace key, step, failure text, the leg that failed, its status)
+        let (key, stage, error, failed_leg, status) = match (sig.kind, rid) {
             (K::RouterForwardedId, _) => {
                 let Some(Val::Text(f)) = sig.get("forwarded") else { return };
                 if let Some(r) = rid {
                     self.router.alias(r, f);
                 }
-                (f.clone(), Stage::Received, None)
+                (f.clone(), Stage::Received, None, None, status)
             }
-            (K::RouterPrefillResponse, Some(r)) => (self.router.key(r), Stage::PrefillDone, None),
-            (K::RouterDecodeResponse, Some(r)) => (self.router.key(r), Stage::DecodeFirstByte, None),
+            (K::RouterPrefillResponse, Some(r)) => {
+                (self.router.key(r), Stage::PrefillDone, None, None, status)
+            }
+            (K::RouterDecodeResponse, Some(r)) => {
+                (self.router.key(r), Stage::DecodeFirstByte, None, None, status)
+            }
             (K::RouterBackendError, None) => {
                 self.router.last_leg = leg.map(|l| (l, status, t));
                 return;
             }
             (K::RouterBackendError, Some(r)) => {
                 // No leg printed: a failure of the request, no hop guessed.
-                let stage = leg.as_deref().map_or(Stage::Error, leg_stage);
-                let l = leg.unwrap_or_else(|| "a backend".to_string());
-                (self.router.key(r), stage, Some(format!("{l} server returned error status")))
+                let text = format!("{} server returned error status", leg.as_deref().unwrap_or("a backend"));
+                (self.router.key(r), Stage::Error, Some(text), leg, status)
             }
             (K::RouterRequestFailed, Some(r)) => {
-                // The id-less backend error just before says which leg failed.
+                // The id-less backend error just before says which leg
+                // failed, and with what status.
                 let recent =
                     self.router.last_leg.take().filter(|(_, _, when)| (t - when).abs() <= LEG_WINDOW_S);
-                let (stage, error) = match &recent {
-                    Some((l, _, _)) => {
-                        (leg_stage(l), format!("{l} server returned error status; request failed"))
+                match recent {
+                    Some((l, leg_status, _)) => {
+                        let text = format!("{l} server returned error status; request failed");
+                        (self.router.key(r), Stage::Error, Some(text), Some(l), status.or(leg_status))
                     }
-                    None => (Stage::Error, "request failed".to_string()),
-                };
-                (self.router.key(r), stage, Some(error))
+                    None => {
+                        (self.router.key(r), Stage::Error, Some("request failed".to_string()), None, status)
+                    }
+                }
             }
             _ => return,
         };
         if key.is_empty() {
             return;
         }
-        let failed = sig.kind == K::RouterRequestFailed;
-        let step = RequestEvent {
+        let step = |stage, status, error| RequestEvent {
             request_id: key.clone(),
             stage,
             ts: Some(t),
-            // A request that failed without a printed status still failed.
-            status: if failed { status.or(Some(500)) } else { status },
+            status,
             instance: None,
             elapsed_s: None,
             error,
             prompt_tokens: None,
         };
-        self.proxy_request(step, at);
+        // A failed leg is the step the request had reached: the failure
+        // that follows is that hop's. No status is made up when none was
+        // printed (a failure without one is still a failure: `Stage::Error`).
+        if let Some(l) = &failed_leg {
+            self.proxy_request(step(leg_stage(l), None, None), at);
+        }
+        self.proxy_request(step(stage, status, error), at);
         // `latency=` is the whole request as the router served it.
         if let Some(lat) = sig.get_num("latency_s").filter(|l| *l >= 0.0)
             && let Some(s) = self.store.latest(&key)
@@ -189,5 +200,28 @@ mod tests {
         let err = t.evidence.as_str();
         assert!(err.contains("decode server returned error status") && err.contains("500"), "{err}");
         assert!(c.get("cmpl-Ed4lG6IlaUQRpaugWzpnIB6a").is_none());
+    }
+
+    /// The leg from an id-less backend error, then `request failed` with no
+    /// status: the prefill hop failed, and no HTTP status is made up.
+    #[test]
+    fn a_failure_without_a_status_fails_the_named_leg_and_invents_none() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let fwd =
+            "___prefill_addr_10.0.0.1:21001___decode_addr_10.0.0.2:22001_0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+        for l in [
+            format!("2026-01-15 02:30:16 DEBUG {SPAN}: {TARGET} Generated vLLM request ID: {fwd}"),
+            format!(
+                "2026-01-15 02:30:17 ERROR {TARGET} Prefill server returned error status prefill_url=http://10.0.0.1:8100"
+            ),
+            format!("2026-01-15 02:30:17 ERROR {SPAN}: {TARGET} request failed"),
+        ] {
+            c.on_line(LogOrigin::Proxy, &l, 1_768_444_300.0);
+        }
+        let t = c.get(fwd).expect("filed under the forwarded id");
+        assert_eq!(t.outcome, Outcome::Error, "{t:?}");
+        assert_eq!(t.error_at, Some(Hop::Producer), "{t:?}");
+        assert!(t.evidence.contains("prefill server returned error status"), "{}", t.evidence);
+        assert!(!t.evidence.contains("500"), "no status was printed: {}", t.evidence);
     }
 }
