@@ -42,6 +42,9 @@ pub struct RouterState {
     pub duration_total: Option<Histogram>,
     /// Seconds the intervals cover (the rates' denominator).
     pub covered_s: f64,
+    /// Times a worker turned unhealthy since pdtop started (a flap that
+    /// healed still happened).
+    pub workers_turned_unhealthy: u32,
 }
 
 impl RouterState {
@@ -60,6 +63,7 @@ impl RouterState {
             totals: BTreeMap::new(),
             duration_total: None,
             covered_s: 0.0,
+            workers_turned_unhealthy: 0,
         }
     }
 
@@ -143,7 +147,7 @@ impl RouterState {
             || self.health.restarts > 0
             || self.health.no_vllm_metrics
             || self.errors_total() > 0.0
-            || self.latest.as_ref().is_some_and(|s| s.unhealthy_workers().next().is_some())
+            || self.workers_turned_unhealthy > 0
     }
 }
 
@@ -289,6 +293,7 @@ impl AppState {
                 for w in sample.unhealthy_workers().filter(|w| !before.contains(w)) {
                     let text = format!("{name}: worker {w} unhealthy (vllm_router_worker_health 0)");
                     events.push((EventKind::RouterError, text));
+                    r.workers_turned_unhealthy += 1;
                 }
                 if let Some(iv) = r.on_scrape(at, sample) {
                     if iv.after_restart {
@@ -378,5 +383,6 @@ mod tests {
         assert!(s.router.as_ref().unwrap().degraded());
         s.apply(crate::feed::Msg::Router { at: 4.0, scrape: Ok(health(1)) });
         assert!(RouterReport::from_state(&s).unwrap().unhealthy_workers.is_empty());
+        assert!(s.router.as_ref().unwrap().degraded(), "the flap happened");
     }
 }
