@@ -164,7 +164,9 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
         uvicorn: false,
     };
     // `part` is a slice of `line`: its offset is where the message begins.
-    let offset = |part: &str| part.as_ptr() as usize - line.as_ptr() as usize;
+    let offset = |part: &str| {
+        (part.as_ptr() as usize).checked_sub(line.as_ptr() as usize).filter(|o| *o <= line.len()).unwrap_or(0)
+    };
     let mut p = peel(line);
     // Text glued in front of a vLLM line (a paste, a progress bar): restart
     // at the first process prefix, if that finds a header.
@@ -529,6 +531,25 @@ mod tests {
         let cut =
             "DEBUG 11-30 06:25:31 [r.py:1] Request cmpl-x-0 details: prompt: 'a', prompt_token_ids: [1, 2";
         assert_eq!(ev(cut), VllmEvent::RequestDetails { id: "cmpl-x-0".into(), prompt_tokens: None });
+    }
+
+    #[test]
+    fn message_at_is_where_known_noise_reads() {
+        let msg = |raw: &str| {
+            let l = parse_vllm_line(raw).expect("line");
+            (l.uvicorn, raw[l.message_at..].to_string())
+        };
+        let header = "(EngineCore_DP0 pid=72) INFO 12-07 22:14:56 [core.py:1] Loading model";
+        assert_eq!(msg(header), (false, "Loading model".into()));
+        assert_eq!(
+            msg("vllm-1  | INFO:     Application startup complete."),
+            (true, "Application startup complete.".into())
+        );
+        // Raw stderr keeps its indent: a traceback frame is told by it.
+        assert_eq!(msg("  File \"x.py\", line 2"), (false, "  File \"x.py\", line 2".into()));
+        // ANSI colours are stripped before the offset is taken.
+        let l = parse_vllm_line("\x1b[32mINFO\x1b[0m 12-07 22:14:56 [a.py:1] hi").unwrap();
+        assert_eq!(&"INFO 12-07 22:14:56 [a.py:1] hi"[l.message_at..], "hi");
     }
 
     #[test]

@@ -144,8 +144,11 @@ impl RouterSample {
         }
         out.duration = histogram(&by_name, DURATION_FAMILY, &mut out.non_finite);
         for s in by_name.get(WORKER_HEALTH).map(|v| v.as_slice()).unwrap_or(&[]) {
-            if let Some(w) = s.label("worker") {
-                out.workers.push((w.into_owned(), s.value >= 1.0));
+            match s.label("worker") {
+                // NaN says nothing of health: left out, not taken for "down".
+                Some(_) if !s.value.is_finite() => out.non_finite += 1,
+                Some(w) => out.workers.push((w.into_owned(), s.value >= 1.0)),
+                None => {}
             }
         }
         out
@@ -239,5 +242,15 @@ mod tests {
         );
         assert_eq!(s.counter(RouterCounter::Errors), 2.0);
         assert_eq!((s.non_finite, s.bad_lines), (1, 1));
+        // Worker health: NaN is no reading, 0 is unhealthy, no label is skipped.
+        let s = RouterSample::from_text(
+            "vllm_router_worker_health{worker=\"http://a:1\"} NaN\n\
+             vllm_router_worker_health{worker=\"http://b:2\"} 0\n\
+             vllm_router_worker_health{worker=\"http://c:3\"} 1\n\
+             vllm_router_worker_health 0\n",
+        );
+        assert_eq!(s.workers, [("http://b:2".to_string(), false), ("http://c:3".to_string(), true)]);
+        assert_eq!(s.unhealthy_workers().collect::<Vec<_>>(), ["http://b:2"]);
+        assert_eq!(s.non_finite, 1);
     }
 }

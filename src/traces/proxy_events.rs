@@ -269,7 +269,9 @@ impl Correlator {
             last_stage = e.track.proxy_stage;
         }
         let bad_status = r.status.is_some_and(|st| !(200..300).contains(&st));
-        if r.stage == Stage::Error || bad_status {
+        // A step that carries an error failed there, with or without a status.
+        let errored = r.error.as_deref().is_some_and(|e| !e.trim().is_empty());
+        if r.stage == Stage::Error || bad_status || errored {
             // Name the hop the proxy was talking to when it failed.
             let stage = if r.stage == Stage::Error { last_stage } else { Some(r.stage) };
             let hop = match stage {

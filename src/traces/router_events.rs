@@ -93,21 +93,19 @@ impl Correlator {
             Some(Val::Text(l)) => Some(l.clone()),
             _ => None,
         };
-        // (trace key, step, failure text, the leg that failed, its status)
-        let (key, stage, error, failed_leg, status) = match (sig.kind, rid) {
+        // A failure is filed at the leg it names (a step carrying an error
+        // fails there, `proxy_events.rs`), else as the request's own.
+        let failed_at = |leg: Option<&str>| leg.map_or(Stage::Error, leg_stage);
+        let (key, stage, error, status) = match (sig.kind, rid) {
             (K::RouterForwardedId, _) => {
                 let Some(Val::Text(f)) = sig.get("forwarded") else { return };
                 if let Some(r) = rid {
                     self.router.alias(r, f);
                 }
-                (f.clone(), Stage::Received, None, None, status)
+                (f.clone(), Stage::Received, None, status)
             }
-            (K::RouterPrefillResponse, Some(r)) => {
-                (self.router.key(r), Stage::PrefillDone, None, None, status)
-            }
-            (K::RouterDecodeResponse, Some(r)) => {
-                (self.router.key(r), Stage::DecodeFirstByte, None, None, status)
-            }
+            (K::RouterPrefillResponse, Some(r)) => (self.router.key(r), Stage::PrefillDone, None, status),
+            (K::RouterDecodeResponse, Some(r)) => (self.router.key(r), Stage::DecodeFirstByte, None, status),
             (K::RouterBackendError, None) => {
                 self.router.last_leg = leg.map(|l| (l, status, t));
                 return;
@@ -115,29 +113,31 @@ impl Correlator {
             (K::RouterBackendError, Some(r)) => {
                 // No leg printed: a failure of the request, no hop guessed.
                 let text = format!("{} server returned error status", leg.as_deref().unwrap_or("a backend"));
-                (self.router.key(r), Stage::Error, Some(text), leg, status)
+                (self.router.key(r), failed_at(leg.as_deref()), Some(text), status)
             }
             (K::RouterRequestFailed, Some(r)) => {
                 // The id-less backend error just before says which leg
-                // failed, and with what status.
+                // failed, and with what status. None is made up.
                 let recent =
                     self.router.last_leg.take().filter(|(_, _, when)| (t - when).abs() <= LEG_WINDOW_S);
-                match recent {
-                    Some((l, leg_status, _)) => {
-                        let text = format!("{l} server returned error status; request failed");
-                        (self.router.key(r), Stage::Error, Some(text), Some(l), status.or(leg_status))
-                    }
-                    None => {
-                        (self.router.key(r), Stage::Error, Some("request failed".to_string()), None, status)
-                    }
-                }
+                let text = match &recent {
+                    Some((l, _, _)) => format!("{l} server returned error status; request failed"),
+                    None => "request failed".to_string(),
+                };
+                let leg_status = recent.as_ref().and_then(|(_, st, _)| *st);
+                (
+                    self.router.key(r),
+                    failed_at(recent.as_ref().map(|(l, _, _)| l.as_str())),
+                    Some(text),
+                    status.or(leg_status),
+                )
             }
             _ => return,
         };
         if key.is_empty() {
             return;
         }
-        let step = |stage, status, error| RequestEvent {
+        let step = RequestEvent {
             request_id: key.clone(),
             stage,
             ts: Some(t),
@@ -147,13 +147,7 @@ impl Correlator {
             error,
             prompt_tokens: None,
         };
-        // A failed leg is the step the request had reached: the failure
-        // that follows is that hop's. No status is made up when none was
-        // printed (a failure without one is still a failure: `Stage::Error`).
-        if let Some(l) = &failed_leg {
-            self.proxy_request(step(leg_stage(l), None, None), at);
-        }
-        self.proxy_request(step(stage, status, error), at);
+        self.proxy_request(step, at);
         // `latency=` is the whole request as the router served it.
         if let Some(lat) = sig.get_num("latency_s").filter(|l| *l >= 0.0)
             && let Some(s) = self.store.latest(&key)
