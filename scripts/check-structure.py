@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Structure rules of src/: no import circles between files (a file's
 `use crate::...` / `use super::...` lines, resolved to the files they
-name, never lead back to it), and no file over 450 lines before its
+name, never lead back to it; paths written inline count as `use` lines), and no file over 450 lines before its
 `#[cfg(test)]` tests. Prints what breaks a rule; exits 1 if anything does.
 """
 import os
@@ -54,6 +54,19 @@ def uses(text):
     return out
 
 
+def inline_paths(text):
+    """Paths written inline (`crate::a::b::f(..)`, `super::x::T`) outside
+    `use` lines and comments: they tie files together as a `use` does."""
+    out = []
+    for line in text.split("\n"):
+        code = line.split("//", 1)[0]
+        if re.match(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s", code):
+            continue
+        for m in re.finditer(r"(?<![A-Za-z0-9_:])((?:crate|super)(?:::super)*(?:::[A-Za-z_][A-Za-z0-9_]*)+)", code):
+            out.append(m.group(1))
+    return out
+
+
 def main():
     files = {}
     for root, _, names in os.walk(SRC):
@@ -71,7 +84,7 @@ def main():
         n = code.count("\n")
         if n > LIMIT:
             bad.append(f"{os.path.relpath(path, SRC)}: {n} lines before its tests (limit {LIMIT})")
-        for u in uses(code):
+        for u in uses(code) + inline_paths(code):
             parts = [x for x in u.split("::") if x and x != "self"]
             if not parts:
                 continue
