@@ -93,10 +93,10 @@ async fn played_to_the_end_the_logs_give_the_checks_answers() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let q = &r["requests"];
     let got = [c.seen, c.loaded, c.silent_miss, c.no_prefill, c.error, c.cancelled, c.unknown, c.pending];
-    let want: Vec<usize> =
+    let want: Vec<u64> =
         ["seen", "loaded", "silent_miss", "no_prefill", "error", "cancelled", "unknown", "pending"]
             .iter()
-            .map(|k| q[k].as_u64().unwrap() as usize)
+            .map(|k| q[k].as_u64().unwrap())
             .collect();
     assert_eq!(got.to_vec(), want);
     // As the ground truth has it: 27 loaded, 2 cancelled, none left open.

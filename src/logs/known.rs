@@ -27,7 +27,6 @@
 //! Everything else without a signal stays unknown.
 
 use super::line::{Level, strip_ansi};
-use super::signal::{Signal, SignalKind as K};
 use super::vllm::{VllmEvent, VllmLine};
 
 /// Why a line is known noise.
@@ -115,13 +114,6 @@ impl NoiseState {
     }
 }
 
-/// `Request <id> aborted.`: the API server's echo of `Aborted request(s)`
-/// (vLLM ≥ 0.11), with the id as the client knew it.
-pub fn aborted_echo(msg: &str) -> Option<Signal> {
-    let id = msg.strip_prefix("Request ")?.trim_end().strip_suffix(" aborted.")?;
-    (!id.contains(' ')).then(|| Signal::new(K::RequestAborted).id(id))
-}
-
 /// A process begins: what vLLM prints first, across versions.
 fn is_start(msg: &str) -> bool {
     msg.starts_with("vLLM API server version ")
@@ -207,6 +199,7 @@ mod tests {
 
     #[test]
     fn the_abort_echo_names_its_request() {
+        use crate::logs::vllm::aborted_echo;
         let s = aborted_echo("Request cmpl-93f35520d13dc515-0 aborted.").unwrap();
         assert_eq!(s.ids, ["cmpl-93f35520d13dc515-0"]);
         assert!(aborted_echo("Request cmpl-1 was aborted by x.").is_none());

@@ -232,7 +232,14 @@ fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
     parse_connector(msg)
         .or_else(|| parse_lmcache(msg))
         .or_else(|| parse_proxy_text(msg))
-        .or_else(|| super::known::aborted_echo(msg))
+        .or_else(|| aborted_echo(msg))
+}
+
+/// `Request <id> aborted.`: the API server's echo of `Aborted request(s)`
+/// (vLLM ≥ 0.11), with the id as the client knew it.
+pub fn aborted_echo(msg: &str) -> Option<Signal> {
+    let id = msg.strip_prefix("Request ")?.trim_end().strip_suffix(" aborted.")?;
+    (!id.contains(' ')).then(|| Signal::new(SignalKind::RequestAborted).id(id))
 }
 
 /// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.

@@ -4,7 +4,7 @@
 //! types, labels and units as their sources declare them (the README's
 //! "Connectors' own metrics"); absent families stay absent.
 
-use super::model::Counter;
+use super::counter::Counter;
 use super::parse::Sample;
 use std::collections::BTreeMap;
 

@@ -21,18 +21,6 @@ use crate::feed::Role;
 use crate::kv::{SAFETENSORS_KV_HEADER_BYTES, block_rounded_tokens, example_connector_saved_tokens};
 use crate::traces::{Hop, Outcome, Trace};
 
-pub fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Pending => "pending",
-        Outcome::Loaded => "loaded",
-        Outcome::SilentMiss => "silent_miss",
-        Outcome::NoPrefill => "no_prefill",
-        Outcome::Error => "error",
-        Outcome::Cancelled => "cancelled",
-        Outcome::Unknown => "unknown",
-    }
-}
-
 fn stamp_of(t: &Trace, hop: Hop) -> Option<f64> {
     t.phase(hop).map(|p| p.start)
 }
@@ -160,7 +148,7 @@ pub fn build(state: &AppState) -> Ledger {
         };
         ledger.requests.push(RequestBytes {
             id: t.id.clone(),
-            outcome: outcome_name(t.outcome),
+            outcome: t.outcome.name(),
             tokens,
             tokens_source,
             should_move,

@@ -10,8 +10,7 @@
 //! wire); far above means a wrong model config, TP replication, or other
 //! traffic on the interface.
 
-use std::collections::VecDeque;
-
+pub use super::series::{Point, Series};
 use crate::feed::KvDirSnapshot;
 use crate::feed::NetDevSnapshot;
 use crate::feed::Role;
@@ -19,8 +18,6 @@ use crate::kv::{KvCacheDtype, ModelShape, bytes_per_token};
 use crate::metrics::model::Hist;
 use crate::sources::netdev::IfaceChange;
 
-/// Samples kept per series (an hour at 1 s).
-const SERIES_CAP: usize = 3600;
 /// Below this much predicted traffic the ratio says nothing.
 pub const MIN_PREDICTED_BYTES: f64 = 1024.0 * 1024.0;
 
@@ -68,42 +65,6 @@ pub const MOONCAKE: XferFamily = XferFamily {
     time: Hist::MooncakeXferTime,
 };
 pub const XFER_FAMILIES: [XferFamily; 2] = [NIXL, MOONCAKE];
-
-/// One reading of a series: (time, bytes, count).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Point {
-    pub t: f64,
-    pub bytes: f64,
-    /// Requests (predicted), transfers (NIXL) or folders (kv-dir).
-    pub count: f64,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Series {
-    pub points: VecDeque<Point>,
-    pub total_bytes: f64,
-    pub total_count: f64,
-}
-
-impl Series {
-    pub fn push(&mut self, p: Point) {
-        self.total_bytes += p.bytes;
-        self.total_count += p.count;
-        self.points.push_back(p);
-        while self.points.len() > SERIES_CAP {
-            self.points.pop_front();
-        }
-    }
-
-    /// (bytes, count) of the points after `since`.
-    pub fn since(&self, since: f64) -> (f64, f64) {
-        self.points
-            .iter()
-            .rev()
-            .take_while(|p| p.t > since)
-            .fold((0.0, 0.0), |(b, c), p| (b + p.bytes, c + p.count))
-    }
-}
 
 /// Observed against predicted, in words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -30,6 +30,7 @@ use std::collections::VecDeque;
 
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
+use crate::traces::Counts;
 
 use super::instance::Interval;
 
@@ -40,16 +41,6 @@ pub const POOL_TTL_SECS: f64 = 60.0;
 pub const HOLD_SECS: f64 = 5.0;
 /// Allowance for the time a scrape takes to answer.
 const SCRAPE_SLACK_SECS: f64 = 0.5;
-
-/// Request outcomes counted from metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct Outcomes {
-    pub seen: u64,
-    pub loaded: u64,
-    pub silent_miss: u64,
-    pub no_prefill: u64,
-    pub error: u64,
-}
 
 /// One interval in which the decode side recomputed prompts that had a prefill.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +66,8 @@ struct PoolEntry {
 #[derive(Debug, Clone, Default)]
 pub struct MissDetector {
     pool: VecDeque<PoolEntry>,
-    pub outcomes: Outcomes,
+    /// Request outcomes counted from metrics.
+    pub outcomes: Counts,
     pub events: VecDeque<MissEvent>,
     /// Decode TTFT from intervals where every request loaded KV, and from
     /// intervals where every request computed its prompt.
@@ -298,7 +290,10 @@ mod tests {
         // Two prefills, two decodes loading (16 tokens computed each).
         d.on_prefill_interval(&interval(4.0, 2.0, None));
         d.on_decode_interval(1, &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))), Some(16));
-        assert_eq!(d.outcomes, Outcomes { seen: 5, loaded: 2, silent_miss: 1, no_prefill: 2, error: 0 });
+        assert_eq!(
+            d.outcomes,
+            Counts { seen: 5, loaded: 2, silent_miss: 1, no_prefill: 2, ..Counts::default() }
+        );
     }
 
     #[test]

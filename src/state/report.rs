@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
+use crate::traces::Counts;
 
-pub use super::report_counts::RequestCounts;
+pub use super::quantiles::Quantiles;
 pub use super::report_traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
 use super::{AppState, Role};
 
@@ -17,7 +18,7 @@ pub struct Report {
     pub tpot_ms: ByRole<Option<Quantiles>>,
     pub kv_usage: ByRole<Option<f64>>,
     pub decode_prompt_tokens: PromptTokens,
-    pub requests: RequestCounts,
+    pub requests: Counts,
     /// The `id` of every trace called a silent miss.
     pub silent_miss_ids: Vec<String>,
     /// Every request the traces hold, oldest first (empty without logs).
@@ -27,7 +28,7 @@ pub struct Report {
     /// Where `requests` came from: "metrics" (histogram deltas) or "traces".
     pub requests_source: &'static str,
     /// The metrics-only count, always: a cross-check of the traces.
-    pub requests_metrics: RequestCounts,
+    pub requests_metrics: Counts,
     /// Set when traces and metrics disagree on silent misses, saying how.
     pub disagreement: Option<String>,
     /// Misses the traces know happened but cannot pin on one request.
@@ -179,35 +180,6 @@ pub struct InstanceReport {
     pub connector_metrics: Option<super::connectors::ConnectorMetrics>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
-pub struct Quantiles {
-    pub count: u64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub mean: f64,
-}
-
-impl Quantiles {
-    /// Quantiles in milliseconds of a histogram in seconds.
-    pub fn ms(h: &Histogram) -> Option<Quantiles> {
-        let round = |v: f64| (v * 1000.0 * 10.0).round() / 10.0;
-        if h.total() > 0.0 && h.sum == 0.0 {
-            // Every observation was 0 (a prefill's TPOT): interpolating
-            // inside the first bucket would invent a latency.
-            let count = h.total().round() as u64;
-            return Some(Quantiles { count, p50: 0.0, p90: 0.0, p99: 0.0, mean: 0.0 });
-        }
-        Some(Quantiles {
-            count: h.total().round() as u64,
-            p50: round(h.quantile(0.5)?),
-            p90: round(h.quantile(0.9)?),
-            p99: round(h.quantile(0.99)?),
-            mean: round(h.mean().unwrap_or(f64::NAN)),
-        })
-    }
-}
-
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct PromptTokens {
     pub local_compute: f64,
@@ -264,15 +236,14 @@ impl Report {
             tokens.local_cache_hit += c(Counter::PromptLocalCacheHit);
             tokens.external_kv_transfer += c(Counter::PromptExternal);
         }
-        let metrics = RequestCounts::from(state.misses.outcomes);
+        let metrics = state.misses.outcomes;
         // Traces count the requests where a decode log is read, or where no
         // instance was scraped (logs read after the fact): a prefill log
         // alone cannot say what decode did, the decode metrics can.
         let scraped = state.instances.iter().any(|i| i.latest_at.is_some());
         let traced = state.logs.as_ref().filter(|l| l.has_decode_log() || !scraped).map(|l| {
             let c = l.correlator.counts();
-            let counts = RequestCounts::from(&c);
-            (counts, l.correlator.silent_miss_ids(), c.unattributed_misses)
+            (c, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
         let (traces, unknown_reasons) = match &state.logs {
             Some(l) if l.has_decode_log() || l.has_prefill_log() => (

@@ -53,21 +53,8 @@ pub struct VllmId {
 impl TraceReport {
     pub fn from_trace(t: &crate::traces::Trace, state: &AppState, cx: &TraceContext) -> TraceReport {
         use crate::traces::{Confidence, Hop, Outcome};
-        let outcome = match t.outcome {
-            Outcome::Loaded => "loaded",
-            Outcome::SilentMiss => "silent_miss",
-            Outcome::NoPrefill => "no_prefill",
-            Outcome::Error => "error",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Unknown => "unknown",
-            Outcome::Pending => "pending",
-        };
-        let error_at = t.error_at.filter(|_| t.outcome == Outcome::Error).map(|h| match h {
-            Hop::Proxy => "proxy",
-            Hop::Producer => "prefill",
-            Hop::Connector => "connector",
-            Hop::Consumer => "decode",
-        });
+        let outcome = t.outcome.name();
+        let error_at = t.error_at.filter(|_| t.outcome == Outcome::Error).map(Hop::name);
         TraceReport {
             id: t.id.clone(),
             vllm_ids: t

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::instance::Health;
-use super::report::Quantiles;
+use super::quantiles::Quantiles;
 use super::{AppState, EventKind};
 use crate::feed::RouterEndpoint;
 use crate::metrics::histogram::Histogram;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::AppState;
-use super::report::Quantiles;
+use super::quantiles::Quantiles;
 use super::span_evidence::{Baseline, disagreement};
 use super::spans::Timings;
 use crate::traces::{Outcome, Trace};

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::link::{Point, Series};
+use super::series::{Point, Series};
 use crate::feed::{LinkInfo, NetDevSnapshot};
 use crate::sources::netdev::IfaceChange;
 

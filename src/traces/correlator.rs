@@ -237,17 +237,8 @@ impl Correlator {
             ..Counts::default()
         };
         for t in self.store.traces() {
-            c.seen += 1;
-            c.stuck += usize::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
-            match t.outcome {
-                Outcome::Pending => c.pending += 1,
-                Outcome::Loaded => c.loaded += 1,
-                Outcome::SilentMiss => c.silent_miss += 1,
-                Outcome::NoPrefill => c.no_prefill += 1,
-                Outcome::Error => c.error += 1,
-                Outcome::Cancelled => c.cancelled += 1,
-                Outcome::Unknown => c.unknown += 1,
-            }
+            c.add(t.outcome);
+            c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
         }
         c
     }

@@ -17,14 +17,21 @@ pub enum Hop {
     Consumer,
 }
 
-impl fmt::Display for Hop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Hop {
+    /// The hop's one name, on screen and in `check --json` alike.
+    pub fn name(self) -> &'static str {
+        match self {
             Hop::Proxy => "proxy",
             Hop::Producer => "prefill",
             Hop::Connector => "connector",
             Hop::Consumer => "decode",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Hop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -63,6 +70,32 @@ pub enum Outcome {
     /// The logs do not allow a verdict (no shared ids, connector that logs
     /// nothing per request, proxy lines only, ambiguous concurrent hits).
     Unknown,
+}
+
+impl Outcome {
+    /// The outcome's machine name (`check --json`, recordings, per-request
+    /// ledgers).
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Pending => "pending",
+            Outcome::Loaded => "loaded",
+            Outcome::SilentMiss => "silent_miss",
+            Outcome::NoPrefill => "no_prefill",
+            Outcome::Error => "error",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Unknown => "unknown",
+        }
+    }
+
+    /// The same outcome in words on screen: loud where it is the alarm.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::SilentMiss => "SILENT MISS",
+            Outcome::NoPrefill => "no prefill",
+            Outcome::Error => "ERROR",
+            o => o.name(),
+        }
+    }
 }
 
 /// How the prefill side and the decode side of a trace were put together.
@@ -202,26 +235,50 @@ impl Trace {
     }
 }
 
-/// Verdict totals over the traces currently held, plus run-long counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Requests by outcome: the one counting type. The correlator counts the
+/// traces it holds (per request, named); the metrics count per interval
+/// (unnamed), leaving what only traces know at zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counts {
-    pub seen: usize,
-    pub loaded: usize,
-    pub silent_miss: usize,
-    pub no_prefill: usize,
-    pub error: usize,
-    pub cancelled: usize,
-    pub pending: usize,
-    pub unknown: usize,
-    /// Traces whose decode waited for remote KV past the stuck threshold
-    /// (also counted under their outcome).
-    pub stuck: usize,
+    pub seen: u64,
+    pub loaded: u64,
+    pub silent_miss: u64,
+    pub no_prefill: u64,
+    pub error: u64,
+    /// Traces only: the client went away mid-request (`Aborted request(s)`).
+    pub cancelled: u64,
+    /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
+    pub unknown: u64,
+    /// Traces only: still waiting for evidence.
+    pub pending: u64,
+    /// Traces only: waited for remote KV past the stuck threshold (also
+    /// counted under their outcome).
+    pub stuck: u64,
     /// Misses known to have happened that no single request can be blamed
     /// for: fewer hits than concurrent prefilled requests, or a prefill's KV
     /// expiring unread with no decode request tied to it. Run-long.
+    #[serde(skip)]
     pub unattributed_misses: u64,
     /// Traces dropped off the ring. Run-long.
+    #[serde(skip)]
     pub evicted: u64,
+}
+
+impl Counts {
+    /// One request more, under its outcome.
+    pub fn add(&mut self, o: Outcome) {
+        self.seen += 1;
+        let slot = match o {
+            Outcome::Pending => &mut self.pending,
+            Outcome::Loaded => &mut self.loaded,
+            Outcome::SilentMiss => &mut self.silent_miss,
+            Outcome::NoPrefill => &mut self.no_prefill,
+            Outcome::Error => &mut self.error,
+            Outcome::Cancelled => &mut self.cancelled,
+            Outcome::Unknown => &mut self.unknown,
+        };
+        *slot += 1;
+    }
 }
 
 /// A fatal engine event, kept so the UI can say "decode died".

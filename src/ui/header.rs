@@ -185,7 +185,7 @@ pub fn mismatch_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Th
     let Some(first) = state.mismatches.first() else {
         return;
     };
-    let traced = state.logs.as_ref().map_or(0, |l| l.correlator.counts().silent_miss as u64);
+    let traced = state.logs.as_ref().map_or(0, |l| l.correlator.counts().silent_miss);
     let missing = state.misses.outcomes.silent_miss.max(traced) > 0;
     let lead = if missing && first.effect == Effect::Misses {
         "LIKELY CAUSE OF THE SILENT MISSES"

@@ -18,7 +18,6 @@ use crate::feed::Role;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::Hist;
 use crate::state::AppState;
-use crate::state::report::RequestCounts;
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
@@ -101,11 +100,11 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
 }
 
 fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
-    let metrics = RequestCounts::from(state.misses.outcomes);
+    let metrics = state.misses.outcomes;
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
     let (o, source, last) = match &traced {
-        Some(c) => (RequestCounts::from(c), "traces", ("unknown", (c.unknown + c.pending) as u64)),
+        Some(c) => (*c, "traces", ("unknown", c.unknown + c.pending)),
         None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
     };
     let mut title = vec![Span::styled(format!(" requests since start ({source}) "), theme.fg("title"))];

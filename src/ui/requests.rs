@@ -37,18 +37,6 @@ pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
     rows
 }
 
-pub fn outcome_label(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Pending => "pending",
-        Outcome::Loaded => "loaded",
-        Outcome::SilentMiss => "SILENT MISS",
-        Outcome::NoPrefill => "no prefill",
-        Outcome::Error => "ERROR",
-        Outcome::Cancelled => "cancelled",
-        Outcome::Unknown => "unknown",
-    }
-}
-
 /// The outcome as the list shows it: an error says at which hop.
 fn outcome_cell(t: &Trace) -> String {
     // A flag over time, louder than the verdict it may still reach.
@@ -57,7 +45,7 @@ fn outcome_cell(t: &Trace) -> String {
     }
     match (t.outcome, t.error_at) {
         (Outcome::Error, Some(h)) => format!("ERROR {}", hop_word(h)),
-        (o, _) => outcome_label(o).to_string(),
+        (o, _) => o.label().to_string(),
     }
 }
 
@@ -246,7 +234,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     }
     lines.push(Line::from(vec![
         Span::styled(" verdict: ", theme.dim()),
-        Span::styled(outcome_label(t.outcome), outcome_style(t.outcome, theme)),
+        Span::styled(t.outcome.label(), outcome_style(t.outcome, theme)),
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
