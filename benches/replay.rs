@@ -64,7 +64,7 @@ fn bench(c: &mut Criterion) {
             let mut state = rec.session.state();
             let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
             state.finish(end);
-            black_box(pdtop::state::report::Report::from_state(&state))
+            black_box(pdtop::report::Report::from_state(&state))
         })
     });
     g.finish();

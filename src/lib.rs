@@ -9,6 +9,7 @@
 //! - `logs/`: parsers for vLLM, uvicorn and proxy log lines.
 //! - `kv/`: KV-cache size arithmetic from a model's config.
 //! - `state/`: the one owner of application state; pure `apply(msg)`.
+//! - `report/`: what reports read, derived from state (`check`, per-request ledgers, span timings).
 //! - `ui/`: rendering from state only.
 //! - `lab/`: the embedded demo lab (recorded vLLM output served on loopback).
 
@@ -26,6 +27,7 @@ pub mod metrics;
 pub mod modes;
 pub mod pipeline;
 pub mod record;
+pub mod report;
 pub mod sources;
 pub mod state;
 pub mod theme;

@@ -6,7 +6,7 @@ mod common;
 
 use pdtop::metrics::model::{Counter, Hist, InstanceSample};
 use pdtop::metrics::parse::parse;
-use pdtop::state::report::{Report, Verdict};
+use pdtop::report::{Report, Verdict};
 
 #[test]
 fn parser_keeps_every_vllm_sample_of_every_scrape() {

@@ -6,8 +6,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use pdtop::kv::block_rounded_tokens;
-use pdtop::state::kv_bytes::build;
-use pdtop::state::kv_report::KvRequests;
+use pdtop::report::kv::KvRequests;
+use pdtop::report::kv_bytes::build;
 
 /// Client truth: id → (phase, prompt tokens, cached tokens).
 fn truth(cap: &str) -> BTreeMap<String, (String, u64, u64)> {

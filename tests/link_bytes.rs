@@ -6,9 +6,9 @@ mod common;
 
 use pdtop::kv::{KvCacheDtype, ModelShape, block_rounded_tokens, bytes_per_token};
 use pdtop::metrics::parse::parse;
+use pdtop::report::Report;
 use pdtop::sources::netdev::{byte_delta, parse_net_dev};
 use pdtop::state::link::{LinkVerdict, verdict};
-use pdtop::state::report::Report;
 
 fn json_lines(cap: &str, file: &str) -> Vec<serde_json::Value> {
     std::fs::read_to_string(common::capture_dir(cap).join(file))

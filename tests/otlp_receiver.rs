@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use pdtop::clock::SystemClock;
 use pdtop::feed::Msg;
+use pdtop::report::spans::{SpansReport, TimingsReport, timings_by_trace};
 use pdtop::sources::otlp::{self, ExportTraceServiceRequest, OtlpOptions};
 use pdtop::state::AppState;
-use pdtop::state::span_report::{SpansReport, TimingsReport, timings_by_trace};
 use serde_json::Value;
 
 const CAPTURE: &str = "demo-proxy-qwen3";

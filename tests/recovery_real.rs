@@ -54,7 +54,7 @@ fn demo_proxy_cancel_then_engine_death_then_restart_then_prefill_killed() {
     );
     assert!(ev[1].1.contains("KV back to idle"), "{}", ev[1].1);
     assert_eq!(ev[2], ("not_recovered", "127.0.0.1:8100: after its outage, still down at the end".into()));
-    let r = pdtop::state::report::Report::from_state(&st);
+    let r = pdtop::report::Report::from_state(&st);
     assert!(r.events.iter().any(|e| e.kind == "recovered"));
     assert!(r.mismatches.is_empty(), "{:?}", r.mismatches);
 }

@@ -311,7 +311,7 @@ fn demo_proxy_check_report() {
     with_spans.finish(cap.t_end + 30.0);
     the_recorded_spans_name_every_miss(&with_spans);
     let st = logs_only;
-    let r = serde_json::to_value(pdtop::state::report::Report::from_state(&st)).expect("json");
+    let r = serde_json::to_value(pdtop::report::Report::from_state(&st)).expect("json");
     let q = &r["requests"];
     eprintln!("{q}\nmetrics {}\n{}", r["requests_metrics"], r["disagreement"]);
     let traces = r["traces"].as_array().expect("traces");
@@ -368,7 +368,7 @@ fn counts_on_every_capture() {
         let cap = pdtop::lab::Capture::from_dir(&root.join(name)).expect("capture");
         let mut st = pdtop::lab::replay::state_at(&cap, cap.t_end - cap.t0 + 1.0, true);
         st.finish(cap.t_end + 30.0);
-        let r = serde_json::to_value(pdtop::state::report::Report::from_state(&st)).expect("json");
+        let r = serde_json::to_value(pdtop::report::Report::from_state(&st)).expect("json");
         let q = &r["requests"];
         let u = r["unattributed_misses"].as_u64().unwrap();
         eprintln!("{name}: {q} unattributed {u}; metrics {}", r["requests_metrics"]);
@@ -387,7 +387,7 @@ fn counts_on_every_capture() {
 /// lengths settle every shared scheduling step: the 8 misses are named by
 /// the ids their clients got, and nothing stays unknown.
 fn the_recorded_spans_name_every_miss(st: &pdtop::state::AppState) {
-    let r = pdtop::state::report::Report::from_state(st);
+    let r = pdtop::report::Report::from_state(st);
     let mut named = r.silent_miss_ids.clone();
     named.sort();
     let truth = common::demo_proxy_misses();

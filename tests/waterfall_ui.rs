@@ -120,7 +120,7 @@ fn decode_id(name: &str) -> String {
 /// their hit lines.
 #[test]
 fn spans_settle_which_request_of_a_step_loaded() {
-    use pdtop::state::span_report::timings_by_trace;
+    use pdtop::report::spans::timings_by_trace;
     use pdtop::traces::Outcome;
     let st = state();
     assert_eq!(st.decode_block_size(), Some(16));
@@ -157,11 +157,11 @@ fn spans_settle_which_request_of_a_step_loaded() {
 #[test]
 fn spans_alone_name_no_miss_when_loading_costs_like_computing() {
     let st = state();
-    let r = pdtop::state::span_report::SpansReport::from_state(&st).unwrap();
+    let r = pdtop::report::spans::SpansReport::from_state(&st).unwrap();
     let b = r.prefill_baseline;
     assert!(b.computed_n >= 3 && b.loaded_n >= 3, "{b:?}");
     let (c, l) = (b.computed_ms_per_ktok.unwrap(), b.loaded_ms_per_ktok.unwrap());
-    assert!(c < pdtop::state::span_evidence::SEPARATION * l, "{b:?}");
+    assert!(c < pdtop::report::span_evidence::SEPARATION * l, "{b:?}");
     assert!(r.miss_evidence.contains("too close"), "{}", r.miss_evidence);
     assert!(r.span_misses.is_empty(), "{:?}", r.span_misses);
 }

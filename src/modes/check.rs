@@ -8,8 +8,8 @@ use crate::cli::{CheckArgs, UiArgs};
 use crate::error::{Error, Result, RuntimeContext};
 use crate::feed::Msg;
 use crate::pipeline::{CHANNEL, Player, Session, spawn_collectors};
+use crate::report::Report;
 use crate::state::AppState;
-use crate::state::report::Report;
 
 pub fn check(args: &CheckArgs) -> Result<Report> {
     if let Some(file) = &args.replay {

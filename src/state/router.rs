@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::instance::Health;
-use super::quantiles::Quantiles;
 use super::{AppState, EventKind};
 use crate::feed::RouterEndpoint;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::router::{RouterCounter, RouterSample};
+use crate::report::quantiles::Quantiles;
 
 /// Intervals kept (one per good scrape): an hour at 1 s.
 const HISTORY_CAP: usize = 3600;

@@ -8,8 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::fmt;
+use crate::report::kv::KvRequests;
 use crate::state::AppState;
-use crate::state::kv_report::KvRequests;
 use crate::theme::Theme;
 
 fn verdict_text(v: &str) -> &'static str {

@@ -150,7 +150,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
     let miss = named || state.recent_miss(banner_secs(state)).is_some();
     // A silent slow split is as loud as a silent miss (a miss comes first).
-    let wire = if miss { None } else { crate::state::kv_report::wire_warning_of(state) };
+    let wire = if miss { None } else { crate::report::kv::wire_warning_of(state) };
     let banner = u16::from(miss || wire.is_some());
     let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());

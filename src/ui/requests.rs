@@ -20,8 +20,8 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::{ViewState, fmt};
 use crate::feed::LogOrigin;
+use crate::report::origin_endpoint;
 use crate::state::AppState;
-use crate::state::report::origin_endpoint;
 use crate::theme::Theme;
 use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
 
@@ -268,11 +268,11 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     }
     let tm = state.spans.timings_for(t);
     lines.extend(super::waterfall::lines(&tm, area.width.saturating_sub(2), theme));
-    if let Some(d) = crate::state::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
+    if let Some(d) = crate::report::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
         lines.push(Line::styled(format!(" ⚠ {d}"), theme.fg("warn")));
     }
     if !tm.is_empty()
-        && let Some(m) = crate::state::span_report::baseline(state).miss_evidence(t, &tm)
+        && let Some(m) = crate::report::spans::baseline(state).miss_evidence(t, &tm)
     {
         lines.push(Line::styled(format!(" ▲ {m}"), theme.alarm()));
     }

@@ -59,7 +59,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             }
         }
     }
-    if !crate::state::report::by_source_known(state) {
+    if !crate::report::by_source_known(state) {
         // Older vLLM (< 0.18) has no `prompt_tokens_by_source`: zeros here
         // would read as "nothing transferred", which is not known.
         let msg = "not reported by this vLLM (no prompt_tokens_by_source; added in 0.18)";

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::wires::Carrier;
+use crate::state::wires::Carrier;
 
 /// One request's KV bytes: what should have moved, what did, and how sure.
 #[derive(Debug, Clone, PartialEq, Serialize)]

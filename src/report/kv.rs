@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use super::AppState;
-use super::kv_bytes::{Ledger, RequestBytes, build, ratio3};
-use super::wires::{Carrier, Wires, speed_text};
-use super::worth::Worth;
+use crate::report::kv_bytes::{Ledger, RequestBytes, build, ratio3};
+use crate::state::AppState;
+use crate::state::wires::{Carrier, Wires, speed_text};
+use crate::state::worth::Worth;
 
 /// The `kv_bytes` object of one trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -173,7 +173,8 @@ fn folders(ledger: &Ledger) -> Option<FolderSummary> {
     if ledger.folders.is_empty() {
         return None;
     }
-    let unread: Vec<&super::kv_ledger::FolderMatch> = ledger.folders.iter().filter(|f| !f.read).collect();
+    let unread: Vec<&crate::report::kv_ledger::FolderMatch> =
+        ledger.folders.iter().filter(|f| !f.read).collect();
     let unread_bytes = unread.iter().map(|f| f.bytes).sum::<u64>();
     let text = (!unread.is_empty()).then(|| {
         format!(
@@ -215,9 +216,10 @@ impl KvRequests {
         };
         let bpt = state.link.model.as_ref().map(|m| m.bytes_per_token);
         let block = state.instances_of(crate::feed::Role::Decode).find_map(|i| i.block_size()).unwrap_or(16);
-        let worth = bpt.zip(super::kv_nixl::rate(state, ledger)).and_then(|(b, (link, rate, src))| {
-            super::worth::worth(&state.link.compute, &link, b, u64::from(block), rate, src)
-        });
+        let worth =
+            bpt.zip(crate::report::kv_nixl::rate(state, ledger)).and_then(|(b, (link, rate, src))| {
+                crate::state::worth::worth(&state.link.compute, &link, b, u64::from(block), rate, src)
+            });
         let w = &state.link.wires;
         let names = w.ifaces.keys().chain(w.links.keys());
         let interfaces = names

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::{AppState, Role};
+use crate::feed::Role;
+use crate::state::AppState;
 
 /// One request, as `check --json` reports it.
 #[derive(Debug, Clone, Serialize)]
@@ -26,20 +27,23 @@ pub struct TraceReport {
     /// judged stuck (null: not stuck).
     pub stuck_s: Option<f64>,
     /// Per-hop times from vLLM's spans (each `null` without them).
-    pub timings: super::span_report::TimingsReport,
+    pub timings: crate::report::spans::TimingsReport,
     /// The KV bytes it should have moved and did (null when nothing says).
-    pub kv_bytes: Option<super::kv_report::KvBytes>,
+    pub kv_bytes: Option<crate::report::kv::KvBytes>,
 }
 
 /// What every trace's report reads, built once per report.
 pub struct TraceContext {
-    pub base: super::span_evidence::Baseline,
-    pub ledger: super::kv_bytes::Ledger,
+    pub base: crate::report::span_evidence::Baseline,
+    pub ledger: crate::report::kv_bytes::Ledger,
 }
 
 impl TraceContext {
     pub fn new(state: &AppState) -> TraceContext {
-        TraceContext { base: super::span_report::baseline(state), ledger: super::kv_bytes::build(state) }
+        TraceContext {
+            base: crate::report::spans::baseline(state),
+            ledger: crate::report::kv_bytes::build(state),
+        }
     }
 }
 
@@ -68,8 +72,8 @@ impl TraceReport {
             error_at,
             evidence: t.evidence.clone(),
             stuck_s: t.remote_wait.as_ref().and_then(|w| w.stuck_secs()),
-            timings: super::span_report::TimingsReport::of_with(state, &cx.base, t),
-            kv_bytes: super::kv_report::kv_bytes_for(&cx.ledger, &t.id),
+            timings: crate::report::spans::TimingsReport::of_with(state, &cx.base, t),
+            kv_bytes: crate::report::kv::kv_bytes_for(&cx.ledger, &t.id),
         }
     }
 }

@@ -14,11 +14,11 @@
 //!   exactly `tokens x bytes per token` plus an 88-byte header a layer).
 //! - The interface: its bytes inside the request's transfer window.
 
-use super::AppState;
-use super::kv_folders::match_folders;
-pub use super::kv_ledger::{FolderMatch, Ledger, RequestBytes, ratio3};
 use crate::feed::Role;
 use crate::kv::{SAFETENSORS_KV_HEADER_BYTES, block_rounded_tokens, example_connector_saved_tokens};
+use crate::report::kv_folders::match_folders;
+pub use crate::report::kv_ledger::{FolderMatch, Ledger, RequestBytes, ratio3};
+use crate::state::AppState;
 use crate::traces::{Hop, Outcome, Trace};
 
 fn stamp_of(t: &Trace, hop: Hop) -> Option<f64> {
@@ -77,7 +77,7 @@ impl Claims {
 pub fn build(state: &AppState) -> Ledger {
     let mut ledger = Ledger::default();
     let Some(logs) = &state.logs else {
-        super::kv_nixl::finish(state, &mut ledger, None, 16);
+        crate::report::kv_nixl::finish(state, &mut ledger, None, 16);
         return ledger;
     };
     let l = &state.link;
@@ -172,13 +172,13 @@ pub fn build(state: &AppState) -> Ledger {
     }
     ledger.index = ledger.requests.iter().enumerate().map(|(i, r)| (r.id.clone(), i)).collect();
     if nixl {
-        super::kv_nixl::attribute(state, &traces, &mut ledger);
+        crate::report::kv_nixl::attribute(state, &traces, &mut ledger);
     } else if kvdir {
         ledger.folders = match_folders(state, &traces, &ledger.index, &mut ledger.requests, bpt, layers);
-        super::kv_folders::moved(&mut ledger);
+        crate::report::kv_folders::moved(&mut ledger);
     } else {
-        super::kv_nixl::by_interface_only(state, &traces, &mut ledger);
+        crate::report::kv_nixl::by_interface_only(state, &traces, &mut ledger);
     }
-    super::kv_nixl::finish(state, &mut ledger, bpt, block);
+    crate::report::kv_nixl::finish(state, &mut ledger, bpt, block);
     ledger
 }

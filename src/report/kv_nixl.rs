@@ -1,11 +1,11 @@
 //! The connector's own byte count (NIXL's or Mooncake's, see
-//! [`super::link::XferFamily`]) given to each transfer, the interface's
+//! [`crate::state::link::XferFamily`]) given to each transfer, the interface's
 //! bytes in each transfer window, and which interface carried them.
 
 use std::collections::VecDeque;
 
-use super::AppState;
-use super::kv_ledger::{Ledger, RequestBytes, set_observed};
+use crate::report::kv_ledger::{Ledger, RequestBytes, set_observed};
+use crate::state::AppState;
 use crate::traces::{Outcome, Trace};
 
 /// A transfer still uncounted this long after its request started is
@@ -126,7 +126,7 @@ pub fn by_interface_only(state: &AppState, traces: &[&Trace], ledger: &mut Ledge
 /// the carrier's nominal speed.
 pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static str)> {
     let link = ledger.carrier.as_ref().map(|c| c.name.clone()).or_else(|| state.link.iface.clone());
-    let family = state.link.xfer_family.unwrap_or(super::link::NIXL);
+    let family = state.link.xfer_family.unwrap_or(crate::state::link::NIXL);
     let name = || link.clone().unwrap_or_else(|| format!("the {} link", family.label));
     if let Some(r) = state.link.compute.transfer_rate() {
         return Some((name(), r, "nixl_xfer_time"));
@@ -135,7 +135,7 @@ pub fn rate(state: &AppState, ledger: &Ledger) -> Option<(String, f64, &'static 
     let bytes = state.total_hist(family.role, family.bytes).map(|h| h.sum).unwrap_or(0.0);
     let secs = state.total_hist(family.role, family.time).map(|h| h.sum).unwrap_or(0.0);
     if bytes > 0.0 && secs > 0.0 {
-        let src = if family == super::link::NIXL {
+        let src = if family == crate::state::link::NIXL {
             "nixl_xfer_time (overlapping transfers)"
         } else {
             "mooncake_xfer_time (sender's time)"
@@ -170,7 +170,7 @@ pub fn finish(state: &AppState, ledger: &mut Ledger, bpt: Option<u64>, block: u6
     let (Some(bpt), Some((_, rate, _))) = (bpt, rate(state, ledger)) else { return };
     for r in ledger.requests.iter_mut().filter(|r: &&mut RequestBytes| r.should_move) {
         if let Some(n) = r.tokens {
-            r.transfer_s = super::worth::transfer_s(n, bpt, block, rate);
+            r.transfer_s = crate::state::worth::transfer_s(n, bpt, block, rate);
             r.recompute_s = state.link.compute.compute_s(n);
         }
     }

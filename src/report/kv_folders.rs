@@ -8,9 +8,9 @@
 //! layer-token + 88)`), else by order. Read by decode: the prefill folder of a request
 //! that loaded. Everything else is written and never read.
 
-use super::AppState;
-use super::kv_ledger::{FolderMatch, Ledger, RequestBytes, set_observed};
 use crate::kv::SAFETENSORS_KV_HEADER_BYTES;
+use crate::report::kv_ledger::{FolderMatch, Ledger, RequestBytes, set_observed};
+use crate::state::AppState;
 use crate::traces::{Outcome, Trace};
 
 /// A writer's request may start this long before the scan preceding its
@@ -60,7 +60,7 @@ pub fn match_folders(
         }
     }
     writers.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut folders: Vec<(&String, &super::link::FolderSeen)> = state.link.folders.iter().collect();
+    let mut folders: Vec<(&String, &crate::state::link::FolderSeen)> = state.link.folders.iter().collect();
     folders.sort_by(|a, b| a.1.first_seen.total_cmp(&b.1.first_seen).then(a.0.cmp(b.0)));
     let mut out = Vec::new();
     for (name, f) in folders {

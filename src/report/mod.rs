@@ -1,15 +1,26 @@
 //! The `pdtop check --json` report: pdtop's machine interface. Field names
 //! are stable; new fields may be added.
 
+pub mod kv;
+pub mod kv_bytes;
+pub mod kv_folders;
+pub mod kv_ledger;
+pub mod kv_nixl;
+pub mod quantiles;
+pub mod span_evidence;
+pub mod spans;
+pub mod traces;
+
 use serde::Serialize;
 
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist};
 use crate::traces::Counts;
 
-pub use super::quantiles::Quantiles;
-pub use super::report_traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
-use super::{AppState, Role};
+use crate::feed::Role;
+use crate::state::AppState;
+pub use quantiles::Quantiles;
+pub use traces::{TraceReport, UnknownReason, VllmId, origin_endpoint, unknown_reasons};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -51,9 +62,9 @@ pub struct Report {
     pub verdict: Verdict,
     /// vLLM's own spans (`--otlp-listen`); absent when none arrived.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spans: Option<super::span_report::SpansReport>,
+    pub spans: Option<spans::SpansReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub router: Option<super::router::RouterReport>,
+    pub router: Option<crate::state::router::RouterReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -69,14 +80,14 @@ pub struct KvReport {
     /// Prompt tokens processed by the prefill side × bytes per token.
     pub predicted_bytes: Option<f64>,
     pub ratio: Option<f64>,
-    pub verdict: super::link::LinkVerdict,
+    pub verdict: crate::state::link::LinkVerdict,
     pub nixl_bytes: f64,
     pub kv_dir_bytes: f64,
     pub kv_dir_folders: usize,
     pub iface: Option<IfaceReport>,
     /// Per request, the carrier, the folders, worth it (`kv_report.rs`).
     #[serde(flatten)]
-    pub per_request: super::kv_report::KvRequests,
+    pub per_request: kv::KvRequests,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,8 +110,8 @@ impl KvReport {
             _ => None,
         };
         let verdict = match (observed, predicted) {
-            (Some((_, o)), Some(p)) => super::link::verdict(o, p),
-            _ => super::link::LinkVerdict::TooLittle,
+            (Some((_, o)), Some(p)) => crate::state::link::verdict(o, p),
+            _ => crate::state::link::LinkVerdict::TooLittle,
         };
         KvReport {
             bytes_per_token: model.map(|m| m.bytes_per_token),
@@ -111,7 +122,7 @@ impl KvReport {
             predicted_bytes: predicted,
             ratio,
             verdict,
-            nixl_bytes: l.xfer_bytes_of(super::link::NIXL),
+            nixl_bytes: l.xfer_bytes_of(crate::state::link::NIXL),
             kv_dir_bytes: l.kvdir.total_bytes,
             kv_dir_folders: l.kvdir_folders,
             iface: l.iface.as_ref().map(|name| IfaceReport {
@@ -121,7 +132,7 @@ impl KvReport {
                 resets: l.iface_resets,
                 error: l.iface_error.clone(),
             }),
-            per_request: super::kv_report::KvRequests::from_state(state),
+            per_request: kv::KvRequests::from_state(state),
         }
     }
 }
@@ -135,7 +146,7 @@ pub struct MismatchReport {
 }
 
 impl MismatchReport {
-    fn of(m: &super::mismatch::Mismatch) -> MismatchReport {
+    fn of(m: &crate::state::mismatch::Mismatch) -> MismatchReport {
         MismatchReport {
             field: m.field,
             values: m.values.iter().map(|(e, _, v)| (e.clone(), v.to_json())).collect(),
@@ -177,7 +188,7 @@ pub struct InstanceReport {
     /// The connectors' own Prometheus figures, since pdtop started; absent
     /// when the instance serves none of their families.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub connector_metrics: Option<super::connectors::ConnectorMetrics>,
+    pub connector_metrics: Option<crate::state::connectors::ConnectorMetrics>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -225,7 +236,7 @@ impl Report {
                 vllm_version: i.version.clone().or_else(|| i.startup.version.clone()),
                 kv_connector: i.startup.connector.clone(),
                 kv_role: i.startup.kv_role.clone(),
-                connector_metrics: super::connectors::ConnectorMetrics::of([i]),
+                connector_metrics: crate::state::connectors::ConnectorMetrics::of([i]),
             })
             .collect();
         let q = |role, hist| state.total_hist(role, hist).as_ref().and_then(Quantiles::ms);
@@ -248,7 +259,7 @@ impl Report {
         let (traces, unknown_reasons) = match &state.logs {
             Some(l) if l.has_decode_log() || l.has_prefill_log() => (
                 {
-                    let cx = super::report_traces::TraceContext::new(state);
+                    let cx = traces::TraceContext::new(state);
                     l.correlator.traces().map(|t| TraceReport::from_trace(t, state, &cx)).collect()
                 },
                 unknown_reasons(l.correlator.traces()),
@@ -299,7 +310,7 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
-        warnings.extend(super::router::router_warning(state));
+        warnings.extend(crate::state::router::router_warning(state));
         let kv = KvReport::from_state(state);
         // A silent slow split is as loud as a silent miss.
         warnings.extend(kv.per_request.wire_warning.clone());
@@ -311,13 +322,13 @@ impl Report {
         let unreachable = instances.iter().any(|i| i.scrapes_failed > 0 || !i.up) || !not_vllm.is_empty();
         let restarted = instances.iter().any(|i| i.restarts > 0);
         // Roles that cannot work together are degraded before any request shows it.
-        let disagree = state.mismatches.iter().any(|m| m.effect != super::mismatch::Effect::Risk);
+        let disagree = state.mismatches.iter().any(|m| m.effect != crate::state::mismatch::Effect::Risk);
         // Either count is enough for the verdict: metrics see misses that
         // logs without shared ids cannot name.
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
         } else if unreachable
-            || super::router::degraded(state)
+            || crate::state::router::degraded(state)
             || restarted
             || disagree
             || requests.error > 0
@@ -364,8 +375,8 @@ impl Report {
             mismatches: state.mismatches.iter().map(MismatchReport::of).collect(),
             warnings,
             verdict,
-            spans: super::span_report::SpansReport::from_state(state),
-            router: super::router::RouterReport::from_state(state),
+            spans: spans::SpansReport::from_state(state),
+            router: crate::state::router::RouterReport::from_state(state),
         }
     }
 }

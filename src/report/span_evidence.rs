@@ -4,7 +4,7 @@
 //! carry no request id (ExampleConnector), so under concurrency they can be
 //! pinned on the wrong request; the span's token counts cannot.
 
-use super::spans::Timings;
+use crate::state::spans::Timings;
 use crate::traces::{Join, Trace};
 
 /// Why the spans contradict the trace, in words; `None` when they agree

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::AppState;
-use super::quantiles::Quantiles;
-use super::span_evidence::{Baseline, disagreement};
-use super::spans::Timings;
+use crate::report::quantiles::Quantiles;
+use crate::report::span_evidence::{Baseline, disagreement};
+use crate::state::AppState;
+use crate::state::spans::Timings;
 use crate::traces::{Outcome, Trace};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
