@@ -231,7 +231,7 @@ fn version_of(capture: &Capture, role: Role) -> Option<String> {
         Role::Decode => "decode.log",
     };
     let log = capture.logs.iter().find(|l| l.file_name == file)?;
-    let mut config = crate::state::startup::StartupConfig::default();
+    let mut config = crate::logs::startup::StartupConfig::default();
     log.lines.iter().take(2000).find_map(|(_, line)| {
         config.on_line(line);
         config.version.clone()

@@ -14,6 +14,7 @@ mod pyrepr;
 pub mod reader;
 mod scan;
 pub mod signal;
+pub mod startup;
 pub mod vllm;
 mod vllm_params;
 mod vllm_stats;

@@ -3,12 +3,15 @@
 //! after a restart, an outage or a cancelled request ([`super::recovery`]).
 //! Both turn what they find into events.
 
+use std::collections::BTreeMap;
+
 use crate::feed::{LogOrigin, Role};
 
 use super::instance::Interval;
 use super::recovery::{Finding, Trigger};
-use super::startup::{self, StartupConfig, normalize_version};
 use super::{AppState, EventKind, mismatch};
+use crate::logs::startup::normalize_version;
+use crate::traces::InstanceNote;
 
 impl AppState {
     /// The instance a log belongs to: the n-th of its role, as on the
@@ -27,27 +30,26 @@ impl AppState {
         self.logs.as_ref().is_some_and(|l| l.sources.iter().any(|s| self.instance_of(s.source) == Some(idx)))
     }
 
-    /// An instance's own log lines: its startup config, and the requests
-    /// its clients cancelled.
-    pub(super) fn on_instance_lines(&mut self, origin: LogOrigin, at: f64, lines: &[String]) {
-        let Some(idx) = self.instance_of(origin) else {
+    /// What the instances' logs said of themselves since the last lines
+    /// (read once, by the correlator): start-up config and cancellations.
+    pub(super) fn on_instance_notes(&mut self, at: f64) {
+        let Some(logs) = &mut self.logs else {
             return;
         };
+        let notes = logs.correlator.drain_instance_notes();
         let mut changed = false;
-        let mut cancelled = 0u64;
-        for line in lines {
-            let Some(msg) = startup::message(line) else {
+        let mut cancelled: BTreeMap<usize, u64> = BTreeMap::new();
+        for (origin, note) in notes {
+            let Some(idx) = self.instance_of(origin) else {
                 continue;
             };
-            if StartupConfig::is_config_message(msg) {
-                changed |= self.instances[idx].startup.on_line(line);
-            } else if let Some(ids) = msg.strip_prefix("Aborted request(s) ") {
-                // `Aborted request(s) cmpl-a-0-1, cmpl-b-0-2.`
-                cancelled += ids.split(',').filter(|s| !s.trim().is_empty()).count().max(1) as u64;
+            match note {
+                InstanceNote::Config(msg) => changed |= self.instances[idx].startup.on_line(&msg),
+                InstanceNote::Cancelled(n) => *cancelled.entry(idx).or_default() += n,
             }
         }
-        if cancelled > 0 {
-            self.recovery.start(idx, Trigger::Cancelled(cancelled), at);
+        for (idx, n) in cancelled {
+            self.recovery.start(idx, Trigger::Cancelled(n), at);
         }
         if changed {
             self.refresh_mismatches();
@@ -194,7 +196,8 @@ mod tests {
 
     #[test]
     fn an_instance_log_gives_its_config_and_its_cancels() {
-        let mut st = state(1);
+        // The lines reach the instance through the correlator's one read.
+        let mut st = state(1).with_logs(&[(LogOrigin::Decode(0), "decode.log".into())]);
         let lines: Vec<String> = real("vllm-decode.log").lines().map(str::to_owned).collect();
         let msg = |lines| Msg::LogLines {
             source: LogOrigin::Decode(0),

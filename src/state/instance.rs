@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use super::startup::StartupConfig;
 use crate::feed::{Endpoint, ModelInfo};
+use crate::logs::startup::StartupConfig;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::{Counter, Hist, InstanceSample};
 

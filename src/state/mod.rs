@@ -17,7 +17,6 @@ pub mod recovery;
 pub mod router;
 pub mod series;
 pub mod spans;
-pub mod startup;
 pub mod wires;
 pub mod worth;
 
@@ -167,10 +166,10 @@ impl AppState {
             }
             Msg::LogLines { source, at, lines, state, counts } => {
                 self.tick(at);
-                self.on_instance_lines(source, at, &lines);
                 if let Some(logs) = &mut self.logs {
                     logs.on_lines(source, at, &lines, state, counts);
                 }
+                self.on_instance_notes(at);
                 self.collect_named_misses();
             }
             Msg::SourceFailed { source, at, error } => {

@@ -13,6 +13,7 @@ use super::joiner::Joiner;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
+use super::notes::{InstanceNote, InstanceNotes};
 use super::store::{Store, Track};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
@@ -53,6 +54,8 @@ pub struct Correlator {
     /// Per log: joins wrapped lines (`wrapped.rs`).
     pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
     pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
+    /// What instances' logs said of themselves, for the state to take.
+    pub(super) notes: InstanceNotes,
 }
 
 /// Per-instance facts read from its log.
@@ -106,6 +109,7 @@ impl Correlator {
             noise: HashMap::new(),
             readers: HashMap::new(),
             prev_line: HashMap::new(),
+            notes: InstanceNotes::default(),
         }
     }
 
@@ -248,6 +252,11 @@ impl Correlator {
         self.store.traces().filter(|t| t.outcome == Outcome::SilentMiss).map(|t| t.id.clone()).collect()
     }
 
+    /// Start-up lines and cancellations read since the last call, per log.
+    pub fn drain_instance_notes(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
+        self.notes.drain()
+    }
+
     /// Misses decided since the last call, for a live alert.
     pub fn drain_new_misses(&mut self) -> Vec<String> {
         self.new_misses.drain(..).collect()
@@ -260,7 +269,8 @@ impl Correlator {
             open: self.open.len(),
             queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
                 + self.joiner.queued()
-                + self.flow.queued(),
+                + self.flow.queued()
+                + self.notes.len(),
             index_entries: self.store.index_entries(),
         }
     }

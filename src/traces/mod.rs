@@ -34,6 +34,7 @@ mod lifecycle;
 mod lmcache_lookups;
 mod log_signals;
 mod model;
+mod notes;
 mod proxy_events;
 mod router_events;
 mod stalls;
@@ -49,4 +50,5 @@ pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join, Outcome,
     Phase, RemoteWait, SourceStats, Trace,
 };
+pub use notes::InstanceNote;
 pub use stamp::{anchor, year_of};

@@ -28,14 +28,22 @@ pub struct StartupConfig {
     pub version: Option<String>,
 }
 
-/// The message of a vLLM log line, after its `[file.py:123] ` prefix
-/// (`(APIServer pid=1) INFO 12-01 07:28:32 [api_utils.py:273] message`);
-/// `None` for lines of another shape (uvicorn's access lines).
-pub fn message(line: &str) -> Option<&str> {
-    let head = &line.as_bytes()[..line.len().min(160)];
-    let close = head.iter().position(|&b| b == b']')?;
-    // Both bytes are ASCII, so the slice starts on a char boundary.
-    (head.get(close + 1) == Some(&b' ')).then(|| &line[close + 2..])
+/// Whether a line's message is a start-up line worth reading: every log
+/// line passes here, so only prefixes are compared.
+pub fn is_config_message(msg: &str) -> bool {
+    msg.starts_with("non-default args")
+        || msg.starts_with("Initializing a V1 LLM engine (v")
+        || msg.starts_with("KVTransferConfig(")
+        || msg.starts_with("vLLM API server version")
+        // The logo's last line: ` ▄▄ ▄█ █ ... █  version 0.26.0`.
+        || (msg.starts_with(' ') && msg.len() < 120 && msg.contains(" version "))
+}
+
+/// The message of a parsed line when it is a start-up line worth reading.
+pub fn config_message(raw: &str, line: &super::vllm::VllmLine) -> Option<String> {
+    let text = super::line::strip_ansi(raw);
+    let msg = text.get(line.message_at..)?;
+    is_config_message(msg).then(|| msg.to_string())
 }
 
 /// What `/version` and the log call the same release look alike: `0.26.0`.
@@ -44,17 +52,6 @@ pub fn normalize_version(v: &str) -> String {
 }
 
 impl StartupConfig {
-    /// Whether a line's message (see [`message`]) is worth reading: every
-    /// log line passes here, so only prefixes are compared.
-    pub fn is_config_message(msg: &str) -> bool {
-        msg.starts_with("non-default args")
-            || msg.starts_with("Initializing a V1 LLM engine (v")
-            || msg.starts_with("KVTransferConfig(")
-            || msg.starts_with("vLLM API server version")
-            // The logo's last line: ` ▄▄ ▄█ █ ... █  version 0.26.0`.
-            || (msg.starts_with(' ') && msg.len() < 120 && msg.contains(" version "))
-    }
-
     /// Reads one line; true when it changed what is known.
     pub fn on_line(&mut self, line: &str) -> bool {
         let before = self.clone();
@@ -168,12 +165,18 @@ fn banner_version(line: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The message after `[file.py:123] `, as the parser finds it.
+    fn message(line: &str) -> Option<&str> {
+        let l = crate::logs::vllm::parse_vllm_line(line)?;
+        line.get(l.message_at..)
+    }
+
     /// Every line of a real recorded instance log, read as a tailer would.
     fn read_log(capture: &str, file: &str) -> StartupConfig {
         let path = format!("{}/tests/fixtures/lab-captures/{capture}/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
         let mut c = StartupConfig::default();
-        let worth = |l: &&str| message(l).is_some_and(StartupConfig::is_config_message);
+        let worth = |l: &&str| message(l).is_some_and(is_config_message);
         for line in text.lines().filter(worth) {
             c.on_line(line);
         }
@@ -235,8 +238,6 @@ mod tests {
         assert_eq!(c.kv_role, None);
         let access = "INFO:     127.0.0.1:1 - \"GET /metrics HTTP/1.1\" 200 OK";
         assert!(!StartupConfig::default().on_line(access));
-        assert_eq!(message(access), None);
-        assert_eq!(message("(APIServer pid=1) INFO 12-01 07:29:34 [a.py:1] Aborted x"), Some("Aborted x"));
-        assert_eq!(message("é]"), None);
+        assert!(!message(access).is_some_and(is_config_message));
     }
 }

@@ -1,0 +1,54 @@
+//! What an instance's log says of the instance rather than of a request:
+//! its start-up configuration and how many requests its clients cancelled.
+//! Taken from the one parse of each line, and kept until the state's
+//! instance checks read them (`drain_instance_notes`), so no line is
+//! parsed a second time for them.
+
+use std::collections::VecDeque;
+
+use crate::feed::LogOrigin;
+use crate::logs::startup::config_message;
+use crate::logs::vllm::{VllmEvent, VllmLine};
+
+/// Notes kept between two drains; a caller that never drains loses the
+/// oldest, never memory.
+const MAX_NOTES: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum InstanceNote {
+    /// A start-up line's message (`non-default args: ...`, the engine's
+    /// config, `KVTransferConfig(...)`, the version banner).
+    Config(String),
+    /// `Aborted request(s) a, b.`: that many requests cancelled.
+    Cancelled(u64),
+}
+
+#[derive(Debug, Clone, Default)]
+pub(super) struct InstanceNotes {
+    queue: VecDeque<(LogOrigin, InstanceNote)>,
+}
+
+impl InstanceNotes {
+    /// One line of an instance's log (`raw`), already parsed.
+    pub fn read(&mut self, src: LogOrigin, raw: &str, line: &VllmLine) {
+        let note = match &line.event {
+            VllmEvent::Aborted { ids } => InstanceNote::Cancelled(ids.len().max(1) as u64),
+            _ => match config_message(raw, line) {
+                Some(msg) => InstanceNote::Config(msg),
+                None => return,
+            },
+        };
+        self.queue.push_back((src, note));
+        if self.queue.len() > MAX_NOTES {
+            self.queue.pop_front();
+        }
+    }
+
+    pub fn drain(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
+        self.queue.drain(..).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+}
