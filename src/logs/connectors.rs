@@ -3,7 +3,7 @@
 //! `tests/fixtures/log-excerpts/` for where each shape was seen). Each
 //! matcher starts with a cheap `starts_with`, as most lines match none.
 
-use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, word_after};
+use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, py_strs, word_after};
 use super::signal::{Signal, SignalKind as K};
 
 /// A connector or scheduler line, or `None`.
@@ -23,6 +23,7 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         b'S' => sync_timeout(m).or_else(|| transmit(m)),
         b'T' => mooncake_key(m),
         b'M' => mooncake_transfer(m),
+        b'p' | b'E' => mooncake_pull_failed(m),
         b'L' => ascend_llmdd(m),
         b'[' => redo(m),
         b'r' => rpc(m),
@@ -143,6 +144,16 @@ fn start_load_kv(m: &str) -> Option<Signal> {
 }
 
 fn handshake(m: &str) -> Option<Signal> {
+    // Decode worker, a request's handshake future failed (NIXL ≥0.11).
+    if let Some(r) = m.strip_prefix("Handshake failed for request ") {
+        let id = r.split([',', ' ']).next()?;
+        return Some(
+            Signal::new(K::HandshakeFailed)
+                .id(id)
+                .text("connector", Some("NixlConnector"))
+                .flag("blocks_invalid", Some(r.contains("marking blocks as invalid"))),
+        );
+    }
     let r = m.strip_prefix("Handshake with ")?;
     let engine = r.strip_suffix(" failed")?;
     Some(
@@ -283,8 +294,40 @@ fn mooncake_failed(m: &str) -> Option<Signal> {
 }
 
 fn mooncake_transfer(m: &str) -> Option<Signal> {
+    if let Some(r) = m.strip_prefix("MooncakeAgentMetadata transfer failed for ") {
+        let (ids, err) = r.find("]: ").map_or((r, ""), |i| (&r[..=i], &r[i + 3..]));
+        let s = ids_of(Signal::new(K::TransferFailed), ids);
+        return Some(s.text("connector", Some("MooncakeConnector")).text("reason", Some(err)));
+    }
     let id = m.strip_prefix("Mooncake transfer failed for request ")?;
     Some(Signal::new(K::TransferFailed).id(id).text("connector", Some("MooncakeConnector")))
+}
+
+/// vLLM's MooncakeConnector, decode side (the worker's list of request ids):
+/// `pulling kv_caches for ['<id>'] failed: Timeout waiting for P side ready.`
+/// and `Error happens during tranfering kvcache for ['<id>'], see logs in prefiller.`
+fn mooncake_pull_failed(m: &str) -> Option<Signal> {
+    let (ids, reason) = if let Some(r) = m.strip_prefix("pulling kv_caches for ") {
+        let (ids, reason) = r.split_once(" failed: ")?;
+        (ids, reason.trim_end_matches('.'))
+    } else {
+        let r = m.strip_prefix("Error happens during tranfering kvcache for ")?;
+        (r, "see logs in prefiller")
+    };
+    Some(
+        ids_of(Signal::new(K::TransferFailed), ids)
+            .text("connector", Some("MooncakeConnector"))
+            .text("reason", Some(reason)),
+    )
+}
+
+/// The ids of a Python list (`['a', 'b']`), or the one bare id printed instead.
+fn ids_of(s: Signal, raw: &str) -> Signal {
+    let list = py_strs(raw);
+    if list.is_empty() {
+        return s.id(raw.split([' ', ',']).next().unwrap_or(""));
+    }
+    list.into_iter().fold(s, Signal::id)
 }
 
 /// `Transfer failed for key: K with error: -800`, `Get failed for key: K with error: X`.

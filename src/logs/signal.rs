@@ -58,6 +58,7 @@ kinds! {
     TransferFailed => "transfer_failed",
     TransferTimeout => "transfer_timeout",
     HandshakeFailed => "handshake_failed",
+    RequestKeyError => "request_key_error",
     ExpiredKv => "expired_kv",
     InvalidKvRead => "invalid_kv_read",
     NixlEngineId => "nixl_engine_id",
@@ -113,6 +114,7 @@ impl SignalKind {
                 | TransferFailed
                 | TransferTimeout
                 | HandshakeFailed
+                | RequestKeyError
                 | ExpiredKv
                 | InvalidKvRead
                 | MooncakeConnectFailed
@@ -228,6 +230,58 @@ pub fn join_id(printed: &str) -> String {
         s = b;
     }
     s.to_string()
+}
+
+/// Whether a printed string has the shape of a request id as vLLM, its
+/// connectors and proxies print one, for lines where the same place may
+/// hold anything else (the key of a `KeyError`): `cmpl-`/`chatcmpl-` ids,
+/// an `n>1` child (`13_cmpl-…`), vllm-router's composed id, a UUID or 16+
+/// hex digits, each with or without the engine's `-<8 hex>` or a `-<n>`
+/// suffix. A forwarded id of another shape is found by its trace instead.
+pub fn request_shaped(id: &str) -> bool {
+    if id.is_empty() || id.contains("...") || id.contains(char::is_whitespace) {
+        return false;
+    }
+    let id = id
+        .split_once('_')
+        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(id, |(_, r)| r);
+    if id.contains("___prefill_addr_") && id.contains("___decode_addr_") {
+        return true;
+    }
+    if let Some(rest) = id.strip_prefix("chatcmpl-").or_else(|| id.strip_prefix("cmpl-")) {
+        return !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b));
+    }
+    let mut s = id;
+    for _ in 0..2 {
+        match s.rsplit_once('-') {
+            Some((b, t))
+                if (t.len() == 8 && t.bytes().all(|c| c.is_ascii_hexdigit()))
+                    || (!t.is_empty() && t.len() <= 3 && t.bytes().all(|c| c.is_ascii_digit())) =>
+            {
+                if is_uuid(b) || is_hex16(b) {
+                    return true;
+                }
+                s = b;
+            }
+            _ => break,
+        }
+    }
+    is_uuid(id) || is_hex16(id)
+}
+
+fn is_hex16(s: &str) -> bool {
+    s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `8-4-4-4-12` hex digits.
+fn is_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]

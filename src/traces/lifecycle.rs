@@ -5,34 +5,39 @@ use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
+use super::store::Store;
 use crate::feed::LogOrigin;
 
 /// Lines of one engine death arrive within this long of each other.
 const DEATH_BURST_S: f64 = 5.0;
 
 impl Correlator {
+    /// `Releasing expired KV blocks for request X which were retrieved by N
+    /// decode worker(s)`: the producer (NIXL's, on the log that printed it)
+    /// held X's KV until its lease ran out. With N = 0 no decode read it.
     pub(super) fn on_expired(
         &mut self,
-        i: usize,
+        src: LogOrigin,
         internal: &str,
         retrieved_by: Option<u32>,
         t: f64,
         at: f64,
     ) {
+        let held = |c: &Correlator, s: &u64| c.store.get(*s).is_some_and(|e| Store::touches(e, src));
         let s = self.store.by_engine(internal).or_else(|| {
-            self.store
-                .latest(base_id(external_of_internal(internal)))
-                .filter(|s| self.store.get(*s).is_some_and(|e| e.trace.prefill == Some(i)))
+            let base = self.store.latest(base_id(external_of_internal(internal)));
+            base.filter(|s| held(self, s)).or_else(|| self.find(internal).filter(|s| held(self, s)))
         });
         if retrieved_by != Some(0) {
             return;
         }
-        let Some(s) = s else {
+        // No line of this log named it before: the line itself opens it.
+        let Some(s) = s.or_else(|| self.trace_named(src, internal, t, at)) else {
             self.unattributed_misses += 1;
             return;
         };
-        let note = format!("prefill#{i} released its KV unread (lease expired)");
-        self.with_phase(s, Hop::Connector, LogOrigin::Prefill(i), None, t, |p| {
+        let note = format!("{src} released its KV unread (lease expired)");
+        self.with_phase(s, Hop::Connector, src, None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
         });
@@ -43,8 +48,13 @@ impl Correlator {
             return;
         }
         e.track.kv_expired_unread = true;
-        let (outcome, join, has_decode, params) =
-            (e.trace.outcome, e.trace.join, e.trace.decode.is_some(), e.track.decode_has_params);
+        let (outcome, join, decode, params) = (
+            e.trace.outcome,
+            e.trace.join,
+            e.trace.decode.filter(|_| e.track.decode_at.is_some()),
+            e.track.decode_has_params,
+        );
+        let has_decode = decode.is_some();
         match outcome {
             Outcome::SilentMiss => e.trace.evidence.push_str(&format!("; confirmed: {note}")),
             Outcome::Loaded if params && join == Join::ById => {
@@ -54,6 +64,15 @@ impl Correlator {
                 self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
             }
             Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
+            // The decode request of the same id ran, and never read this KV:
+            // it computed the prompt itself (a failed read would have erred it).
+            Outcome::Pending | Outcome::Unknown
+                if join == Join::ById
+                    && let Some(di) = decode =>
+            {
+                let ev = format!("decode#{di} ran it, but {note}: decode recomputed the prompt");
+                self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, at);
+            }
             _ => {
                 // Nothing ties a decode request to it by id: the miss is real
                 // but unnamed.

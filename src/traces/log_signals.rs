@@ -3,7 +3,6 @@
 //! (kind, instance, time) for a failure whether it names one or not.
 
 use super::correlator::{Correlator, push_capped};
-use super::model::Hop;
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 
@@ -27,14 +26,15 @@ impl Correlator {
             self.push_log_event(src, sig.kind, summary(sig), t);
         }
         match sig.kind {
-            // A transfer that failed for a named request: the connector hop erred.
-            K::TransferFailed | K::KvLoadFailed => {
-                for id in &sig.ids {
-                    if let Some(s) = self.find(id) {
-                        self.fail(s, Hop::Connector, src, summary(sig), t, at);
-                    }
-                }
+            // A failure that names its requests: evidence on each (`named.rs`).
+            K::TransferFailed
+            | K::HandshakeFailed
+            | K::KvLoadFailed
+            | K::InvalidKvRead
+            | K::RequestKeyError => {
+                self.on_named_failure(src, sig, t, at);
             }
+            K::KvLoadRecovered => self.on_load_recovered(src, sig, t),
             // LMCache on decode: its own word on whether the KV was found.
             K::LmcacheHit => {
                 if let LogOrigin::Decode(i) = src {

@@ -1,0 +1,153 @@
+//! Connector and scheduler lines that name a request (`Signal::ids`) as
+//! evidence on that request: found by any id shape, or opened on the log
+//! that printed it, so a pasted excerpt with no `Received` line still
+//! lists the request. What each line proves (as vLLM's sources print them):
+//!
+//! | line (source) | printed by | verdict |
+//! |---|---|---|
+//! | `NIXL transfer failed for request X with state S` / `NIXL transfer failure: <type> \| Context: {'request_id': X}` (nixl worker) | decode | error at the connector |
+//! | `Handshake failed for request X, marking blocks as invalid` (nixl worker) | decode | error at the connector |
+//! | `pulling kv_caches for ['X'] failed: <why>`, `MooncakeAgentMetadata transfer failed for ['X']`, `Error happens during tranfering kvcache for ['X']` (mooncake connector) | decode | error at the connector |
+//! | `Mooncake transfer failed for request X`, `Failed to transfer KV cache for request X` (vllm-ascend) | either | error at the connector |
+//! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
+//! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
+//! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`) | prefill | the KV was never read: a miss where decode ran it, else unknown |
+//! | `KeyError: 'X'` ending a traceback (scheduler) | either | error at that instance |
+//!
+//! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
+//! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
+//! names no request, so it is said on the failed ones when their count is N.
+
+use super::correlator::Correlator;
+use super::ids::{external_of_internal, trace_key};
+use super::instance_events::hop_of;
+use super::model::{Hop, Outcome};
+use crate::feed::LogOrigin;
+use crate::logs::signal::{Signal, SignalKind as K, Val};
+
+/// The scheduler reports a failed load's recovery within a step or two.
+const RECOVERY_WINDOW_S: f64 = 30.0;
+
+impl Correlator {
+    /// The trace an id a line printed names; opened on `src` when none holds
+    /// it. `None` for an id the paster elided (`8f07dfc0-...-a2f0e657`).
+    pub(super) fn trace_named(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
+        if id.is_empty() || id.contains("...") {
+            return None;
+        }
+        if let Some(s) = self.find(id) {
+            return Some(s);
+        }
+        let s = self.new_trace(trace_key(external_of_internal(id)), at);
+        self.store.index_engine(id, s);
+        if let Some(e) = self.store.get_mut(s) {
+            e.trace.engine_ids.push((src, id.to_string()));
+            match src {
+                LogOrigin::Prefill(i) => {
+                    e.trace.prefill = Some(i);
+                    e.track.prefill_at = Some(at);
+                }
+                LogOrigin::Decode(i) => {
+                    e.trace.decode = Some(i);
+                    e.track.decode_event_t = Some(t);
+                }
+                LogOrigin::Proxy => {}
+            }
+        }
+        Some(s)
+    }
+
+    /// A failure line naming requests: each one's connector hop (or, for a
+    /// `KeyError`, the instance) erred. `false` when the line names none.
+    pub(super) fn on_named_failure(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let hop = match sig.kind {
+            K::RequestKeyError => hop_of(src),
+            K::TransferFailed | K::HandshakeFailed | K::KvLoadFailed | K::InvalidKvRead => Hop::Connector,
+            _ => return false,
+        };
+        let text = describe(src, sig);
+        let mut any = false;
+        for id in &sig.ids {
+            let Some(s) = self.trace_named(src, id, t, at) else {
+                continue;
+            };
+            any = true;
+            self.fail_once(s, hop, src, &text, t, at);
+            if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)
+                && let Some(e) = self.store.get_mut(s)
+            {
+                e.track.load_failed = Some((src, t));
+            }
+        }
+        any
+    }
+
+    /// `fail`, but a second line about the same failure (one per TP worker,
+    /// then the scheduler's) adds to the evidence instead of replacing it.
+    fn fail_once(&mut self, s: u64, hop: Hop, src: LogOrigin, text: &str, t: f64, at: f64) {
+        let Some(e) = self.store.get_mut(s) else {
+            return;
+        };
+        if e.trace.outcome != Outcome::Error {
+            self.fail(s, hop, src, text.to_string(), t, at);
+            return;
+        }
+        if !e.trace.evidence.contains(text) {
+            e.trace.evidence.push_str(&format!("; then {text}"));
+        }
+    }
+
+    /// `Recovered from KV load failure: N request(s) rescheduled`: when the
+    /// loads that failed on this log just before are N, those were recomputed.
+    pub(super) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
+        let Some(n) = sig.get_num("requests") else {
+            return;
+        };
+        let failed: Vec<u64> = self
+            .store
+            .serials()
+            .filter(|s| {
+                self.store.get(*s).is_some_and(|e| {
+                    e.track
+                        .load_failed
+                        .is_some_and(|(o, ft)| o == src && t >= ft && t - ft <= RECOVERY_WINDOW_S)
+                })
+            })
+            .collect();
+        if failed.is_empty() || failed.len() as f64 != n {
+            return;
+        }
+        let note = format!("; {src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled)");
+        for s in failed {
+            if let Some(e) = self.store.get_mut(s) {
+                e.track.load_failed = None;
+                e.trace.evidence.push_str(&note);
+            }
+        }
+    }
+}
+
+/// `transfer_failed on decode#0 (connector=MooncakeConnector, reason=Timeout waiting for P side ready)`.
+fn describe(src: LogOrigin, sig: &Signal) -> String {
+    let fields: Vec<String> = sig
+        .fields
+        .iter()
+        .filter(|(k, _)| *k != "tp_rank")
+        .take(4)
+        .map(|(k, v)| match v {
+            Val::Num(n) => format!("{k}={n}"),
+            Val::Bool(b) => format!("{k}={b}"),
+            Val::Text(t) => format!("{k}={t}"),
+        })
+        .collect();
+    let what = match sig.kind {
+        K::InvalidKvRead => {
+            "a decode worker read KV blocks the prefill no longer held (lease expired?)".to_string()
+        }
+        K::RequestKeyError => {
+            format!("the engine failed looking it up (`KeyError` ending a traceback on {src})")
+        }
+        k => k.as_str().to_string(),
+    };
+    if fields.is_empty() { what } else { format!("{what} ({})", fields.join(", ")) }
+}
