@@ -14,7 +14,7 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         b'N' => nixl(m).or_else(|| mooncake_progress(m)),
         b's' => start_load_kv(m).or_else(|| storage_to_mem(m)),
         b'F' => failing(m).or_else(|| mooncake_failed(m)),
-        b'R' => recovered(m).or_else(|| offload(m)),
+        b'R' => recovered(m).or_else(|| mooncake_expired(m)).or_else(|| offload(m)),
         b'H' => handshake(m),
         b'P' => invalid_read(m).or_else(|| parent_exit(m)),
         b'G' => got_params(m).or_else(|| mooncake_key(m)),
@@ -204,6 +204,21 @@ fn recovered(m: &str) -> Option<Signal> {
             .num("requests", lead_num(r))
             .num("tokens_affected", num_after(r, " (")),
     )
+}
+
+/// vLLM's MooncakeConnector, producer side: `Request X timed out after N
+/// seconds without being sent. Freeing its blocks on the producer side.` —
+/// no decode pulled X's KV before the timeout (NIXL's `retrieved by 0`).
+fn mooncake_expired(m: &str) -> Option<Signal> {
+    let r = m.strip_prefix("Request ")?;
+    let (id, rest) = r.split_once(" timed out after ")?;
+    rest.contains("without being sent").then(|| {
+        Signal::new(K::ExpiredKv)
+            .id(id)
+            .text("connector", Some("MooncakeConnector"))
+            .num("retrieved_by", Some(0.0))
+            .num("timeout_s", lead_num(rest))
+    })
 }
 
 /// The OffloadingConnector's scheduler side (a host-memory tier, not a transfer).

@@ -384,6 +384,14 @@ impl Correlator {
                 ),
             ),
         };
+        // The prefill's expiry line was read first: no decode ever pulled it.
+        if self.store.get(s).is_some_and(|e| e.track.kv_expired_unread && e.trace.join == Join::ById) {
+            let ev = format!(
+                "decode got kv_transfer_params ({rid}) but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt"
+            );
+            self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
+            return;
+        }
         self.decide(s, Outcome::Loaded, conf, ev, at);
         let q = &mut self.decodes.entry(i).or_default().params_loaded;
         push_capped(q, s, self.opts.max_pending);

@@ -32,7 +32,7 @@ impl Correlator {
             return;
         }
         // No line of this log named it before: the line itself opens it.
-        let Some(s) = s.or_else(|| self.trace_named(src, internal, t, at)) else {
+        let Some(s) = s.or_else(|| self.trace_named(src, internal, true, t, at)) else {
             self.unattributed_misses += 1;
             return;
         };
@@ -79,10 +79,22 @@ impl Correlator {
                 self.unattributed_misses += 1;
                 let what = if has_decode { "decode paired by order only" } else { "no decode request seen" };
                 let ev = format!("{note}; {what}");
+                let alone = e.trace.prefill.is_none() && e.trace.decode.is_none();
                 if e.trace.outcome == Outcome::Pending && !has_decode {
                     e.trace.evidence = ev;
                 } else {
                     e.trace.evidence.push_str(&format!("; {ev}"));
+                }
+                if alone && e.trace.outcome == Outcome::Pending {
+                    // Only this line names it (a producer line in a log read
+                    // as decode): no deadline of either side will judge it.
+                    let ev = format!(
+                        "{note}, so no decode loaded it; no decode request of it was read, so whether one recomputed it is unknown"
+                    );
+                    self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.track.reopenable = true;
+                    }
                 }
             }
         }

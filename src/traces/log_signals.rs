@@ -35,6 +35,13 @@ impl Correlator {
                 self.on_named_failure(src, sig, t, at);
             }
             K::KvLoadRecovered => self.on_load_recovered(src, sig, t),
+            // Mooncake's producer-side expiry (NIXL's is `VllmEvent::KvExpired`).
+            K::ExpiredKv => {
+                let n = sig.get_num("retrieved_by").map(|n| n as u32);
+                for id in &sig.ids {
+                    self.on_expired(src, id, n, t, at);
+                }
+            }
             // LMCache on decode: its own word on whether the KV was found.
             K::LmcacheHit => {
                 if let LogOrigin::Decode(i) = src {

@@ -30,8 +30,17 @@ const RECOVERY_WINDOW_S: f64 = 30.0;
 
 impl Correlator {
     /// The trace an id a line printed names; opened on `src` when none holds
-    /// it. `None` for an id the paster elided (`8f07dfc0-...-a2f0e657`).
-    pub(super) fn trace_named(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
+    /// it, on the side the line speaks for (`producer`: the instance held the
+    /// request's KV for a decode to read, so a decode log's index says nothing
+    /// of a prefill). `None` for an id the paster elided (`8f07dfc0-...-a2f0e657`).
+    pub(super) fn trace_named(
+        &mut self,
+        src: LogOrigin,
+        id: &str,
+        producer: bool,
+        t: f64,
+        at: f64,
+    ) -> Option<u64> {
         if id.is_empty() || id.contains("...") {
             return None;
         }
@@ -42,16 +51,16 @@ impl Correlator {
         self.store.index_engine(id, s);
         if let Some(e) = self.store.get_mut(s) {
             e.trace.engine_ids.push((src, id.to_string()));
-            match src {
-                LogOrigin::Prefill(i) => {
+            match (src, producer) {
+                (LogOrigin::Prefill(i), _) => {
                     e.trace.prefill = Some(i);
                     e.track.prefill_at = Some(at);
                 }
-                LogOrigin::Decode(i) => {
+                (LogOrigin::Decode(i), false) => {
                     e.trace.decode = Some(i);
                     e.track.decode_event_t = Some(t);
                 }
-                LogOrigin::Proxy => {}
+                _ => {}
             }
         }
         Some(s)
@@ -65,10 +74,12 @@ impl Correlator {
             K::TransferFailed | K::HandshakeFailed | K::KvLoadFailed | K::InvalidKvRead => Hop::Connector,
             _ => return false,
         };
-        let text = describe(src, sig);
+        let text = describe(sig);
         let mut any = false;
         for id in &sig.ids {
-            let Some(s) = self.trace_named(src, id, t, at) else {
+            // The prefill prints the invalid read; the decode the rest.
+            let producer = sig.kind == K::InvalidKvRead;
+            let Some(s) = self.trace_named(src, id, producer, t, at) else {
                 continue;
             };
             any = true;
@@ -128,7 +139,7 @@ impl Correlator {
 }
 
 /// `transfer_failed on decode#0 (connector=MooncakeConnector, reason=Timeout waiting for P side ready)`.
-fn describe(src: LogOrigin, sig: &Signal) -> String {
+fn describe(sig: &Signal) -> String {
     let fields: Vec<String> = sig
         .fields
         .iter()
@@ -145,7 +156,7 @@ fn describe(src: LogOrigin, sig: &Signal) -> String {
             "a decode worker read KV blocks the prefill no longer held (lease expired?)".to_string()
         }
         K::RequestKeyError => {
-            format!("the engine failed looking it up (`KeyError` ending a traceback on {src})")
+            "`KeyError` on its id ending a traceback: the engine no longer held it".to_string()
         }
         k => k.as_str().to_string(),
     };
