@@ -162,3 +162,54 @@ fn describe(sig: &Signal) -> String {
     };
     if fields.is_empty() { what } else { format!("{what} ({})", fields.join(", ")) }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Correlator, CorrelatorOptions, Hop, Outcome};
+
+    /// vllm#26171, pasted: the decode's handshake failed for this request.
+    const HANDSHAKE: &str = "(EngineCore_DP0 pid=3317003) ERROR 10-07 17:11:06 [distributed/.../v1/nixl_connector.py:832] Handshake failed for request cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1-0, marking blocks as invalid";
+    const ID: &str = "cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1";
+
+    /// vLLM `v1/core/sched/scheduler.py` (PR #19330 on): `Recovered from KV
+    /// load failure: %d request(s) rescheduled (%d tokens affected).`, rendered.
+    fn recovered(n: u32) -> String {
+        format!(
+            "(EngineCore_DP0 pid=3317003) WARNING 10-07 17:11:07 [v1/core/sched/scheduler.py:1510] Recovered from KV load failure: {n} request(s) rescheduled (128 tokens affected)."
+        )
+    }
+
+    fn read(lines: &[&str]) -> Correlator {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        for (k, l) in lines.iter().enumerate() {
+            c.on_line(LogOrigin::Decode(0), l, 1_790_000_000.0 + k as f64);
+        }
+        c.finish(1_790_000_100.0);
+        c
+    }
+
+    #[test]
+    fn a_failed_load_the_scheduler_recomputed_says_so() {
+        let r = recovered(1);
+        let c = read(&[HANDSHAKE, &r]);
+        let t = c.get(ID).expect("the failed request is a trace");
+        assert_eq!(
+            (t.outcome, t.error_at, t.decode),
+            (Outcome::Error, Some(Hop::Connector), Some(0)),
+            "{t:?}"
+        );
+        assert!(t.evidence.contains("decode#0 then recomputed it"), "{t:?}");
+        // Two rescheduled, one failure read: which were recomputed is not known.
+        let r = recovered(2);
+        let c = read(&[HANDSHAKE, &r]);
+        let t = c.get(ID).unwrap();
+        assert_eq!(t.outcome, Outcome::Error);
+        assert!(!t.evidence.contains("recomputed"), "{t:?}");
+        // The same failure printed again (another TP worker) stays one trace,
+        // one cause.
+        let c = read(&[HANDSHAKE, HANDSHAKE]);
+        assert_eq!(c.counts().seen, 1);
+        assert!(!c.get(ID).unwrap().evidence.contains("then"), "{:?}", c.get(ID));
+    }
+}
