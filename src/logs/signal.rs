@@ -270,6 +270,17 @@ pub fn request_shaped(id: &str) -> bool {
     is_uuid(id) || is_hex16(id)
 }
 
+/// `KeyError: '<request id>'` ending a traceback: the scheduler (or a
+/// connector) looked up a request it no longer held. Any other key
+/// (`'model.layers.93.self_attn'`) names no request.
+pub(crate) fn key_error(name: &str, text: &str) -> Option<Signal> {
+    if name != "KeyError" {
+        return None;
+    }
+    let key = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))?;
+    request_shaped(key).then(|| Signal::new(SignalKind::RequestKeyError).id(key))
+}
+
 fn is_hex16(s: &str) -> bool {
     s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -227,7 +227,7 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
 /// The connector / LMCache / proxy reading of a message no event variant took.
 fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
     if let VllmEvent::Exception { name, text } = ev {
-        return key_error(name, text);
+        return super::signal::key_error(name, text);
     }
     if *ev != VllmEvent::Other {
         return None;
@@ -236,17 +236,6 @@ fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
         .or_else(|| parse_lmcache(msg))
         .or_else(|| parse_proxy_text(msg))
         .or_else(|| super::known::aborted_echo(msg))
-}
-
-/// `KeyError: '<request id>'` ending a traceback: the scheduler (or a
-/// connector) looked up a request it no longer held. Any other key
-/// (`'model.layers.93.self_attn'`) names no request.
-fn key_error(name: &str, text: &str) -> Option<Signal> {
-    if name != "KeyError" {
-        return None;
-    }
-    let key = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))?;
-    super::signal::request_shaped(key).then(|| Signal::new(SignalKind::RequestKeyError).id(key))
 }
 
 /// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
