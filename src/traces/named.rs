@@ -9,6 +9,7 @@
 //! | `Handshake failed for request X, marking blocks as invalid` (nixl worker) | decode | error at the connector |
 //! | `pulling kv_caches for ['X'] failed: <why>`, `MooncakeAgentMetadata transfer failed for ['X']`, `Error happens during tranfering kvcache for ['X']` (mooncake connector) | decode | error at the connector |
 //! | `Mooncake transfer failed for request X`, `Failed to transfer KV cache for request X` (vllm-ascend) | either | error at the connector |
+//! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout |
 //! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
 //! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
 //! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`) | prefill | the KV was never read: a miss where decode ran it, else unknown |
@@ -21,7 +22,7 @@
 use super::correlator::Correlator;
 use super::ids::{external_of_internal, trace_key};
 use super::instance_events::hop_of;
-use super::model::{Hop, Outcome};
+use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 
@@ -75,6 +76,9 @@ impl Correlator {
             _ => return false,
         };
         let text = describe(sig);
+        if matches!(sig.get("failure_type"), Some(Val::Text(f)) if f == "notification_failed") {
+            return self.on_notify_failed(src, sig, &text, t, at);
+        }
         let mut any = false;
         for id in &sig.ids {
             // The prefill prints the invalid read; the decode the rest.
@@ -91,6 +95,29 @@ impl Correlator {
             }
         }
         any
+    }
+
+    /// NIXL ≥0.14 `notification_failed`: the decode held every block already
+    /// (a full prefix-cache hit, no read) and could not tell the prefill,
+    /// which frees them at its timeout. The request itself is not failed.
+    fn on_notify_failed(&mut self, src: LogOrigin, sig: &Signal, text: &str, t: f64, at: f64) -> bool {
+        for id in &sig.ids {
+            let Some(s) = self.trace_named(src, id, false, t, at) else {
+                continue;
+            };
+            let note = format!("{src} had its KV in its own prefix cache and read nothing; {text}");
+            let Some(e) = self.store.get_mut(s) else {
+                continue;
+            };
+            if e.trace.outcome == Outcome::Pending && e.trace.prefill.is_none() && e.track.decode_at.is_none()
+            {
+                // Only this line names it: nothing later will judge it.
+                self.decide(s, Outcome::Unknown, Confidence::Likely, note, at);
+            } else if !e.trace.evidence.contains(text) {
+                e.trace.evidence.push_str(&format!("; {note}"));
+            }
+        }
+        !sig.ids.is_empty()
     }
 
     /// `fail`, but a second line about the same failure (one per TP worker,
@@ -211,5 +238,19 @@ mod tests {
         let c = read(&[HANDSHAKE, HANDSHAKE]);
         assert_eq!(c.counts().seen, 1);
         assert!(!c.get(ID).unwrap().evidence.contains("then"), "{:?}", c.get(ID));
+    }
+
+    /// vLLM `nixl/worker.py` (0016029b, `_read_blocks`), rendered: a full
+    /// prefix-cache hit could not notify the prefill. Not a failed load.
+    #[test]
+    fn a_failed_notification_is_no_failed_load() {
+        let l = "(Worker_TP0 pid=4121) ERROR 09-20 11:02:03 [worker.py:620] NIXL transfer failure: notification_failed. P worker blocks will be freed after timeout. This may indicate network issues. | Context: {'failure_type': 'notification_failed', 'request_id': 'chatcmpl-5e2a9c1b7d3f4a6e-3c4d5e6f', 'engine_id': '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', 'dst_engine_id': '1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a1b', 'remote_rank': 0, 'remote_agent_name': 'b8c1e2d3-0a9f-4e8d-9c7b-6a5f4e3d2c1b'}";
+        let mut c = read(&[l]);
+        let t = c.get("chatcmpl-5e2a9c1b7d3f4a6e").expect("the request is listed");
+        assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
+        assert!(t.evidence.contains("own prefix cache"), "{t:?}");
+        // Neither engine nor agent UUID became a request.
+        assert_eq!(c.counts().seen, 1);
+        assert_eq!(c.drain_log_events().len(), 1, "still an event");
     }
 }
