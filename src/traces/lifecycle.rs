@@ -65,11 +65,15 @@ impl Correlator {
             }
             Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
             // The decode request of the same id ran, and never read this KV:
-            // it computed the prompt itself (a failed read would have erred it).
-            Outcome::Pending | Outcome::Unknown
+            // it computed the prompt itself (a failed read would have erred
+            // it). "No prefill" was wrong too: this prefill held its KV.
+            Outcome::Pending | Outcome::Unknown | Outcome::NoPrefill
                 if join == Join::ById
                     && let Some(di) = decode =>
             {
+                if let LogOrigin::Prefill(i) = src {
+                    e.trace.prefill.get_or_insert(i);
+                }
                 let ev = format!("decode#{di} ran it, but {note}: decode recomputed the prompt");
                 self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, at);
             }
