@@ -207,6 +207,15 @@ fn every_line_that_names_a_request_lists_it() {
             "connector",
             "Resource temporarily unavailable",
         ),
+        // MooncakeConnector's producer timing out a decode's pull (the decode's ids).
+        (
+            "src-mooncake-producer-timeouts.log",
+            "--prefill-log",
+            "chatcmpl-9e7c5a3b1f2d4e6a",
+            "error",
+            "connector",
+            "the prefill names the decode's request",
+        ),
         // vllm#25562: expired unread; no decode log, so what decode did is unknown.
         (
             "nixl-expired-zero-decode-workers-120s.log",

@@ -21,7 +21,7 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         b'C' => created(m),
         b'I' => init_nixl(m),
         b'S' => sync_timeout(m).or_else(|| transmit(m)),
-        b'T' => mooncake_key(m),
+        b'T' => mooncake_key(m).or_else(|| mooncake_p_timeout(m)),
         b'M' => mooncake_transfer(m),
         b'p' | b'E' => mooncake_pull_failed(m),
         b'L' => ascend_llmdd(m),
@@ -211,6 +211,16 @@ fn recovered(m: &str) -> Option<Signal> {
 /// no decode pulled X's KV before the timeout (NIXL's `retrieved by 0`).
 fn mooncake_expired(m: &str) -> Option<Signal> {
     let r = m.strip_prefix("Request ")?;
+    // Producer side, the decode's id: its KV expired before the decode asked.
+    if let Some(id) = r.strip_suffix(" expired before sending on P side.") {
+        return Some(
+            Signal::new(K::TransferFailed)
+                .id(id)
+                .text("connector", Some("MooncakeConnector"))
+                .text("reason", Some("expired before sending on P side"))
+                .flag("decode_ids", Some(true)),
+        );
+    }
     let (id, rest) = r.split_once(" timed out after ")?;
     rest.contains("without being sent").then(|| {
         Signal::new(K::ExpiredKv)
@@ -333,6 +343,19 @@ fn mooncake_pull_failed(m: &str) -> Option<Signal> {
         ids_of(Signal::new(K::TransferFailed), ids)
             .text("connector", Some("MooncakeConnector"))
             .text("reason", Some(reason)),
+    )
+}
+
+/// vLLM's MooncakeConnector, producer side: `Timeout waiting for P side
+/// ready: ['<decode id>']` — the decode asked for KV this prefill did not
+/// have ready in time. The ids are the decode's (`pending_reqs`).
+fn mooncake_p_timeout(m: &str) -> Option<Signal> {
+    let ids = m.strip_prefix("Timeout waiting for P side ready: ")?;
+    Some(
+        ids_of(Signal::new(K::TransferFailed), ids)
+            .text("connector", Some("MooncakeConnector"))
+            .text("reason", Some("Timeout waiting for P side ready"))
+            .flag("decode_ids", Some(true)),
     )
 }
 

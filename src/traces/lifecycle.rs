@@ -5,6 +5,7 @@ use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
+use super::named::Side;
 use super::store::Store;
 use crate::feed::LogOrigin;
 
@@ -32,7 +33,7 @@ impl Correlator {
             return;
         }
         // No line of this log named it before: the line itself opens it.
-        let Some(s) = s.or_else(|| self.trace_named(src, internal, true, t, at)) else {
+        let Some(s) = s.or_else(|| self.trace_named(src, internal, Side::Producer, t, at)) else {
             self.unattributed_misses += 1;
             return;
         };

@@ -31,14 +31,13 @@ const RECOVERY_WINDOW_S: f64 = 30.0;
 
 impl Correlator {
     /// The trace an id a line printed names; opened on `src` when none holds
-    /// it, on the side the line speaks for (`producer`: the instance held the
-    /// request's KV for a decode to read, so a decode log's index says nothing
-    /// of a prefill). `None` for an id the paster elided (`8f07dfc0-...-a2f0e657`).
+    /// it, on the side the line speaks for (`Side`). `None` for an id the
+    /// paster elided (`8f07dfc0-...-a2f0e657`).
     pub(super) fn trace_named(
         &mut self,
         src: LogOrigin,
         id: &str,
-        producer: bool,
+        side: Side,
         t: f64,
         at: f64,
     ) -> Option<u64> {
@@ -51,13 +50,15 @@ impl Correlator {
         let s = self.new_trace(trace_key(external_of_internal(id)), at);
         self.store.index_engine(id, s);
         if let Some(e) = self.store.get_mut(s) {
-            e.trace.engine_ids.push((src, id.to_string()));
-            match (src, producer) {
-                (LogOrigin::Prefill(i), _) => {
+            if side != Side::Peer {
+                e.trace.engine_ids.push((src, id.to_string()));
+            }
+            match (src, side) {
+                (LogOrigin::Prefill(i), Side::Producer | Side::Consumer) => {
                     e.trace.prefill = Some(i);
                     e.track.prefill_at = Some(at);
                 }
-                (LogOrigin::Decode(i), false) => {
+                (LogOrigin::Decode(i), Side::Consumer) => {
                     e.trace.decode = Some(i);
                     e.track.decode_event_t = Some(t);
                 }
@@ -81,9 +82,7 @@ impl Correlator {
         }
         let mut any = false;
         for id in &sig.ids {
-            // The prefill prints the invalid read; the decode the rest.
-            let producer = sig.kind == K::InvalidKvRead;
-            let Some(s) = self.trace_named(src, id, producer, t, at) else {
+            let Some(s) = self.trace_named(src, id, side_of(sig), t, at) else {
                 continue;
             };
             any = true;
@@ -102,7 +101,7 @@ impl Correlator {
     /// which frees them at its timeout. The request itself is not failed.
     fn on_notify_failed(&mut self, src: LogOrigin, sig: &Signal, text: &str, t: f64, at: f64) -> bool {
         for id in &sig.ids {
-            let Some(s) = self.trace_named(src, id, false, t, at) else {
+            let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
                 continue;
             };
             let note = format!("{src} had its KV in its own prefix cache and read nothing; {text}");
@@ -165,12 +164,34 @@ impl Correlator {
     }
 }
 
+/// Whose id a line prints, so a trace it opens sits on the right instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    /// The instance held the request's KV for a decode to read (a decode
+    /// log's index then says nothing of which prefill it was).
+    Producer,
+    /// The instance ran the request under this id.
+    Consumer,
+    /// Another instance's id (Mooncake's prefill printing the decode's).
+    Peer,
+}
+
+/// The prefill prints the invalid read; Mooncake's prefill names the
+/// decode's ids (`decode_ids`); the rest are the printing instance's own.
+fn side_of(sig: &Signal) -> Side {
+    match sig.kind {
+        K::InvalidKvRead => Side::Producer,
+        _ if sig.get("decode_ids") == Some(&Val::Bool(true)) => Side::Peer,
+        _ => Side::Consumer,
+    }
+}
+
 /// `transfer_failed on decode#0 (connector=MooncakeConnector, reason=Timeout waiting for P side ready)`.
 fn describe(sig: &Signal) -> String {
     let fields: Vec<String> = sig
         .fields
         .iter()
-        .filter(|(k, _)| *k != "tp_rank")
+        .filter(|(k, _)| *k != "tp_rank" && *k != "decode_ids")
         .take(4)
         .map(|(k, v)| match v {
             Val::Num(n) => format!("{k}={n}"),
@@ -185,6 +206,7 @@ fn describe(sig: &Signal) -> String {
         K::RequestKeyError => {
             "`KeyError` on its id ending a traceback: the engine no longer held it".to_string()
         }
+        k if side_of(sig) == Side::Peer => format!("{} (the prefill names the decode's request)", k.as_str()),
         k => k.as_str().to_string(),
     };
     if fields.is_empty() { what } else { format!("{what} ({})", fields.join(", ")) }
