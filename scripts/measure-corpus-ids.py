@@ -29,6 +29,8 @@ ROLE = {"vllm-prefill": "--prefill-log", "proxy": "--proxy-log", "router": "--pr
 def strip(i):
     """Every name a trace may carry for a printed id (suffixes dropped)."""
     out = {i}
+    if i.endswith("kv"):  # P2pNccl's tensor id: the request id + "kv"
+        out |= strip(i[:-2])
     for p in ("cmpl-", "chatcmpl-"):
         if i.startswith(p):
             out.add(i[len(p):])

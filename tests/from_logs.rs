@@ -216,6 +216,26 @@ fn every_line_that_names_a_request_lists_it() {
             "connector",
             "the prefill names the decode's request",
         ),
+        // llm-d (pasted): the prefill's NIXL `request_finished(X)`: prefilled;
+        // what decode did is not in the excerpt.
+        (
+            "llmd-nixl-prefill-abbrev-file-field.log",
+            "--prefill-log",
+            "chatcmpl-e081a40e-dc43-4b63-8ce2-d9a91f02e2df",
+            "unknown",
+            "",
+            "no decode log is being read",
+        ),
+        // vllm#15806 (pasted): P2pNccl's decode received the request's KV
+        // tensor (the id is vllm-router's composed one, `kv` appended).
+        (
+            "v0-stats-p2pnccl-decode.log",
+            "--decode-log",
+            "___prefill_addr_100.64.160.226:21001___decode_addr_100.64.160.226:25001_1025d17ada3146a4aaa0e80fb3820e5e",
+            "loaded",
+            "",
+            "received its KV tensor",
+        ),
         // vllm#25562: expired unread; no decode log, so what decode did is unknown.
         (
             "nixl-expired-zero-decode-workers-120s.log",

@@ -52,6 +52,11 @@ impl Correlator {
             K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
             k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
             K::WaitingRemoteKvs | K::NixlStartLoadKv => return self.on_remote_wait(src, sig, t, at),
+            // The prefill's connector finished it: it was prefilled (`named.rs`).
+            K::ConnectorRequestFinished if matches!(src, LogOrigin::Prefill(_)) => {
+                return self.on_prefill_finished(src, sig, t, at);
+            }
+            K::P2pTensorReceived => return self.on_tensor_received(src, sig, t, at),
             // The connector is done with the request on decode: it went on.
             K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
                 for id in &sig.ids {

@@ -134,6 +134,58 @@ impl Correlator {
         }
     }
 
+    /// `NIXLConnector request_finished(X), request_status=...` on a prefill:
+    /// the producer ran X and its connector holds the KV (when
+    /// `do_remote_decode`). The decode side judges the rest.
+    pub(super) fn on_prefill_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        for id in &sig.ids {
+            if let Some(s) = self.trace_named(src, id, Side::Producer, t, at) {
+                let status = match sig.get("status") {
+                    Some(Val::Text(st)) => format!(" ({st})"),
+                    _ => String::new(),
+                };
+                self.with_phase(s, Hop::Producer, src, None, t, |p| {
+                    p.end.get_or_insert(t);
+                    if p.detail.is_empty() {
+                        p.detail = format!("connector request_finished{status}");
+                    }
+                });
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// P2pNccl on decode: `[PUT]Recv From <prefill>, tensor_id:<id>kv` — the
+    /// KV tensor of that request arrived from the prefill.
+    pub(super) fn on_tensor_received(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let LogOrigin::Decode(i) = src else {
+            return false;
+        };
+        let peer = match sig.get("peer") {
+            Some(Val::Text(p)) => p.clone(),
+            _ => "the prefill".to_string(),
+        };
+        for printed in &sig.ids {
+            // The tensor id is the request id with `kv` appended (`...-0kv`).
+            let id = printed
+                .strip_suffix("kv")
+                .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
+                .unwrap_or(printed);
+            let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
+                continue;
+            };
+            self.with_phase(s, Hop::Connector, src, None, t, |p| {
+                p.detail = format!("P2pNccl received its KV from {peer}");
+                p.end.get_or_insert(t);
+            });
+            if self.store.outcome(s) == Some(Outcome::Pending) {
+                let ev = format!("P2pNccl on decode#{i} received its KV tensor from {peer} ({printed})");
+                self.decide(s, Outcome::Loaded, Confidence::Likely, ev, at);
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
     /// `Recovered from KV load failure: N request(s) rescheduled`: when the
     /// loads that failed on this log just before are N, those were recomputed.
     pub(super) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
