@@ -270,15 +270,19 @@ pub fn request_shaped(id: &str) -> bool {
     is_uuid(id) || is_hex16(id)
 }
 
-/// `KeyError: '<request id>'` ending a traceback: the scheduler (or a
-/// connector) looked up a request it no longer held. Any other key
-/// (`'model.layers.93.self_attn'`) names no request.
+/// The end of a traceback that names the request the engine lost:
+/// `KeyError: '<request id>'` (the scheduler or a connector looked up a
+/// request it no longer held; any other key, `'model.layers.93.self_attn'`,
+/// names no request) and NIXL's `AssertionError: <id> not found in
+/// recving_metadata list` (`get_finished`).
 pub(crate) fn key_error(name: &str, text: &str) -> Option<Signal> {
-    if name != "KeyError" {
-        return None;
-    }
-    let key = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))?;
-    request_shaped(key).then(|| Signal::new(SignalKind::RequestKeyError).id(key))
+    let key = match name {
+        "KeyError" => text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))?,
+        "AssertionError" => text.strip_suffix(" not found in recving_metadata list")?,
+        _ => return None,
+    };
+    request_shaped(key)
+        .then(|| Signal::new(SignalKind::RequestKeyError).id(key).text("exception", Some(name)))
 }
 
 fn is_hex16(s: &str) -> bool {
@@ -369,6 +373,9 @@ mod tests {
         assert_eq!(ids(l), Some(vec!["cmpl-93706305-0119-4c28-b1d2-682767153598-0".to_string()]));
         // A KeyError on a model layer (the Mooncake draft-layer report) names no request.
         assert_eq!(ids("KeyError: 'model.layers.93.self_attn'"), None);
+        // vllm nixl/worker.py (0016029b) get_finished's assert, rendered.
+        let l = "(EngineCore_DP0 pid=812) ERROR 09-20 11:02:03 [core.py:1010] AssertionError: chatcmpl-5e2a9c1b7d3f4a6e-3c4d5e6f not found in recving_metadata list";
+        assert_eq!(ids(l), Some(vec!["chatcmpl-5e2a9c1b7d3f4a6e-3c4d5e6f".to_string()]));
         // SGLang's decode (python/sglang/srt/disaggregation/decode.py format):
         // neither its rid nor its bootstrap_room is read as a vLLM request.
         let l = "[2026-01-16 22:03:02 TP2] Decode handshake failed for request rank=2 decode_req.req.rid='a1b2c3d4e5f60718293a4b5c6d7e8f90' decode_req.req.bootstrap_room=8815072349184213 with exception KVTransferError";

@@ -243,7 +243,7 @@ fn describe(sig: &Signal) -> String {
     let fields: Vec<String> = sig
         .fields
         .iter()
-        .filter(|(k, _)| *k != "tp_rank" && *k != "decode_ids")
+        .filter(|(k, _)| !["tp_rank", "decode_ids", "exception"].contains(k))
         .take(4)
         .map(|(k, v)| match v {
             Val::Num(n) => format!("{k}={n}"),
@@ -256,7 +256,11 @@ fn describe(sig: &Signal) -> String {
             "a decode worker read KV blocks the prefill no longer held (lease expired?)".to_string()
         }
         K::RequestKeyError => {
-            "`KeyError` on its id ending a traceback: the engine no longer held it".to_string()
+            let exc = match sig.get("exception") {
+                Some(Val::Text(e)) => e.as_str(),
+                _ => "KeyError",
+            };
+            format!("`{exc}` on its id ending a traceback: the engine no longer held it")
         }
         k if side_of(sig) == Side::Peer => format!("{} (the prefill names the decode's request)", k.as_str()),
         k => k.as_str().to_string(),
