@@ -12,8 +12,11 @@
 //! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout |
 //! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
 //! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
-//! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`) | prefill | the KV was never read: a miss where decode ran it, else unknown |
-//! | `KeyError: 'X'` ending a traceback (scheduler) | either | error at that instance |
+//! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`), `Request X timed out after N seconds without being sent` (mooncake) | prefill | the KV was never read: a miss where decode ran it, else unknown |
+//! | `Timeout waiting for P side ready: ['X']`, `Request X expired before sending on P side.` (mooncake ≥0.2x) | prefill, the decode's id | error at the connector |
+//! | `KeyError: 'X'` ending a traceback (scheduler), `AssertionError: X not found in recving_metadata list` (nixl worker) | either | error at that instance |
+//! | `NIXLConnector request_finished(X), request_status=S` | prefill | prefilled; the decode side judges the rest |
+//! | `[PUT]Recv From <prefill>, tensor_id:Xkv` (P2pNccl) | decode | loaded (likely) |
 //!
 //! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
 //! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
