@@ -127,3 +127,158 @@ fn a_decode_that_hangs_with_a_running_request_is_an_engine_stall() {
     assert_eq!(r["duration_s"], 412.0, "{}", r["warnings"]);
     assert!(r["warnings"].to_string().contains("took 2025 from the file's dated lines"), "{}", r["warnings"]);
 }
+
+/// Each kind of line that names a request, pasted alone (no `Received`
+/// line for the id): the request is listed, with the verdict its line
+/// proves and the hop it blames (`src/traces/named.rs` has the table).
+#[test]
+fn every_line_that_names_a_request_lists_it() {
+    let run = |flag: &str, f: &str| {
+        let f = fixture(&format!("log-excerpts/{f}"));
+        json(&["check", "--json", "--from-logs", flag, &f])
+    };
+    let trace = |r: &serde_json::Value, id: &str| {
+        r["traces"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().unwrap_or_else(|| {
+            panic!("{id} not in {}", r["traces"]);
+        })
+    };
+    // (log, role, id listed, outcome, error_at, evidence says)
+    for (file, flag, id, outcome, at, says) in [
+        // vllm#50719: Mooncake's pull failed; a 16-hex id from a Python list.
+        (
+            "mooncake-pull-timeout-p-side-ready.log",
+            "--decode-log",
+            "94a7d5ac08490bb5",
+            "error",
+            "connector",
+            "Timeout waiting for P side ready",
+        ),
+        // vllm#26171: a NIXL handshake failed for a request.
+        (
+            "nixl-handshake-failed-for-request-recovery.log",
+            "--decode-log",
+            "cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1",
+            "error",
+            "connector",
+            "handshake_failed",
+        ),
+        // vllm#25808: the prefill saw a decode read KV it no longer held.
+        (
+            "nixl-invalid-blocks-unrecognized-async-sched.log",
+            "--prefill-log",
+            "cmpl-141e42e3-ad61-46ab-88cc-fb6aaa47e363",
+            "error",
+            "connector",
+            "no longer held",
+        ),
+        // vllm#53799: a scheduler traceback ending in `KeyError: '<id>'`.
+        (
+            "v1-keyerror-req-id-to-index.log",
+            "--decode-log",
+            "chatcmpl-95f443c92d6709b3",
+            "error",
+            "decode",
+            "KeyError",
+        ),
+        // The scheduler's `Failing N request(s) due to KV load failure` (policy fail).
+        (
+            "src-vllm-kv-load-failure-policy.log",
+            "--decode-log",
+            "chatcmpl-5b0e1c7d2f8a4a43b9f6c3e2d1a0b9c8",
+            "error",
+            "connector",
+            "kv_load_failed",
+        ),
+        // NIXL's older per-request transfer failure.
+        (
+            "src-nixl-transfer-failed-state.log",
+            "--decode-log",
+            "cmpl-7c1d2e3f4a5b4c6d8e9f0a1b2c3d4e5f",
+            "error",
+            "connector",
+            "state=ERR",
+        ),
+        // MooncakeConnector's receive_kv failure naming two requests in a list.
+        (
+            "src-mooncake-receive-kv-failures.log",
+            "--decode-log",
+            "chatcmpl-9b1d3f5a7c2e4b6d8f0a1c3e5b7d9f2a",
+            "error",
+            "connector",
+            "Resource temporarily unavailable",
+        ),
+        // MooncakeConnector's producer timing out a decode's pull (the decode's ids).
+        (
+            "src-mooncake-producer-timeouts.log",
+            "--prefill-log",
+            "chatcmpl-9e7c5a3b1f2d4e6a",
+            "error",
+            "connector",
+            "the prefill names the decode's request",
+        ),
+        // llm-d (pasted): the prefill's NIXL `request_finished(X)`: prefilled;
+        // what decode did is not in the excerpt.
+        (
+            "llmd-nixl-prefill-abbrev-file-field.log",
+            "--prefill-log",
+            "chatcmpl-e081a40e-dc43-4b63-8ce2-d9a91f02e2df",
+            "unknown",
+            "",
+            "no decode log is being read",
+        ),
+        // vllm#15806 (pasted): P2pNccl's decode received the request's KV
+        // tensor (the id is vllm-router's composed one, `kv` appended).
+        (
+            "v0-stats-p2pnccl-decode.log",
+            "--decode-log",
+            "___prefill_addr_100.64.160.226:21001___decode_addr_100.64.160.226:25001_1025d17ada3146a4aaa0e80fb3820e5e",
+            "loaded",
+            "",
+            "received its KV tensor",
+        ),
+        // vllm#25562: expired unread; no decode log, so what decode did is unknown.
+        (
+            "nixl-expired-zero-decode-workers-120s.log",
+            "--prefill-log",
+            "cmpl-fe226f2e-264c-4fd9-8c57-a115f9641164",
+            "unknown",
+            "",
+            "its KV expired unread",
+        ),
+        // The same line in a log read as decode: still never "loaded".
+        (
+            "nixl-expired-zero-decode-workers-120s.log",
+            "--decode-log",
+            "cmpl-fe226f2e-264c-4fd9-8c57-a115f9641164",
+            "unknown",
+            "",
+            "no decode loaded it",
+        ),
+    ] {
+        let r = run(flag, file);
+        let t = trace(&r, id);
+        assert_eq!(t["outcome"], outcome, "{file}: {t}");
+        if at.is_empty() {
+            assert!(t["error_at"].is_null(), "{file}: {t}");
+        } else {
+            assert_eq!(t["error_at"], at, "{file}: {t}");
+        }
+        assert!(t["evidence"].as_str().unwrap().contains(says), "{file}: {t}");
+        // The failure event is kept, and now names the request.
+        if outcome == "error" {
+            let printed = r["events"].to_string();
+            assert!(
+                printed.contains(id.trim_start_matches("chatcmpl-").trim_start_matches("cmpl-")),
+                "{file}: {printed}"
+            );
+        }
+    }
+    // Two engine UUIDs on the handshake's lines are no requests: one trace.
+    let r = run("--decode-log", "src-nixl-handshake-failed-for-request.log");
+    let ids: Vec<&str> = r["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["cmpl-2e8c4a6f0b1d4e3a9c7f5b2d8e1a4c6b"]);
+    // One line per request: the five expired requests are five traces.
+    let r = run("--prefill-log", "nixl-expired-zero-decode-workers-120s.log");
+    assert_eq!(r["requests"]["seen"], 5, "{}", r["requests"]);
+    assert_eq!(r["requests"]["loaded"], 0);
+}

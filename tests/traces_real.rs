@@ -256,6 +256,26 @@ fn nixl_params() {
     assert!(confirmed >= 40, "{confirmed}");
 }
 
+/// The same capture with the prefill's request lines cut (request logging
+/// off): only its `Releasing expired KV blocks` lines name the requests.
+/// The decode requests they name were prefilled after all, and never read
+/// that KV: misses, where without the expiry they were "no prefill".
+#[test]
+fn a_prefill_expiry_alone_names_the_miss() {
+    let dir = "nixl-llama-shape";
+    let mut feeds = full_feeds(dir);
+    feeds[0].1.retain(|(_, l)| l.contains("Releasing expired KV blocks"));
+    feeds.truncate(2);
+    assert!(!feeds[0].1.is_empty());
+    let c = run(feeds, CorrelatorOptions::default());
+    for id in ids_of_phase(dir, "noparams") {
+        let t = c.get(&id).expect("trace");
+        assert_eq!(t.outcome, Outcome::SilentMiss, "{id}: {t:?}");
+        assert_eq!(t.prefill, Some(0), "{id}: {t:?}");
+        assert!(t.evidence.contains("released its KV unread"), "{id}: {}", t.evidence);
+    }
+}
+
 #[test]
 fn proxy_log_alone_never_says_miss() {
     for dir in ["qwen3-shape-restart", "nixl-llama-shape"] {

@@ -3,7 +3,7 @@
 //! `tests/fixtures/log-excerpts/` for where each shape was seen). Each
 //! matcher starts with a cheap `starts_with`, as most lines match none.
 
-use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, word_after};
+use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, py_strs, word_after};
 use super::signal::{Signal, SignalKind as K};
 
 /// A connector or scheduler line, or `None`.
@@ -14,15 +14,16 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         b'N' => nixl(m).or_else(|| mooncake_progress(m)),
         b's' => start_load_kv(m).or_else(|| storage_to_mem(m)),
         b'F' => failing(m).or_else(|| mooncake_failed(m)),
-        b'R' => recovered(m).or_else(|| offload(m)),
+        b'R' => recovered(m).or_else(|| mooncake_expired(m)).or_else(|| offload(m)),
         b'H' => handshake(m),
         b'P' => invalid_read(m).or_else(|| parent_exit(m)),
         b'G' => got_params(m).or_else(|| mooncake_key(m)),
         b'C' => created(m),
         b'I' => init_nixl(m),
         b'S' => sync_timeout(m).or_else(|| transmit(m)),
-        b'T' => mooncake_key(m),
+        b'T' => mooncake_key(m).or_else(|| mooncake_p_timeout(m)),
         b'M' => mooncake_transfer(m),
+        b'p' | b'E' => mooncake_pull_failed(m),
         b'L' => ascend_llmdd(m),
         b'[' => redo(m),
         b'r' => rpc(m),
@@ -143,6 +144,16 @@ fn start_load_kv(m: &str) -> Option<Signal> {
 }
 
 fn handshake(m: &str) -> Option<Signal> {
+    // Decode worker, a request's handshake future failed (NIXL ≥0.11).
+    if let Some(r) = m.strip_prefix("Handshake failed for request ") {
+        let id = r.split([',', ' ']).next()?;
+        return Some(
+            Signal::new(K::HandshakeFailed)
+                .id(id)
+                .text("connector", Some("NixlConnector"))
+                .flag("blocks_invalid", Some(r.contains("marking blocks as invalid"))),
+        );
+    }
     let r = m.strip_prefix("Handshake with ")?;
     let engine = r.strip_suffix(" failed")?;
     Some(
@@ -193,6 +204,31 @@ fn recovered(m: &str) -> Option<Signal> {
             .num("requests", lead_num(r))
             .num("tokens_affected", num_after(r, " (")),
     )
+}
+
+/// vLLM's MooncakeConnector, producer side: `Request X timed out after N
+/// seconds without being sent. Freeing its blocks on the producer side.` —
+/// no decode pulled X's KV before the timeout (NIXL's `retrieved by 0`).
+fn mooncake_expired(m: &str) -> Option<Signal> {
+    let r = m.strip_prefix("Request ")?;
+    // Producer side, the decode's id: its KV expired before the decode asked.
+    if let Some(id) = r.strip_suffix(" expired before sending on P side.") {
+        return Some(
+            Signal::new(K::TransferFailed)
+                .id(id)
+                .text("connector", Some("MooncakeConnector"))
+                .text("reason", Some("expired before sending on P side"))
+                .flag("decode_ids", Some(true)),
+        );
+    }
+    let (id, rest) = r.split_once(" timed out after ")?;
+    rest.contains("without being sent").then(|| {
+        Signal::new(K::ExpiredKv)
+            .id(id)
+            .text("connector", Some("MooncakeConnector"))
+            .num("retrieved_by", Some(0.0))
+            .num("timeout_s", lead_num(rest))
+    })
 }
 
 /// The OffloadingConnector's scheduler side (a host-memory tier, not a transfer).
@@ -283,8 +319,53 @@ fn mooncake_failed(m: &str) -> Option<Signal> {
 }
 
 fn mooncake_transfer(m: &str) -> Option<Signal> {
+    if let Some(r) = m.strip_prefix("MooncakeAgentMetadata transfer failed for ") {
+        let (ids, err) = r.find("]: ").map_or((r, ""), |i| (&r[..=i], &r[i + 3..]));
+        let s = ids_of(Signal::new(K::TransferFailed), ids);
+        return Some(s.text("connector", Some("MooncakeConnector")).text("reason", Some(err)));
+    }
     let id = m.strip_prefix("Mooncake transfer failed for request ")?;
     Some(Signal::new(K::TransferFailed).id(id).text("connector", Some("MooncakeConnector")))
+}
+
+/// vLLM's MooncakeConnector, decode side (the worker's list of request ids):
+/// `pulling kv_caches for ['<id>'] failed: Timeout waiting for P side ready.`
+/// and `Error happens during tranfering kvcache for ['<id>'], see logs in prefiller.`
+fn mooncake_pull_failed(m: &str) -> Option<Signal> {
+    let (ids, reason) = if let Some(r) = m.strip_prefix("pulling kv_caches for ") {
+        let (ids, reason) = r.split_once(" failed: ")?;
+        (ids, reason.trim_end_matches('.'))
+    } else {
+        let r = m.strip_prefix("Error happens during tranfering kvcache for ")?;
+        (r, "see logs in prefiller")
+    };
+    Some(
+        ids_of(Signal::new(K::TransferFailed), ids)
+            .text("connector", Some("MooncakeConnector"))
+            .text("reason", Some(reason)),
+    )
+}
+
+/// vLLM's MooncakeConnector, producer side: `Timeout waiting for P side
+/// ready: ['<decode id>']` — the decode asked for KV this prefill did not
+/// have ready in time. The ids are the decode's (`pending_reqs`).
+fn mooncake_p_timeout(m: &str) -> Option<Signal> {
+    let ids = m.strip_prefix("Timeout waiting for P side ready: ")?;
+    Some(
+        ids_of(Signal::new(K::TransferFailed), ids)
+            .text("connector", Some("MooncakeConnector"))
+            .text("reason", Some("Timeout waiting for P side ready"))
+            .flag("decode_ids", Some(true)),
+    )
+}
+
+/// The ids of a Python list (`['a', 'b']`), or the one bare id printed instead.
+fn ids_of(s: Signal, raw: &str) -> Signal {
+    let list = py_strs(raw);
+    if list.is_empty() {
+        return s.id(raw.split([' ', ',']).next().unwrap_or(""));
+    }
+    list.into_iter().fold(s, Signal::id)
 }
 
 /// `Transfer failed for key: K with error: -800`, `Get failed for key: K with error: X`.

@@ -74,6 +74,22 @@ pub(crate) fn list_len(raw: &str) -> Option<f64> {
     Some(if body.is_empty() { 0.0 } else { body.split(',').count() as f64 })
 }
 
+/// The strings of a Python `['a', 'b']` list or `{'a'}` set at the start of
+/// `s`, as `repr` prints request ids (Mooncake's `err_reqs`, the
+/// scheduler's `Request IDs: {...}`); empty when `s` holds no such list.
+pub(crate) fn py_strs(s: &str) -> Vec<&str> {
+    let s = s.trim_start();
+    let close = match s.as_bytes().first() {
+        Some(b'[') => ']',
+        Some(b'{') => '}',
+        _ => return Vec::new(),
+    };
+    let Some(end) = s.find(close) else {
+        return Vec::new();
+    };
+    s[1..end].split(',').map(|i| i.trim().trim_matches(['\'', '"'])).filter(|i| !i.is_empty()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +105,8 @@ mod tests {
         assert_eq!(dict_raw(d, "remote_host"), Some("1.2.3.4"));
         assert_eq!(dict_num(d, "remote_port"), Some(5579.0));
         assert_eq!(dict_raw(d, "remote_block_ids").and_then(list_len), Some(2.0));
+        assert_eq!(py_strs("['973ca62f1bc3666d'] failed"), ["973ca62f1bc3666d"]);
+        assert_eq!(py_strs("{'a-1', 'b'}"), ["a-1", "b"]);
+        assert!(py_strs("[] x").is_empty() && py_strs("none").is_empty() && py_strs("['cut").is_empty());
     }
 }

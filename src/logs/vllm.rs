@@ -226,6 +226,9 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
 
 /// The connector / LMCache / proxy reading of a message no event variant took.
 fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
+    if let VllmEvent::Exception { name, text } = ev {
+        return super::signal::key_error(name, text);
+    }
     if *ev != VllmEvent::Other {
         return None;
     }

@@ -89,4 +89,29 @@ mod tests {
         assert!(!looks_random("lab-steady-3"));
         assert!(!looks_random("deadbeef"));
     }
+
+    /// The trace a line's printed id is filed under, per shape: the id the
+    /// client knows (engine suffix and choice index off; a forwarded id bare).
+    #[test]
+    fn trace_keys_per_shape() {
+        let key = |printed: &str| trace_key(external_of_internal(printed));
+        for (printed, want) in [
+            ("cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c-0", "cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c"),
+            ("chatcmpl-95f443c92d6709b3-a7e574bd", "chatcmpl-95f443c92d6709b3"),
+            (
+                "chatcmpl-35663437383837622d373633362d3464-b6f0b5ab",
+                "chatcmpl-35663437383837622d373633362d3464",
+            ),
+            ("973ca62f1bc3666d", "973ca62f1bc3666d"),
+            ("8f07dfc0-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "8f07dfc0-1c2d-4e5f-8a9b-0c1d2e3f4a5b"),
+            ("ba310df4-f600-441c-a0b5-0cb772aaf8ed-8b8ee10a", "ba310df4-f600-441c-a0b5-0cb772aaf8ed"),
+            ("cmpl-lab-steady-3-0-0123abcd", "lab-steady-3"),
+            (
+                "cmpl-___prefill_addr_10.0.0.11:21001___decode_addr_10.0.0.21:22001_9b1f3c5e7a0d4b2c8e6f1a3b5c7d9e0f-0",
+                "___prefill_addr_10.0.0.11:21001___decode_addr_10.0.0.21:22001_9b1f3c5e7a0d4b2c8e6f1a3b5c7d9e0f",
+            ),
+        ] {
+            assert_eq!(key(printed), want, "{printed}");
+        }
+    }
 }

@@ -77,8 +77,8 @@ impl Correlator {
             }
             (VllmEvent::ExternalCacheHit, LogOrigin::Decode(i)) => self.on_hit(i, t, at),
             (VllmEvent::InjectKv { tokens }, LogOrigin::Decode(i)) => self.on_inject(i, *tokens, t),
-            (VllmEvent::KvExpired { id, retrieved_by }, LogOrigin::Prefill(i)) => {
-                self.on_expired(i, id, *retrieved_by, t, at);
+            (VllmEvent::KvExpired { id, retrieved_by }, _) => {
+                self.on_expired(src, id, *retrieved_by, t, at);
             }
             (VllmEvent::Aborted { ids }, _) => {
                 for id in ids {
@@ -149,6 +149,10 @@ impl Correlator {
                     return false;
                 }
                 self.on_instance_access(src, a.status, t, at);
+            }
+            // `KeyError: '<request id>'` ending a traceback (`logs::vllm`).
+            (VllmEvent::Exception { .. }, _) if line.signal.is_some() => {
+                return line.signal.as_ref().is_some_and(|sig| self.on_signal(src, sig, t, at));
             }
             (VllmEvent::Other, _) => match &line.signal {
                 Some(sig) => return self.on_signal(src, sig, t, at),
@@ -380,6 +384,14 @@ impl Correlator {
                 ),
             ),
         };
+        // The prefill's expiry line was read first: no decode ever pulled it.
+        if self.store.get(s).is_some_and(|e| e.track.kv_expired_unread && e.trace.join == Join::ById) {
+            let ev = format!(
+                "decode got kv_transfer_params ({rid}) but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt"
+            );
+            self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
+            return;
+        }
         self.decide(s, Outcome::Loaded, conf, ev, at);
         let q = &mut self.decodes.entry(i).or_default().params_loaded;
         push_capped(q, s, self.opts.max_pending);

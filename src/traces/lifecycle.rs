@@ -5,34 +5,40 @@ use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
+use super::named::Side;
+use super::store::Store;
 use crate::feed::LogOrigin;
 
 /// Lines of one engine death arrive within this long of each other.
 const DEATH_BURST_S: f64 = 5.0;
 
 impl Correlator {
+    /// `Releasing expired KV blocks for request X which were retrieved by N
+    /// decode worker(s)`: the producer (NIXL's, on the log that printed it)
+    /// held X's KV until its lease ran out. With N = 0 no decode read it.
     pub(super) fn on_expired(
         &mut self,
-        i: usize,
+        src: LogOrigin,
         internal: &str,
         retrieved_by: Option<u32>,
         t: f64,
         at: f64,
     ) {
+        let held = |c: &Correlator, s: &u64| c.store.get(*s).is_some_and(|e| Store::touches(e, src));
         let s = self.store.by_engine(internal).or_else(|| {
-            self.store
-                .latest(base_id(external_of_internal(internal)))
-                .filter(|s| self.store.get(*s).is_some_and(|e| e.trace.prefill == Some(i)))
+            let base = self.store.latest(base_id(external_of_internal(internal)));
+            base.filter(|s| held(self, s)).or_else(|| self.find(internal).filter(|s| held(self, s)))
         });
         if retrieved_by != Some(0) {
             return;
         }
-        let Some(s) = s else {
+        // No line of this log named it before: the line itself opens it.
+        let Some(s) = s.or_else(|| self.trace_named(src, internal, Side::Producer, t, at)) else {
             self.unattributed_misses += 1;
             return;
         };
-        let note = format!("prefill#{i} released its KV unread (lease expired)");
-        self.with_phase(s, Hop::Connector, LogOrigin::Prefill(i), None, t, |p| {
+        let note = format!("{src} released its KV unread (lease expired)");
+        self.with_phase(s, Hop::Connector, src, None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
         });
@@ -43,8 +49,13 @@ impl Correlator {
             return;
         }
         e.track.kv_expired_unread = true;
-        let (outcome, join, has_decode, params) =
-            (e.trace.outcome, e.trace.join, e.trace.decode.is_some(), e.track.decode_has_params);
+        let (outcome, join, decode, params) = (
+            e.trace.outcome,
+            e.trace.join,
+            e.trace.decode.filter(|_| e.track.decode_at.is_some()),
+            e.track.decode_has_params,
+        );
+        let has_decode = decode.is_some();
         match outcome {
             Outcome::SilentMiss => e.trace.evidence.push_str(&format!("; confirmed: {note}")),
             Outcome::Loaded if params && join == Join::ById => {
@@ -54,16 +65,41 @@ impl Correlator {
                 self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
             }
             Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
+            // The decode request of the same id ran, and never read this KV:
+            // it computed the prompt itself (a failed read would have erred
+            // it). "No prefill" was wrong too: this prefill held its KV.
+            Outcome::Pending | Outcome::Unknown | Outcome::NoPrefill
+                if join == Join::ById
+                    && let Some(di) = decode =>
+            {
+                if let LogOrigin::Prefill(i) = src {
+                    e.trace.prefill.get_or_insert(i);
+                }
+                let ev = format!("decode#{di} ran it, but {note}: decode recomputed the prompt");
+                self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, at);
+            }
             _ => {
                 // Nothing ties a decode request to it by id: the miss is real
                 // but unnamed.
                 self.unattributed_misses += 1;
                 let what = if has_decode { "decode paired by order only" } else { "no decode request seen" };
                 let ev = format!("{note}; {what}");
+                let alone = e.trace.prefill.is_none() && e.trace.decode.is_none();
                 if e.trace.outcome == Outcome::Pending && !has_decode {
                     e.trace.evidence = ev;
                 } else {
                     e.trace.evidence.push_str(&format!("; {ev}"));
+                }
+                if alone && e.trace.outcome == Outcome::Pending {
+                    // Only this line names it (a producer line in a log read
+                    // as decode): no deadline of either side will judge it.
+                    let ev = format!(
+                        "{note}, so no decode loaded it; no decode request of it was read, so whether one recomputed it is unknown"
+                    );
+                    self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.track.reopenable = true;
+                    }
                 }
             }
         }

@@ -3,7 +3,6 @@
 //! (kind, instance, time) for a failure whether it names one or not.
 
 use super::correlator::{Correlator, push_capped};
-use super::model::Hop;
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 
@@ -27,12 +26,20 @@ impl Correlator {
             self.push_log_event(src, sig.kind, summary(sig), t);
         }
         match sig.kind {
-            // A transfer that failed for a named request: the connector hop erred.
-            K::TransferFailed | K::KvLoadFailed => {
+            // A failure that names its requests: evidence on each (`named.rs`).
+            K::TransferFailed
+            | K::HandshakeFailed
+            | K::KvLoadFailed
+            | K::InvalidKvRead
+            | K::RequestKeyError => {
+                self.on_named_failure(src, sig, t, at);
+            }
+            K::KvLoadRecovered => self.on_load_recovered(src, sig, t),
+            // Mooncake's producer-side expiry (NIXL's is `VllmEvent::KvExpired`).
+            K::ExpiredKv => {
+                let n = sig.get_num("retrieved_by").map(|n| n as u32);
                 for id in &sig.ids {
-                    if let Some(s) = self.find(id) {
-                        self.fail(s, Hop::Connector, src, summary(sig), t, at);
-                    }
+                    self.on_expired(src, id, n, t, at);
                 }
             }
             // LMCache on decode: its own word on whether the KV was found.
@@ -45,6 +52,11 @@ impl Correlator {
             K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
             k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
             K::WaitingRemoteKvs | K::NixlStartLoadKv => return self.on_remote_wait(src, sig, t, at),
+            // The prefill's connector finished it: it was prefilled (`named.rs`).
+            K::ConnectorRequestFinished if matches!(src, LogOrigin::Prefill(_)) => {
+                return self.on_prefill_finished(src, sig, t, at);
+            }
+            K::P2pTensorReceived => return self.on_tensor_received(src, sig, t, at),
             // The connector is done with the request on decode: it went on.
             K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
                 for id in &sig.ids {

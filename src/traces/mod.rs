@@ -34,6 +34,7 @@ mod lifecycle;
 mod lmcache_lookups;
 mod log_signals;
 mod model;
+mod named;
 mod notes;
 mod proxy_events;
 mod router_events;

@@ -45,6 +45,9 @@ pub(crate) struct Track {
     /// No hit came, but the miss waits for the proxy line that proves a
     /// prefill happened (no shared ids): Some(decode was queueing).
     pub miss_due: Option<bool>,
+    /// A line named this request's KV load as failed (log, event time),
+    /// until a `Recovered from KV load failure` line accounts for it.
+    pub load_failed: Option<(LogOrigin, f64)>,
 }
 
 #[derive(Clone)]

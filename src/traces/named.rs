@@ -1,0 +1,337 @@
+//! Connector and scheduler lines that name a request (`Signal::ids`) as
+//! evidence on that request: found by any id shape, or opened on the log
+//! that printed it, so a pasted excerpt with no `Received` line still
+//! lists the request. What each line proves (as vLLM's sources print them):
+//!
+//! | line (source) | printed by | verdict |
+//! |---|---|---|
+//! | `NIXL transfer failed for request X with state S` / `NIXL transfer failure: <type> \| Context: {'request_id': X}` (nixl worker) | decode | error at the connector |
+//! | `Handshake failed for request X, marking blocks as invalid` (nixl worker) | decode | error at the connector |
+//! | `pulling kv_caches for ['X'] failed: <why>`, `MooncakeAgentMetadata transfer failed for ['X']`, `Error happens during tranfering kvcache for ['X']` (mooncake connector) | decode | error at the connector |
+//! | `Mooncake transfer failed for request X`, `Failed to transfer KV cache for request X` (vllm-ascend) | either | error at the connector |
+//! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout |
+//! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
+//! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
+//! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`), `Request X timed out after N seconds without being sent` (mooncake) | prefill | the KV was never read: a miss where decode ran it, else unknown |
+//! | `Timeout waiting for P side ready: ['X']`, `Request X expired before sending on P side.` (mooncake ≥0.2x) | prefill, the decode's id | error at the connector |
+//! | `KeyError: 'X'` ending a traceback (scheduler), `AssertionError: X not found in recving_metadata list` (nixl worker) | either | error at that instance |
+//! | `NIXLConnector request_finished(X), request_status=S` | prefill | prefilled; the decode side judges the rest |
+//! | `[PUT]Recv From <prefill>, tensor_id:Xkv` (P2pNccl) | decode | loaded (likely) |
+//!
+//! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
+//! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
+//! names no request, so it is said on the failed ones when their count is N.
+
+use super::correlator::Correlator;
+use super::ids::{external_of_internal, trace_key};
+use super::instance_events::hop_of;
+use super::model::{Confidence, Hop, Outcome};
+use crate::feed::LogOrigin;
+use crate::logs::signal::{Signal, SignalKind as K, Val};
+
+/// The scheduler reports a failed load's recovery within a step or two.
+const RECOVERY_WINDOW_S: f64 = 30.0;
+
+impl Correlator {
+    /// The trace an id a line printed names; opened on `src` when none holds
+    /// it, on the side the line speaks for (`Side`). `None` for an id the
+    /// paster elided (`8f07dfc0-...-a2f0e657`).
+    pub(super) fn trace_named(
+        &mut self,
+        src: LogOrigin,
+        id: &str,
+        side: Side,
+        t: f64,
+        at: f64,
+    ) -> Option<u64> {
+        if id.is_empty() || id.contains("...") {
+            return None;
+        }
+        if let Some(s) = self.find(id) {
+            return Some(s);
+        }
+        let s = self.new_trace(trace_key(external_of_internal(id)), at);
+        self.store.index_engine(id, s);
+        if let Some(e) = self.store.get_mut(s) {
+            if side != Side::Peer {
+                e.trace.engine_ids.push((src, id.to_string()));
+            }
+            match (src, side) {
+                (LogOrigin::Prefill(i), Side::Producer | Side::Consumer) => {
+                    e.trace.prefill = Some(i);
+                    e.track.prefill_at = Some(at);
+                }
+                (LogOrigin::Decode(i), Side::Consumer) => {
+                    e.trace.decode = Some(i);
+                    e.track.decode_event_t = Some(t);
+                }
+                _ => {}
+            }
+        }
+        Some(s)
+    }
+
+    /// A failure line naming requests: each one's connector hop (or, for a
+    /// `KeyError`, the instance) erred. `false` when the line names none.
+    pub(super) fn on_named_failure(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let hop = match sig.kind {
+            K::RequestKeyError => hop_of(src),
+            K::TransferFailed | K::HandshakeFailed | K::KvLoadFailed | K::InvalidKvRead => Hop::Connector,
+            _ => return false,
+        };
+        let text = describe(sig);
+        if matches!(sig.get("failure_type"), Some(Val::Text(f)) if f == "notification_failed") {
+            return self.on_notify_failed(src, sig, &text, t, at);
+        }
+        let mut any = false;
+        for id in &sig.ids {
+            let Some(s) = self.trace_named(src, id, side_of(sig), t, at) else {
+                continue;
+            };
+            any = true;
+            self.fail_once(s, hop, src, &text, t, at);
+            if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)
+                && let Some(e) = self.store.get_mut(s)
+            {
+                e.track.load_failed = Some((src, t));
+            }
+        }
+        any
+    }
+
+    /// NIXL ≥0.14 `notification_failed`: the decode held every block already
+    /// (a full prefix-cache hit, no read) and could not tell the prefill,
+    /// which frees them at its timeout. The request itself is not failed.
+    fn on_notify_failed(&mut self, src: LogOrigin, sig: &Signal, text: &str, t: f64, at: f64) -> bool {
+        for id in &sig.ids {
+            let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
+                continue;
+            };
+            let note = format!("{src} had its KV in its own prefix cache and read nothing; {text}");
+            let Some(e) = self.store.get_mut(s) else {
+                continue;
+            };
+            if e.trace.outcome == Outcome::Pending && e.trace.prefill.is_none() && e.track.decode_at.is_none()
+            {
+                // Only this line names it: nothing later will judge it.
+                self.decide(s, Outcome::Unknown, Confidence::Likely, note, at);
+            } else if !e.trace.evidence.contains(text) {
+                e.trace.evidence.push_str(&format!("; {note}"));
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// `fail`, but a second line about the same failure (one per TP worker,
+    /// then the scheduler's) adds to the evidence instead of replacing it.
+    fn fail_once(&mut self, s: u64, hop: Hop, src: LogOrigin, text: &str, t: f64, at: f64) {
+        let Some(e) = self.store.get_mut(s) else {
+            return;
+        };
+        if e.trace.outcome != Outcome::Error {
+            self.fail(s, hop, src, text.to_string(), t, at);
+            return;
+        }
+        if !e.trace.evidence.contains(text) {
+            e.trace.evidence.push_str(&format!("; then {text}"));
+        }
+    }
+
+    /// `NIXLConnector request_finished(X), request_status=...` on a prefill:
+    /// the producer ran X and its connector holds the KV (when
+    /// `do_remote_decode`). The decode side judges the rest.
+    pub(super) fn on_prefill_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        for id in &sig.ids {
+            if let Some(s) = self.trace_named(src, id, Side::Producer, t, at) {
+                let status = match sig.get("status") {
+                    Some(Val::Text(st)) => format!(" ({st})"),
+                    _ => String::new(),
+                };
+                self.with_phase(s, Hop::Producer, src, None, t, |p| {
+                    p.end.get_or_insert(t);
+                    if p.detail.is_empty() {
+                        p.detail = format!("connector request_finished{status}");
+                    }
+                });
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// P2pNccl on decode: `[PUT]Recv From <prefill>, tensor_id:<id>kv` — the
+    /// KV tensor of that request arrived from the prefill.
+    pub(super) fn on_tensor_received(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let LogOrigin::Decode(i) = src else {
+            return false;
+        };
+        let peer = match sig.get("peer") {
+            Some(Val::Text(p)) => p.clone(),
+            _ => "the prefill".to_string(),
+        };
+        for printed in &sig.ids {
+            // The tensor id is the request id with `kv` appended (`...-0kv`).
+            let id = printed
+                .strip_suffix("kv")
+                .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
+                .unwrap_or(printed);
+            let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
+                continue;
+            };
+            self.with_phase(s, Hop::Connector, src, None, t, |p| {
+                p.detail = format!("P2pNccl received its KV from {peer}");
+                p.end.get_or_insert(t);
+            });
+            if self.store.outcome(s) == Some(Outcome::Pending) {
+                let ev = format!("P2pNccl on decode#{i} received its KV tensor from {peer} ({printed})");
+                self.decide(s, Outcome::Loaded, Confidence::Likely, ev, at);
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// `Recovered from KV load failure: N request(s) rescheduled`: when the
+    /// loads that failed on this log just before are N, those were recomputed.
+    pub(super) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
+        let Some(n) = sig.get_num("requests") else {
+            return;
+        };
+        let failed: Vec<u64> = self
+            .store
+            .serials()
+            .filter(|s| {
+                self.store.get(*s).is_some_and(|e| {
+                    e.track
+                        .load_failed
+                        .is_some_and(|(o, ft)| o == src && t >= ft && t - ft <= RECOVERY_WINDOW_S)
+                })
+            })
+            .collect();
+        if failed.is_empty() || failed.len() as f64 != n {
+            return;
+        }
+        let note = format!("; {src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled)");
+        for s in failed {
+            if let Some(e) = self.store.get_mut(s) {
+                e.track.load_failed = None;
+                e.trace.evidence.push_str(&note);
+            }
+        }
+    }
+}
+
+/// Whose id a line prints, so a trace it opens sits on the right instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    /// The instance held the request's KV for a decode to read (a decode
+    /// log's index then says nothing of which prefill it was).
+    Producer,
+    /// The instance ran the request under this id.
+    Consumer,
+    /// Another instance's id (Mooncake's prefill printing the decode's).
+    Peer,
+}
+
+/// The prefill prints the invalid read; Mooncake's prefill names the
+/// decode's ids (`decode_ids`); the rest are the printing instance's own.
+fn side_of(sig: &Signal) -> Side {
+    match sig.kind {
+        K::InvalidKvRead => Side::Producer,
+        _ if sig.get("decode_ids") == Some(&Val::Bool(true)) => Side::Peer,
+        _ => Side::Consumer,
+    }
+}
+
+/// `transfer_failed on decode#0 (connector=MooncakeConnector, reason=Timeout waiting for P side ready)`.
+fn describe(sig: &Signal) -> String {
+    let fields: Vec<String> = sig
+        .fields
+        .iter()
+        .filter(|(k, _)| !["tp_rank", "decode_ids", "exception"].contains(k))
+        .take(4)
+        .map(|(k, v)| match v {
+            Val::Num(n) => format!("{k}={n}"),
+            Val::Bool(b) => format!("{k}={b}"),
+            Val::Text(t) => format!("{k}={t}"),
+        })
+        .collect();
+    let what = match sig.kind {
+        K::InvalidKvRead => {
+            "a decode worker read KV blocks the prefill no longer held (lease expired?)".to_string()
+        }
+        K::RequestKeyError => {
+            let exc = match sig.get("exception") {
+                Some(Val::Text(e)) => e.as_str(),
+                _ => "KeyError",
+            };
+            format!("`{exc}` on its id ending a traceback: the engine no longer held it")
+        }
+        k if side_of(sig) == Side::Peer => format!("{} (the prefill names the decode's request)", k.as_str()),
+        k => k.as_str().to_string(),
+    };
+    if fields.is_empty() { what } else { format!("{what} ({})", fields.join(", ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Correlator, CorrelatorOptions, Hop, Outcome};
+
+    /// vllm#26171, pasted: the decode's handshake failed for this request.
+    const HANDSHAKE: &str = "(EngineCore_DP0 pid=3317003) ERROR 10-07 17:11:06 [distributed/.../v1/nixl_connector.py:832] Handshake failed for request cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1-0, marking blocks as invalid";
+    const ID: &str = "cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1";
+
+    /// vLLM `v1/core/sched/scheduler.py` (PR #19330 on): `Recovered from KV
+    /// load failure: %d request(s) rescheduled (%d tokens affected).`, rendered.
+    fn recovered(n: u32) -> String {
+        format!(
+            "(EngineCore_DP0 pid=3317003) WARNING 10-07 17:11:07 [v1/core/sched/scheduler.py:1510] Recovered from KV load failure: {n} request(s) rescheduled (128 tokens affected)."
+        )
+    }
+
+    fn read(lines: &[&str]) -> Correlator {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        for (k, l) in lines.iter().enumerate() {
+            c.on_line(LogOrigin::Decode(0), l, 1_790_000_000.0 + k as f64);
+        }
+        c.finish(1_790_000_100.0);
+        c
+    }
+
+    #[test]
+    fn a_failed_load_the_scheduler_recomputed_says_so() {
+        let r = recovered(1);
+        let c = read(&[HANDSHAKE, &r]);
+        let t = c.get(ID).expect("the failed request is a trace");
+        assert_eq!(
+            (t.outcome, t.error_at, t.decode),
+            (Outcome::Error, Some(Hop::Connector), Some(0)),
+            "{t:?}"
+        );
+        assert!(t.evidence.contains("decode#0 then recomputed it"), "{t:?}");
+        // Two rescheduled, one failure read: which were recomputed is not known.
+        let r = recovered(2);
+        let c = read(&[HANDSHAKE, &r]);
+        let t = c.get(ID).unwrap();
+        assert_eq!(t.outcome, Outcome::Error);
+        assert!(!t.evidence.contains("recomputed"), "{t:?}");
+        // The same failure printed again (another TP worker) stays one trace,
+        // one cause.
+        let c = read(&[HANDSHAKE, HANDSHAKE]);
+        assert_eq!(c.counts().seen, 1);
+        assert!(!c.get(ID).unwrap().evidence.contains("then"), "{:?}", c.get(ID));
+    }
+
+    /// vLLM `nixl/worker.py` (0016029b, `_read_blocks`), rendered: a full
+    /// prefix-cache hit could not notify the prefill. Not a failed load.
+    #[test]
+    fn a_failed_notification_is_no_failed_load() {
+        let l = "(Worker_TP0 pid=4121) ERROR 09-20 11:02:03 [worker.py:620] NIXL transfer failure: notification_failed. P worker blocks will be freed after timeout. This may indicate network issues. | Context: {'failure_type': 'notification_failed', 'request_id': 'chatcmpl-5e2a9c1b7d3f4a6e-3c4d5e6f', 'engine_id': '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', 'dst_engine_id': '1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a1b', 'remote_rank': 0, 'remote_agent_name': 'b8c1e2d3-0a9f-4e8d-9c7b-6a5f4e3d2c1b'}";
+        let mut c = read(&[l]);
+        let t = c.get("chatcmpl-5e2a9c1b7d3f4a6e").expect("the request is listed");
+        assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
+        assert!(t.evidence.contains("own prefix cache"), "{t:?}");
+        // Neither engine nor agent UUID became a request.
+        assert_eq!(c.counts().seen, 1);
+        assert_eq!(c.drain_log_events().len(), 1, "still an event");
+    }
+}
