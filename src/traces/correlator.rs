@@ -53,6 +53,8 @@ pub struct Correlator {
     /// Per log: joins wrapped lines (`wrapped.rs`).
     pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
     pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
+    /// What each instance has in flight, for its death (`inflight.rs`).
+    pub(super) inflight: super::inflight::InFlight,
 }
 
 /// Per-instance facts read from its log.
@@ -106,6 +108,7 @@ impl Correlator {
             noise: HashMap::new(),
             readers: HashMap::new(),
             prev_line: HashMap::new(),
+            inflight: Default::default(),
         }
     }
 
@@ -269,6 +272,7 @@ impl Correlator {
             open: self.open.len(),
             queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
                 + self.joiner.queued()
+                + self.inflight.len()
                 + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }

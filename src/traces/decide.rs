@@ -32,6 +32,8 @@ impl Correlator {
             }
         }
         self.joiner.prune(&self.store, now);
+        let store = &self.store;
+        self.inflight.prune(|s| store.get(s).is_none());
         if self.proxy_read() {
             let store = &self.store;
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));

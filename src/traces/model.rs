@@ -229,6 +229,8 @@ pub struct Counts {
 pub struct Death {
     pub at: f64,
     pub text: String,
+    /// Its transfer peer died within a second of it: both, in order.
+    pub cascade: Option<String>,
 }
 
 /// Per-source line accounting and lifecycle, for the UI.
