@@ -569,3 +569,47 @@ fn reused_ids_start_new_traces() {
     assert_eq!(v, vec![("loop", Outcome::Loaded), ("loop", Outcome::SilentMiss)]);
     assert_eq!(c.get("loop").map(|t| t.outcome), Some(Outcome::SilentMiss));
 }
+
+/// The qwen3 capture's decode, as if SIGKILLed instead of stopped: its log
+/// cut before the `[shutdown]` lines (at line 626, after its last stats
+/// line), then the restarted process's own log. Spliced from the
+/// capture's real lines.
+fn decode_killed_feeds(dir: &str) -> Vec<(LogOrigin, Lines)> {
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    let cut: String = f("vllm-decode.log").lines().take(626).map(|l| format!("{l}\n")).collect();
+    vec![
+        (LogOrigin::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (LogOrigin::Decode(0), instance_lines(&[cut, f("vllm-decode2.log")], hint)),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ]
+}
+
+/// A stream cut off by its instance's death is an error there, never
+/// loaded; what the instance had finished before is untouched.
+#[test]
+fn a_kill_with_a_stream_in_flight_is_an_error_at_that_instance() {
+    let dir = "qwen3-shape-restart";
+    let c = run(decode_killed_feeds(dir), CorrelatorOptions::default());
+    let t = c.get("lab-steady-39").expect("steady-39");
+    assert_eq!(t.outcome, Outcome::Error, "{}", t.evidence);
+    assert_eq!(t.error_at, Some(pdtop::traces::Hop::Consumer));
+    assert!(t.evidence.contains("decode#0 was killed"), "{}", t.evidence);
+    assert!(t.evidence.contains("was Loaded"), "what it loaded stays in the evidence: {}", t.evidence);
+    // Its end is never logged: one that ended just before reads the same.
+    assert_eq!(t.confidence, Confidence::Likely);
+    // The stream before it started 2 s earlier; decode's last stats line
+    // (06:26:48) ran one request: that one ended, the newest did not.
+    let before = c.get("lab-steady-38").expect("steady-38");
+    assert_eq!(before.outcome, Outcome::Loaded, "{}", before.evidence);
+    let st = c.stats();
+    let d = st.sources.iter().find(|s| s.source == LogOrigin::Decode(0)).expect("decode");
+    assert_eq!(d.deaths, 1);
+    // After the restart every request is judged as before.
+    for id in ids_of_phase(dir, "after_restart") {
+        assert_eq!(c.get(&id).map(|t| t.outcome), Some(Outcome::Loaded), "{id}");
+    }
+    // The real log stopped in order (`[shutdown]`): nothing is cut.
+    let real = run(full_feeds(dir), CorrelatorOptions::default());
+    assert_eq!(real.get("lab-steady-39").map(|t| t.outcome), Some(Outcome::Loaded));
+}
