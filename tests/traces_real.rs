@@ -613,3 +613,47 @@ fn a_kill_with_a_stream_in_flight_is_an_error_at_that_instance() {
     let real = run(full_feeds(dir), CorrelatorOptions::default());
     assert_eq!(real.get("lab-steady-39").map(|t| t.outcome), Some(Outcome::Loaded));
 }
+
+/// `pdtop demo` loops a capture: the same lines, ids and stamps again, read
+/// a loop later. Here lab-disagg-0 of the qwen3 capture (its real prefill
+/// lines 144-148 and decode lines 188-192), played twice 150 s apart, with
+/// proxy steps in pdtop's JSON-lines format (`logs/proxy.rs`) as the lab's
+/// proxy could write them. A reused id is a new request: two traces, each
+/// reachable by its own identity, each proxy step on the live request.
+#[test]
+fn a_reused_id_is_a_new_request_and_its_late_lines_go_to_it() {
+    let dir = "qwen3-shape-restart";
+    let pick = |name: &str, from: usize, n: usize| -> Vec<String> {
+        capture(&format!("{dir}/{name}")).lines().skip(from - 1).take(n).map(String::from).collect()
+    };
+    let prefill = pick("vllm-prefill.log", 144, 5);
+    let decode = pick("vllm-decode.log", 188, 5);
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let t0 = 1_796_019_947.0;
+    let step =
+        |ts: f64, ev: &str| format!(r#"{{"ts": {ts}, "request_id": "lab-disagg-0", "event": "{ev}"}}"#);
+    for at in [t0, t0 + 150.0] {
+        // The benchmark proxy's steps (no `received`): a request opens with its prefill.
+        c.on_line(LogOrigin::Proxy, &step(at, "prefill_start"), at);
+        for l in &prefill {
+            c.on_line(LogOrigin::Prefill(0), l, at + 0.2);
+        }
+        for l in &decode {
+            c.on_line(LogOrigin::Decode(0), l, at + 0.4);
+        }
+        c.on_line(LogOrigin::Proxy, &step(at + 1.0, "decode_done"), at + 1.0);
+        c.on_tick(at + 3.0);
+    }
+    c.finish(t0 + 200.0);
+    let mine: Vec<&pdtop::traces::Trace> = c.traces().filter(|t| t.id == "lab-disagg-0").collect();
+    assert_eq!(mine.len(), 2, "{:#?}", mine.iter().map(|t| (&t.phases, &t.evidence)).collect::<Vec<_>>());
+    let proxy = |t: &pdtop::traces::Trace| t.phase(pdtop::traces::Hop::Proxy).map(|p| (p.start, p.end));
+    assert_eq!(proxy(mine[0]), Some((t0, Some(t0 + 1.0))), "loop 1's proxy steps stay on loop 1");
+    assert_eq!(proxy(mine[1]), Some((t0 + 150.0, Some(t0 + 151.0))), "loop 2's go to loop 2");
+    for t in &mine {
+        assert_eq!(t.outcome, Outcome::Loaded, "{}", t.evidence);
+        // The screen opens a row by its identity, never by its id.
+        assert_eq!(c.trace(t.serial).map(|x| x.first_seen), Some(t.first_seen));
+    }
+    assert_ne!(mine[0].serial, mine[1].serial);
+}

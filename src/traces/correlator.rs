@@ -233,6 +233,11 @@ impl Correlator {
         self.store.get(s).map(|e| &e.trace)
     }
 
+    /// The trace of that identity ([`Trace::serial`]), while the ring holds it.
+    pub fn trace(&self, serial: u64) -> Option<&Trace> {
+        self.store.get(serial).map(|e| &e.trace)
+    }
+
     pub fn counts(&self) -> Counts {
         let mut c = Counts {
             unattributed_misses: self.unattributed_misses,

@@ -3,8 +3,8 @@
 
 use super::correlator::Correlator;
 use super::ids::{base_id, external_of_internal};
-use super::instance_events::hop_of;
 use super::inflight::Stop;
+use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 
@@ -15,7 +15,10 @@ const CASCADE_S: f64 = 1.0;
 
 /// A prefill and a decode instance move KV between them.
 fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
-    matches!((a, b), (LogOrigin::Prefill(_), LogOrigin::Decode(_)) | (LogOrigin::Decode(_), LogOrigin::Prefill(_)))
+    matches!(
+        (a, b),
+        (LogOrigin::Prefill(_), LogOrigin::Decode(_)) | (LogOrigin::Decode(_), LogOrigin::Prefill(_))
+    )
 }
 
 impl Correlator {
@@ -145,7 +148,9 @@ impl Correlator {
                 text.push_str(&format!("; {c}"));
             }
             self.fail(o.serial, hop_of(src), src, text, t, at);
-            if o.streaming && let Some(e) = self.store.get_mut(o.serial) {
+            if o.streaming
+                && let Some(e) = self.store.get_mut(o.serial)
+            {
                 e.trace.confidence = Confidence::Likely;
             }
         }
@@ -164,9 +169,16 @@ impl Correlator {
             .min_by(|a, b| (t - a.1).abs().total_cmp(&(t - b.1).abs()));
         let cascade = peer.as_ref().map(|(p, pt, ptext)| {
             let (p, pt) = (*p, *pt);
-            let ((a, ta, xa), (b, tb, xb)) =
-                if pt <= t { ((p, pt, ptext.as_str()), (src, t, text)) } else { ((src, t, text), (p, pt, ptext.as_str())) };
-            let gap = if tb - ta < 0.001 { "in the same second".to_string() } else { format!("{:.3} s later", tb - ta) };
+            let ((a, ta, xa), (b, tb, xb)) = if pt <= t {
+                ((p, pt, ptext.as_str()), (src, t, text))
+            } else {
+                ((src, t, text), (p, pt, ptext.as_str()))
+            };
+            let gap = if tb - ta < 0.001 {
+                "in the same second".to_string()
+            } else {
+                format!("{:.3} s later", tb - ta)
+            };
             format!("death cascade: {a} died ({xa}), then its transfer peer {b} {gap} ({xb})")
         });
         let st = self.stat(src);

@@ -236,14 +236,18 @@ impl Correlator {
         if id.is_empty() {
             return;
         }
+        // A step that opens a request, on a trace the proxy already took
+        // as far (or that was decided with its proxy phase ended), is an
+        // earlier request with the same id (a looping client): start anew.
+        let opens = matches!(r.stage, Stage::Received | Stage::PrefillStart);
         let s = match self.store.latest(id) {
-            // A decided trace with a finished proxy phase belongs to an
-            // earlier request with the same id (a looping client): start anew.
             Some(s)
-                if !(r.stage == Stage::Received
+                if !(opens
                     && self.store.get(s).is_some_and(|e| {
-                        e.trace.outcome != Outcome::Pending
-                            && e.trace.phase(Hop::Proxy).is_some_and(|p| p.end.is_some())
+                        let proxied = e.trace.phase(Hop::Proxy);
+                        e.track.proxy_stage.is_some_and(|old| rank(old) >= rank(r.stage))
+                            || (e.trace.outcome != Outcome::Pending
+                                && proxied.is_some_and(|p| p.end.is_some()))
                     })) =>
             {
                 s
@@ -310,5 +314,18 @@ impl Correlator {
                 e.trace.confidence = Confidence::Sure;
             }
         }
+    }
+}
+
+/// A proxy step's place in a request's life.
+fn rank(s: Stage) -> u8 {
+    match s {
+        Stage::Received => 0,
+        Stage::PrefillStart => 1,
+        Stage::PrefillDone => 2,
+        Stage::DecodeStart => 3,
+        Stage::DecodeFirstByte => 4,
+        Stage::DecodeDone => 5,
+        Stage::Error => 6,
     }
 }

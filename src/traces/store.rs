@@ -82,8 +82,9 @@ impl Store {
     }
 
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
-    pub fn push(&mut self, trace: Trace, track: Track) -> u64 {
+    pub fn push(&mut self, mut trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
+        trace.serial = serial;
         insert_key(&mut self.by_base, &trace.id, serial);
         // Grown exactly up to the cap: doubling would leave a full ring of
         // 10,000 with room (and memory) for 16,384.
