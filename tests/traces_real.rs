@@ -657,3 +657,40 @@ fn a_reused_id_is_a_new_request_and_its_late_lines_go_to_it() {
     }
     assert_ne!(mine[0].serial, mine[1].serial);
 }
+
+/// A prefill's `500` that the proxy hid: it went on, and decode served the
+/// request. The NIXL capture with lab-noparams-0's prefill access line (line
+/// 307, `200 OK`) swapped for a real prefill `500` of a PD setup, pasted in
+/// vllm-project/vllm#38911 (vLLM 0.18, `(APIServer pid=2884) INFO:
+/// 100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500
+/// Internal Server Error`), without its process prefix (another pid would
+/// read as another process: vLLM before 0.10 printed none). The lab's proxy (`shared/lab/miniproxy.py`)
+/// does exactly that: it logs the failure and forwards to decode without
+/// `kv_transfer_params`. One request, an error at prefill, counted once.
+#[test]
+fn a_prefill_error_the_proxy_hid_is_one_request() {
+    let dir = "nixl-llama-shape";
+    let failed =
+        r#"INFO:     100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error"#;
+    let mut feeds = full_feeds(dir);
+    let prefill = &mut feeds[0].1;
+    assert!(prefill[306].1.contains("POST /v1/completions HTTP/1.1\" 200 OK"), "{}", prefill[306].1);
+    prefill[306].1 = failed.to_string();
+    let c = run(feeds, CorrelatorOptions::default());
+    let mine: Vec<&pdtop::traces::Trace> = c.traces().filter(|t| t.id == "lab-noparams-0").collect();
+    assert_eq!(mine.len(), 1, "one trace: {:#?}", mine.iter().map(|t| &t.evidence).collect::<Vec<_>>());
+    let t = mine[0];
+    assert_eq!(
+        (t.outcome, t.error_at),
+        (Outcome::Error, Some(pdtop::traces::Hop::Producer)),
+        "{}",
+        t.evidence
+    );
+    assert_eq!((t.prefill, t.decode), (Some(0), Some(0)));
+    assert!(t.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode#0 received it after the prefill failed"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode computed the prompt itself"), "{}", t.evidence);
+    // Counted once: not also a miss, nor a decode with no prefill.
+    let n = c.counts();
+    assert_eq!((n.error, n.silent_miss, n.no_prefill), (1, 3, 8), "{n:?}");
+}

@@ -2,6 +2,7 @@
 
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::ids::{base_id, external_of_internal, looks_random, trace_key};
+use super::lifecycle::failed_prefill;
 use super::model::{Confidence, Hop, Join, Outcome};
 use super::stamp::anchor;
 use crate::feed::LogOrigin;
@@ -270,7 +271,8 @@ impl Correlator {
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
-                e.trace.decode.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
+                e.trace.decode.is_none()
+                    && (e.trace.outcome == Outcome::Pending || e.track.reopenable || failed_prefill(e))
             })
         };
         let mut join = Join::ById;
@@ -342,6 +344,9 @@ impl Correlator {
         }
         self.mark_open(s);
         self.joiner.await_access(src, s, self.opts.max_pending);
+        if self.decode_after_failed_prefill(i, s, params.is_some()) {
+            return s;
+        }
         match (params, prefill) {
             (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
             (None, Some(pi)) if self.style(i) == Style::Params => {

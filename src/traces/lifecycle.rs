@@ -1,11 +1,12 @@
 //! Instance events other than a request arriving: KV expiry, engine death
 //! and restart, transfer windows, access lines, id-less errors.
 
-use super::correlator::Correlator;
+use super::correlator::{Correlator, Style};
 use super::ids::{base_id, external_of_internal};
 use super::inflight::Stop;
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
+use super::store::Entry;
 use crate::feed::LogOrigin;
 
 /// Lines of one engine death arrive within this long of each other.
@@ -21,7 +22,32 @@ fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
     )
 }
 
+/// The prefill answered an error and a decode request of the same id came
+/// after it: the proxy went on (it hid the failure). One request, an error
+/// at prefill, whatever decode did.
+pub(super) fn failed_prefill(e: &Entry) -> bool {
+    e.trace.outcome == Outcome::Error && e.trace.error_at == Some(Hop::Producer) && e.trace.prefill.is_some()
+}
+
 impl Correlator {
+    /// A decode request joined a trace whose prefill failed: what decode
+    /// did is evidence on that error, not a second verdict. `true` when so.
+    pub(super) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
+        let style = self.style(i);
+        let name = self.connector_name(i);
+        let Some(e) = self.store.get_mut(s).filter(|e| failed_prefill(e)) else {
+            return false;
+        };
+        let mut note = format!("; the proxy went on: decode#{i} received it after the prefill failed");
+        if style == Style::Params && !params {
+            note.push_str(&format!(
+                " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
+            ));
+        }
+        e.trace.evidence.push_str(&note);
+        true
+    }
+
     pub(super) fn on_expired(
         &mut self,
         i: usize,
