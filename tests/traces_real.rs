@@ -694,3 +694,36 @@ fn a_prefill_error_the_proxy_hid_is_one_request() {
     let n = c.counts();
     assert_eq!((n.error, n.silent_miss, n.no_prefill), (1, 3, 8), "{n:?}");
 }
+
+/// A death cascade: decode's engine dies, its transfer peer's 54 ms later.
+/// Both lines are demo-proxy-qwen3's real decode death (vLLM 0.26.0,
+/// `vllm-decode.log` line 368); the second is spliced into the prefill's
+/// log, as its own engine prints it (the pid is the decode's). A death a
+/// minute apart (vllm#20440's, in the corpus) is no cascade.
+#[test]
+fn a_death_cascade_is_named_as_one() {
+    let fatal = "(EngineCore pid=1094) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.";
+    let other = "ERROR 07-03 20:47:11 [core.py:517] EngineCore encountered a fatal error.";
+    let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+    let at = 1_796_110_175.5;
+    c.on_line(LogOrigin::Decode(0), fatal, at);
+    c.on_line(LogOrigin::Prefill(0), fatal, at + 0.054);
+    c.on_line(LogOrigin::Prefill(1), other, at + 60.0);
+    let ev: Vec<(LogOrigin, String)> = c.drain_log_events().into_iter().map(|e| (e.source, e.text)).collect();
+    assert_eq!(ev.len(), 3, "{ev:#?}");
+    assert_eq!(ev[0], (LogOrigin::Decode(0), "EngineCore encountered a fatal error.".to_string()));
+    assert_eq!(ev[1].0, LogOrigin::Prefill(0));
+    assert!(
+        ev[1].1.starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then its transfer peer prefill#0 in the same second"),
+        "{}",
+        ev[1].1
+    );
+    assert!(!ev[2].1.contains("cascade"), "{}", ev[2].1);
+    let st = c.stats();
+    let cascade = |src: LogOrigin| {
+        st.sources.iter().find(|s| s.source == src).and_then(|s| s.last_death.as_ref()).and_then(|d| d.cascade.clone())
+    };
+    assert_eq!(cascade(LogOrigin::Decode(0)), cascade(LogOrigin::Prefill(0)), "both deaths name the one cascade");
+    assert!(cascade(LogOrigin::Decode(0)).is_some());
+    assert_eq!(cascade(LogOrigin::Prefill(1)), None);
+}
