@@ -702,7 +702,8 @@ fn a_prefill_error_the_proxy_hid_is_one_request() {
 /// minute apart (vllm#20440's, in the corpus) is no cascade.
 #[test]
 fn a_death_cascade_is_named_as_one() {
-    let fatal = "(EngineCore pid=1094) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.";
+    let fatal =
+        "(EngineCore pid=1094) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.";
     let other = "ERROR 07-03 20:47:11 [core.py:517] EngineCore encountered a fatal error.";
     let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
     let at = 1_796_110_175.5;
@@ -721,9 +722,17 @@ fn a_death_cascade_is_named_as_one() {
     assert!(!ev[2].1.contains("cascade"), "{}", ev[2].1);
     let st = c.stats();
     let cascade = |src: LogOrigin| {
-        st.sources.iter().find(|s| s.source == src).and_then(|s| s.last_death.as_ref()).and_then(|d| d.cascade.clone())
+        st.sources
+            .iter()
+            .find(|s| s.source == src)
+            .and_then(|s| s.last_death.as_ref())
+            .and_then(|d| d.cascade.clone())
     };
-    assert_eq!(cascade(LogOrigin::Decode(0)), cascade(LogOrigin::Prefill(0)), "both deaths name the one cascade");
+    assert_eq!(
+        cascade(LogOrigin::Decode(0)),
+        cascade(LogOrigin::Prefill(0)),
+        "both deaths name the one cascade"
+    );
     assert!(cascade(LogOrigin::Decode(0)).is_some());
     assert_eq!(cascade(LogOrigin::Prefill(1)), None);
 }

@@ -331,7 +331,7 @@ impl Correlator {
                     e.trace.decode = Some(i);
                     e.trace.join = Join::ByOrder;
                 }
-                text.push_str("; a proxy like vLLM's demo passes a 4xx on as the body of a 200");
+                text.push_str("; paired by order with the prefill copy before it");
                 s
             }
             None => {

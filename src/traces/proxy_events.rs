@@ -43,16 +43,20 @@ impl Correlator {
                     && at - when <= ERROR_ACCESS_S
                     && self.store.get(s).is_some()
                 {
-                    // The failed request's own answer: the demo proxy says 200 with nothing.
+                    // The failed request's own answer, as the proxy's access
+                    // line gives it (vLLM's demo proxy says 200, others 502).
                     let detail = if (200..300).contains(&a.status) {
-                        format!("HTTP {} with an empty body: the proxy hid the failure", a.status)
+                        format!("HTTP {}: the proxy answered success for a request that failed", a.status)
                     } else {
                         format!("HTTP {}", a.status)
                     };
                     self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| {
-                        p.detail = detail;
+                        p.detail = detail.clone();
                         p.end = Some(at);
                     });
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.evidence.push_str(&format!("; the proxy answered {detail}"));
+                    }
                 } else if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
@@ -183,7 +187,9 @@ impl Correlator {
             // the decode stream starts: the prefill stage (a decode failure
             // surfaces later, inside the stream).
             hop = Hop::Producer;
-            what = "the demo proxy failed the request before decode (its prefill stage) and answers 200 with an empty body".into();
+            // Printed by vLLM's demo proxy and by proxies made from it: the
+            // line says no more than that; the access line says the answer.
+            what = "the proxy failed the request before decode (its prefill stage): `Error occurred in disagg proxy server`".into();
         }
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
             && !self.joiner.ids_shared
