@@ -53,7 +53,6 @@ pub struct Correlator {
     /// Per log: joins wrapped lines (`wrapped.rs`).
     pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
     pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
-    /// What each instance has in flight, for its death (`inflight.rs`).
     pub(super) inflight: super::inflight::InFlight,
 }
 
@@ -227,15 +226,11 @@ impl Correlator {
         self.store.traces()
     }
 
-    /// The latest trace for a base id (or an instance's own id of it).
+    /// The latest trace for a base id (or an instance's own id of it): a
+    /// reused id names several (`trace` takes one by its serial).
     pub fn get(&self, id: &str) -> Option<&Trace> {
         let s = self.store.latest(id).or_else(|| self.store.by_engine(id))?;
         self.store.get(s).map(|e| &e.trace)
-    }
-
-    /// The trace of that identity ([`Trace::serial`]), while the ring holds it.
-    pub fn trace(&self, serial: u64) -> Option<&Trace> {
-        self.store.get(serial).map(|e| &e.trace)
     }
 
     pub fn counts(&self) -> Counts {
@@ -277,7 +272,6 @@ impl Correlator {
             open: self.open.len(),
             queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
                 + self.joiner.queued()
-                + self.inflight.len()
                 + self.flow.queued(),
             index_entries: self.store.index_entries(),
         }

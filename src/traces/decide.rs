@@ -166,7 +166,7 @@ impl Correlator {
             return;
         };
         e.track.in_hit_queue = false;
-        if super::lifecycle::failed_prefill(e) {
+        if super::store::failed_prefill(e) {
             e.trace.evidence.push_str(&format!(
                 "; decode#{i} found no KV for it (no External Cache Hit) and computed the prompt itself"
             ));
@@ -297,7 +297,7 @@ impl Correlator {
             p.detail = "External Cache Hit".into();
         });
         if let Some(e) = self.store.get_mut(c.serial) {
-            if super::lifecycle::failed_prefill(e) {
+            if super::store::failed_prefill(e) {
                 e.trace
                     .evidence
                     .push_str(&format!("; decode#{i} loaded KV for it nonetheless (External Cache Hit)"));

@@ -13,7 +13,7 @@ impl Correlator {
         // FIFO: a hit printed for it is its own, not the next request's.
         let hits = self.style(i) != super::correlator::Style::Params;
         let eligible = self.store.get(s).is_some_and(|e| {
-            (e.trace.outcome == Outcome::Pending || (hits && super::lifecycle::failed_prefill(e)))
+            (e.trace.outcome == Outcome::Pending || (hits && super::store::failed_prefill(e)))
                 && e.trace.prefill.is_some()
                 && !e.track.decode_has_params
                 && !e.track.in_hit_queue

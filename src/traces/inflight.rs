@@ -130,10 +130,6 @@ impl InFlight {
     pub fn is_empty(&self, src: LogOrigin) -> bool {
         self.per.get(&src).is_none_or(VecDeque::is_empty)
     }
-
-    pub fn len(&self) -> usize {
-        self.per.values().map(VecDeque::len).sum()
-    }
 }
 
 #[cfg(test)]

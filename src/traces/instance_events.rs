@@ -2,9 +2,9 @@
 
 use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::ids::{base_id, external_of_internal, looks_random, trace_key};
-use super::lifecycle::failed_prefill;
 use super::model::{Confidence, Hop, Join, Outcome};
 use super::stamp::anchor;
+use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 

@@ -6,7 +6,7 @@ use super::ids::{base_id, external_of_internal};
 use super::inflight::Stop;
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
-use super::store::Entry;
+use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 
 /// Lines of one engine death arrive within this long of each other.
@@ -22,14 +22,13 @@ fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
     )
 }
 
-/// The prefill answered an error and a decode request of the same id came
-/// after it: the proxy went on (it hid the failure). One request, an error
-/// at prefill, whatever decode did.
-pub(super) fn failed_prefill(e: &Entry) -> bool {
-    e.trace.outcome == Outcome::Error && e.trace.error_at == Some(Hop::Producer) && e.trace.prefill.is_some()
-}
-
 impl Correlator {
+    /// The trace of that identity ([`super::Trace::serial`]) while the ring
+    /// holds it: an id names one request per lifetime, a serial names one.
+    pub fn trace(&self, serial: u64) -> Option<&super::Trace> {
+        self.store.get(serial).map(|e| &e.trace)
+    }
+
     /// A decode request joined a trace whose prefill failed: what decode
     /// did is evidence on that error, not a second verdict. `true` when so.
     pub(super) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
@@ -214,7 +213,7 @@ impl Correlator {
         match cascade {
             Some(c) => {
                 if let Some((p, _, _)) = &peer
-                    && let Some(d) = self.stats.get_mut(&p).and_then(|s| s.last_death.as_mut())
+                    && let Some(d) = self.stats.get_mut(p).and_then(|s| s.last_death.as_mut())
                 {
                     d.cascade = Some(c.clone());
                 }

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::model::{Outcome, Trace};
+use super::model::{Hop, Outcome, Trace};
 use crate::feed::LogOrigin;
 
 /// What the correlator knows about a trace beyond what it shows.
@@ -194,6 +194,13 @@ impl Store {
             LogOrigin::Proxy => e.track.proxy_seen,
         }
     }
+}
+
+/// The prefill answered an error and a decode request of the same id came
+/// after it: the proxy went on (it hid the failure). One request, an error
+/// at prefill, whatever decode did.
+pub(super) fn failed_prefill(e: &Entry) -> bool {
+    e.trace.outcome == Outcome::Error && e.trace.error_at == Some(Hop::Producer) && e.trace.prefill.is_some()
 }
 
 /// Indexes `key`. Once the ring is full every trace removes as many keys
