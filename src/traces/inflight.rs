@@ -70,10 +70,11 @@ impl InFlight {
     }
 
     /// An engine stats line at event time `t`: `busy` requests were running
-    /// or waiting then, so of those that arrived before it at most the
-    /// newest `busy` were still in flight (the older ones ended first, a
-    /// guess only for streams of different lengths). `engine`: the line's
-    /// engine index; with several engines one line does not see them all.
+    /// or waiting then. Of those that arrived before it, the unanswered are
+    /// surely among them; of the open streams only the newest that still
+    /// fit in `busy` can be (the older ended first: a guess only between
+    /// streams of different lengths). `engine`: the line's engine index;
+    /// with several engines one line does not see them all.
     pub fn engine_busy(&mut self, src: LogOrigin, engine: Option<u32>, busy: u32, t: f64) {
         if engine.is_some_and(|k| k > 0) {
             self.many_engines.insert(src);
@@ -84,10 +85,11 @@ impl InFlight {
         let Some(q) = self.per.get_mut(&src) else {
             return;
         };
-        let before = q.iter().filter(|o| o.since < t).count();
-        let mut drop = before.saturating_sub(busy as usize);
+        let unanswered = q.iter().filter(|o| o.since < t && !o.streaming).count();
+        let streams = q.iter().filter(|o| o.since < t && o.streaming).count();
+        let mut drop = streams.saturating_sub((busy as usize).saturating_sub(unanswered));
         q.retain(|o| {
-            let gone = drop > 0 && o.since < t;
+            let gone = drop > 0 && o.since < t && o.streaming;
             drop -= usize::from(gone);
             !gone
         });
@@ -160,8 +162,10 @@ mod tests {
             f.begin(D, s, t, 8);
             f.answered(D, s, true);
         }
-        f.engine_busy(D, Some(0), 1, 15.0);
-        assert_eq!(f.take(D).iter().map(|o| o.serial).collect::<Vec<_>>(), vec![3, 4]);
+        // One unanswered request, older than every stream: it runs for sure.
+        f.begin(D, 9, 9.0, 8);
+        f.engine_busy(D, Some(0), 2, 15.0);
+        assert_eq!(f.take(D).iter().map(|o| o.serial).collect::<Vec<_>>(), vec![3, 4, 9]);
         // Data parallel: engine 0's line does not see engine 1's requests.
         f.begin(D, 5, 30.0, 8);
         f.engine_busy(D, Some(1), 0, 31.0);

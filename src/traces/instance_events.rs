@@ -62,7 +62,7 @@ impl Correlator {
                 let s = match src {
                     LogOrigin::Prefill(i) => self.prefill_arrival(i, &a),
                     LogOrigin::Decode(i) => self.decode_arrival(i, &a),
-                    LogOrigin::Proxy => return false,
+                    LogOrigin::Proxy => return true,
                 };
                 self.inflight.begin(src, s, t, self.opts.max_pending);
             }
