@@ -165,7 +165,7 @@ impl App {
                     v.followed = None;
                 } else if in_requests {
                     let state = v.frozen.as_deref().unwrap_or(&self.state);
-                    v.followed = ui::requests::visible(state, v).get(v.selected).map(|t| t.id.clone());
+                    v.followed = ui::requests::visible(state, v).get(v.selected).map(|t| t.serial);
                 }
             }
             Action::Freeze => {

@@ -229,3 +229,46 @@ mod shuffled {
         }
     }
 }
+
+/// The evidence names what the proxy's lines show, never a proxy it may
+/// not be. Lines 44-46 of example-2p2d-demo-proxy's proxy.log (vLLM
+/// 0.26.0's demo proxy, prefill 8100 unreachable), then the access line
+/// that answered: its real one (line 47, `200 OK`), or a `502` as the lab's
+/// `miniproxy.py`, which prints the same error line, answers (rendered from
+/// uvicorn's access format `%s - "%s %s HTTP/%s" %d` + the status phrase).
+#[test]
+fn a_proxy_error_names_the_answer_the_proxy_gave() {
+    let head = [
+        (
+            X,
+            "ERROR:root:ClientError occurred: Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]",
+        ),
+        (X, "Error occurred in disagg proxy server"),
+        (
+            X,
+            "(<class 'fastapi.exceptions.HTTPException'>, HTTPException(status_code=502, detail='Bad Gateway: Error communicating with upstream server.'), <traceback object at 0x7f55ceb92480>)",
+        ),
+    ];
+    for (answer, says) in [
+        (
+            "INFO:     127.0.0.1:55236 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+            "answered HTTP 200: the proxy answered success for a request that failed",
+        ),
+        (
+            "INFO:     127.0.0.1:55236 - \"POST /v1/completions HTTP/1.1\" 502 Bad Gateway",
+            "answered HTTP 502",
+        ),
+    ] {
+        let mut lines = head.to_vec();
+        lines.push((X, answer));
+        let c = fed(&lines);
+        let errors: Vec<_> = c.traces().filter(|t| t.outcome == Outcome::Error).collect();
+        assert_eq!(errors.len(), 1, "one failure, one trace");
+        let t = errors[0];
+        assert_eq!(t.error_at, Some(Hop::Producer));
+        assert!(t.evidence.contains("prefill#0 (127.0.0.1:8100) unreachable"), "{}", t.evidence);
+        assert!(t.evidence.contains("`Error occurred in disagg proxy server`"), "{}", t.evidence);
+        assert!(t.evidence.contains(says), "{}", t.evidence);
+        assert!(!t.evidence.contains("demo proxy") && !t.evidence.contains("empty body"), "{}", t.evidence);
+    }
+}

@@ -589,3 +589,170 @@ fn reused_ids_start_new_traces() {
     assert_eq!(v, vec![("loop", Outcome::Loaded), ("loop", Outcome::SilentMiss)]);
     assert_eq!(c.get("loop").map(|t| t.outcome), Some(Outcome::SilentMiss));
 }
+
+/// The qwen3 capture's decode, as if SIGKILLed instead of stopped: its log
+/// cut before the `[shutdown]` lines (at line 626, after its last stats
+/// line), then the restarted process's own log. Spliced from the
+/// capture's real lines.
+fn decode_killed_feeds(dir: &str) -> Vec<(LogOrigin, Lines)> {
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    let cut: String = f("vllm-decode.log").lines().take(626).map(|l| format!("{l}\n")).collect();
+    vec![
+        (LogOrigin::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (LogOrigin::Decode(0), instance_lines(&[cut, f("vllm-decode2.log")], hint)),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ]
+}
+
+/// A stream cut off by its instance's death is an error there, never
+/// loaded; what the instance had finished before is untouched.
+#[test]
+fn a_kill_with_a_stream_in_flight_is_an_error_at_that_instance() {
+    let dir = "qwen3-shape-restart";
+    let c = run(decode_killed_feeds(dir), CorrelatorOptions::default());
+    let t = c.get("lab-steady-39").expect("steady-39");
+    assert_eq!(t.outcome, Outcome::Error, "{}", t.evidence);
+    assert_eq!(t.error_at, Some(pdtop::traces::Hop::Consumer));
+    assert!(t.evidence.contains("decode#0 was killed"), "{}", t.evidence);
+    assert!(t.evidence.contains("was Loaded"), "what it loaded stays in the evidence: {}", t.evidence);
+    // Its end is never logged: one that ended just before reads the same.
+    assert_eq!(t.confidence, Confidence::Likely);
+    // The stream before it started 2 s earlier; decode's last stats line
+    // (06:26:48) ran one request: that one ended, the newest did not.
+    let before = c.get("lab-steady-38").expect("steady-38");
+    assert_eq!(before.outcome, Outcome::Loaded, "{}", before.evidence);
+    let st = c.stats();
+    let d = st.sources.iter().find(|s| s.source == LogOrigin::Decode(0)).expect("decode");
+    assert_eq!(d.deaths, 1);
+    // After the restart every request is judged as before.
+    for id in ids_of_phase(dir, "after_restart") {
+        assert_eq!(c.get(&id).map(|t| t.outcome), Some(Outcome::Loaded), "{id}");
+    }
+    // The real log stopped in order (`[shutdown]`): nothing is cut.
+    let real = run(full_feeds(dir), CorrelatorOptions::default());
+    assert_eq!(real.get("lab-steady-39").map(|t| t.outcome), Some(Outcome::Loaded));
+}
+
+/// `pdtop demo` loops a capture: the same lines, ids and stamps again, read
+/// a loop later. Here lab-disagg-0 of the qwen3 capture (its real prefill
+/// lines 144-148 and decode lines 188-192), played twice 150 s apart, with
+/// proxy steps in pdtop's JSON-lines format (`logs/proxy.rs`) as the lab's
+/// proxy could write them. A reused id is a new request: two traces, each
+/// reachable by its own identity, each proxy step on the live request.
+#[test]
+fn a_reused_id_is_a_new_request_and_its_late_lines_go_to_it() {
+    let dir = "qwen3-shape-restart";
+    let pick = |name: &str, from: usize, n: usize| -> Vec<String> {
+        capture(&format!("{dir}/{name}")).lines().skip(from - 1).take(n).map(String::from).collect()
+    };
+    let prefill = pick("vllm-prefill.log", 144, 5);
+    let decode = pick("vllm-decode.log", 188, 5);
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let t0 = 1_796_019_947.0;
+    let step =
+        |ts: f64, ev: &str| format!(r#"{{"ts": {ts}, "request_id": "lab-disagg-0", "event": "{ev}"}}"#);
+    for at in [t0, t0 + 150.0] {
+        // The benchmark proxy's steps (no `received`): a request opens with its prefill.
+        c.on_line(LogOrigin::Proxy, &step(at, "prefill_start"), at);
+        for l in &prefill {
+            c.on_line(LogOrigin::Prefill(0), l, at + 0.2);
+        }
+        for l in &decode {
+            c.on_line(LogOrigin::Decode(0), l, at + 0.4);
+        }
+        c.on_line(LogOrigin::Proxy, &step(at + 1.0, "decode_done"), at + 1.0);
+        c.on_tick(at + 3.0);
+    }
+    c.finish(t0 + 200.0);
+    let mine: Vec<&pdtop::traces::Trace> = c.traces().filter(|t| t.id == "lab-disagg-0").collect();
+    assert_eq!(mine.len(), 2, "{:#?}", mine.iter().map(|t| (&t.phases, &t.evidence)).collect::<Vec<_>>());
+    let proxy = |t: &pdtop::traces::Trace| t.phase(pdtop::traces::Hop::Proxy).map(|p| (p.start, p.end));
+    assert_eq!(proxy(mine[0]), Some((t0, Some(t0 + 1.0))), "loop 1's proxy steps stay on loop 1");
+    assert_eq!(proxy(mine[1]), Some((t0 + 150.0, Some(t0 + 151.0))), "loop 2's go to loop 2");
+    for t in &mine {
+        assert_eq!(t.outcome, Outcome::Loaded, "{}", t.evidence);
+        // The screen opens a row by its identity, never by its id.
+        assert_eq!(c.trace(t.serial).map(|x| x.first_seen), Some(t.first_seen));
+    }
+    assert_ne!(mine[0].serial, mine[1].serial);
+}
+
+/// A prefill's `500` that the proxy hid: it went on, and decode served the
+/// request. The NIXL capture with lab-noparams-0's prefill access line (line
+/// 307, `200 OK`) swapped for a real prefill `500` of a PD setup, pasted in
+/// vllm-project/vllm#38911 (vLLM 0.18, `(APIServer pid=2884) INFO:
+/// 100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500
+/// Internal Server Error`), without its process prefix (another pid would
+/// read as another process: vLLM before 0.10 printed none). The lab's proxy (`shared/lab/miniproxy.py`)
+/// does exactly that: it logs the failure and forwards to decode without
+/// `kv_transfer_params`. One request, an error at prefill, counted once.
+#[test]
+fn a_prefill_error_the_proxy_hid_is_one_request() {
+    let dir = "nixl-llama-shape";
+    let failed =
+        r#"INFO:     100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error"#;
+    let mut feeds = full_feeds(dir);
+    let prefill = &mut feeds[0].1;
+    assert!(prefill[306].1.contains("POST /v1/completions HTTP/1.1\" 200 OK"), "{}", prefill[306].1);
+    prefill[306].1 = failed.to_string();
+    let c = run(feeds, CorrelatorOptions::default());
+    let mine: Vec<&pdtop::traces::Trace> = c.traces().filter(|t| t.id == "lab-noparams-0").collect();
+    assert_eq!(mine.len(), 1, "one trace: {:#?}", mine.iter().map(|t| &t.evidence).collect::<Vec<_>>());
+    let t = mine[0];
+    assert_eq!(
+        (t.outcome, t.error_at),
+        (Outcome::Error, Some(pdtop::traces::Hop::Producer)),
+        "{}",
+        t.evidence
+    );
+    assert_eq!((t.prefill, t.decode), (Some(0), Some(0)));
+    assert!(t.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode#0 received it after the prefill failed"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode computed the prompt itself"), "{}", t.evidence);
+    // Counted once: not also a miss, nor a decode with no prefill.
+    let n = c.counts();
+    assert_eq!((n.error, n.silent_miss, n.no_prefill), (1, 3, 8), "{n:?}");
+}
+
+/// A death cascade: decode's engine dies, its transfer peer's 54 ms later.
+/// Both lines are demo-proxy-qwen3's real decode death (vLLM 0.26.0,
+/// `vllm-decode.log` line 368); the second is spliced into the prefill's
+/// log, as its own engine prints it (the pid is the decode's). A death a
+/// minute apart (vllm#20440's, in the corpus) is no cascade.
+#[test]
+fn a_death_cascade_is_named_as_one() {
+    let fatal =
+        "(EngineCore pid=1094) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.";
+    let other = "ERROR 07-03 20:47:11 [core.py:517] EngineCore encountered a fatal error.";
+    let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+    let at = 1_796_110_175.5;
+    c.on_line(LogOrigin::Decode(0), fatal, at);
+    c.on_line(LogOrigin::Prefill(0), fatal, at + 0.054);
+    c.on_line(LogOrigin::Prefill(1), other, at + 60.0);
+    let ev: Vec<(LogOrigin, String)> = c.drain_log_events().into_iter().map(|e| (e.source, e.text)).collect();
+    assert_eq!(ev.len(), 3, "{ev:#?}");
+    assert_eq!(ev[0], (LogOrigin::Decode(0), "EngineCore encountered a fatal error.".to_string()));
+    assert_eq!(ev[1].0, LogOrigin::Prefill(0));
+    assert!(
+        ev[1].1.starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then its transfer peer prefill#0 in the same second"),
+        "{}",
+        ev[1].1
+    );
+    assert!(!ev[2].1.contains("cascade"), "{}", ev[2].1);
+    let st = c.stats();
+    let cascade = |src: LogOrigin| {
+        st.sources
+            .iter()
+            .find(|s| s.source == src)
+            .and_then(|s| s.last_death.as_ref())
+            .and_then(|d| d.cascade.clone())
+    };
+    assert_eq!(
+        cascade(LogOrigin::Decode(0)),
+        cascade(LogOrigin::Prefill(0)),
+        "both deaths name the one cascade"
+    );
+    assert!(cascade(LogOrigin::Decode(0)).is_some());
+    assert_eq!(cascade(LogOrigin::Prefill(1)), None);
+}

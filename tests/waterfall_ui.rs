@@ -165,3 +165,57 @@ fn spans_alone_name_no_miss_when_loading_costs_like_computing() {
     assert!(r.miss_evidence.contains("too close"), "{}", r.miss_evidence);
     assert!(r.span_misses.is_empty(), "{:?}", r.span_misses);
 }
+
+/// A reused id (`pdtop demo` loops its capture): each row opens its own
+/// trace. lab-disagg-0 of the qwen3 capture (its real prefill lines 144-148
+/// and decode lines 188-192) played twice 150 s apart, the second time
+/// without the decode's `External Cache Hit!`/`Inject` lines (188-190
+/// only), so the two loops end differently: loaded, then a silent miss.
+#[test]
+fn each_row_of_a_reused_id_opens_its_own_trace() {
+    use pdtop::feed::{Endpoint, LogOrigin, Role, TailCounts, TailState};
+    let dir = common::capture_dir("qwen3-shape-restart");
+    let pick = |name: &str, from: usize, n: usize| -> Vec<String> {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        text.lines().skip(from - 1).take(n).map(String::from).collect()
+    };
+    let eps = vec![
+        Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap(),
+        Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap(),
+    ];
+    let mut st = AppState::new(eps, 60.0).with_logs(&[
+        (LogOrigin::Prefill(0), "prefill.log".to_string()),
+        (LogOrigin::Decode(0), "decode.log".to_string()),
+    ]);
+    let t0 = 1_796_019_947.0;
+    for (at, decode_lines) in [(t0, 5), (t0 + 150.0, 3)] {
+        for (source, lines) in [
+            (LogOrigin::Prefill(0), pick("vllm-prefill.log", 144, 5)),
+            (LogOrigin::Decode(0), pick("vllm-decode.log", 188, decode_lines)),
+        ] {
+            st.apply(Msg::LogLines {
+                source,
+                at,
+                lines,
+                state: TailState::Following,
+                counts: TailCounts::default(),
+            });
+        }
+        st.apply(Msg::Tick { at: at + 5.0 });
+    }
+    let mut app = App::new(st, Theme::builtin("dark").unwrap());
+    app.view.view = View::Requests;
+    app.view.detail = true;
+    let title = |app: &App| {
+        let t = common::screen_text(app, 140, 30);
+        t.lines()
+            .find(|l| l.contains("trace lab-disagg-0"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{t}"))
+    };
+    // Newest first: row 0 is loop 2's miss, row 1 loop 1's load.
+    app.view.selected = 0;
+    assert!(title(&app).contains("SILENT MISS"), "{}", title(&app));
+    app.view.selected = 1;
+    assert!(title(&app).contains("loaded"), "{}", title(&app));
+}

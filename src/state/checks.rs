@@ -134,13 +134,39 @@ impl AppState {
         self.push_findings(found);
     }
 
+    /// A failed next request whose failure the instance's own log named
+    /// since the watch began: the finding says that failure, so that the
+    /// trigger (a cancel, a restart) does not read as its cause.
+    fn with_named_failure(&self, text: String, idx: usize, since: f64) -> String {
+        let Some(logs) = &self.logs else {
+            return text;
+        };
+        let origins: Vec<String> = logs
+            .sources
+            .iter()
+            .filter(|s| self.instance_of(s.source) == Some(idx))
+            .map(|s| format!("{}: ", s.source))
+            .collect();
+        let named = self.events.iter().rev().find(|e| {
+            matches!(e.kind, EventKind::Log(k) if k.is_failure())
+                && e.t >= since - 1.0
+                && origins.iter().any(|o| e.text.starts_with(o.as_str()))
+        });
+        match named {
+            Some(e) => format!("{text}; its log names the failure: {}", e.text),
+            None => text,
+        }
+    }
+
     fn push_findings(&mut self, found: Vec<Finding>) {
         for f in found {
             let (kind, text) = match f {
                 Finding::Next { ok: true, text, .. } | Finding::KvReleased { text, .. } => {
                     (EventKind::Recovered, text)
                 }
-                Finding::Next { ok: false, text, .. } => (EventKind::NotRecovered, text),
+                Finding::Next { ok: false, text, instance, since } => {
+                    (EventKind::NotRecovered, self.with_named_failure(text, instance, since))
+                }
                 Finding::KvNotReleased { text, .. } => (EventKind::KvNotReleased, text),
                 Finding::Unknown { text, .. } => (EventKind::RecoveryUnknown, text),
             };
@@ -216,5 +242,46 @@ mod tests {
         // The proxy's log belongs to no instance.
         assert_eq!(st.instance_of(LogOrigin::Proxy), None);
         assert_eq!(st.instance_of(LogOrigin::Decode(1)), None);
+    }
+
+    /// A connector failure the decode's log named is what its failed next
+    /// request is said to have met, not the cancel that began the watch.
+    #[test]
+    fn a_failure_the_log_names_is_said_not_only_the_cancel_before_it() {
+        let mut st = state(1).with_logs(&[(LogOrigin::Decode(0), "decode.log".to_string())]);
+        let msg = |at, line: &str| Msg::LogLines {
+            source: LogOrigin::Decode(0),
+            at,
+            lines: vec![line.to_string()],
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        };
+        let body = real("decode-metrics-idle.txt");
+        let err = "vllm:request_success_total{engine=\"0\",finished_reason=\"error\",model_name=\"lab-8b\"}";
+        assert!(body.contains(&format!("{err} 0.0")));
+        st.apply(Msg::Scrape { instance: 1, at: 1.0, body: body.clone() });
+        // A real cancel (demo-proxy-qwen3's decode log), then a real KV load
+        // failure (vLLM's scheduler.py, the corpus's src-vllm-kv-load-failure-policy.log).
+        st.apply(msg(5.0, "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835."));
+        st.apply(Msg::Scrape { instance: 1, at: 6.0, body: body.clone() });
+        st.apply(msg(7.0, "(EngineCore_DP0 pid=2871) ERROR 09-14 08:32:11 [scheduler.py:2192] Failing 1 request(s) due to KV load failure (failure_policy=fail, 21376 tokens affected). Request IDs: {'chatcmpl-5b0e1c7d2f8a4a43b9f0c2d4e6a8b1c3'}"));
+        st.apply(Msg::Tick { at: 8.0 });
+        // The real scrape with the one request that errored counted.
+        st.apply(Msg::Scrape {
+            instance: 1,
+            at: 10.0,
+            body: body.replace(&format!("{err} 0.0"), &format!("{err} 1.0")),
+        });
+        let failed: Vec<&str> =
+            st.events.iter().filter(|e| e.kind == EventKind::NotRecovered).map(|e| e.text.as_str()).collect();
+        let all: Vec<String> = st.events.iter().map(|e| format!("{} {:?} {}", e.t, e.kind, e.text)).collect();
+        assert_eq!(failed.len(), 1, "{all:#?}");
+        assert!(failed[0].contains("after a cancelled request, the next request failed"), "{}", failed[0]);
+        assert!(failed[0].contains("its log names the failure: decode#0: "), "{all:#?}");
+        assert!(
+            failed[0].contains("kv_load_failed chatcmpl-5b0e1c7d2f8a4a43b9f0c2d4e6a8b1c3"),
+            "{}",
+            failed[0]
+        );
     }
 }

@@ -80,6 +80,9 @@ pub enum Finding {
     Next {
         instance: usize,
         ok: bool,
+        /// When the watch began: a failure the instance's log names since
+        /// then is what the finding must say, not the trigger.
+        since: f64,
         text: String,
     },
     KvNotReleased {
@@ -179,6 +182,7 @@ impl Recovery {
                     out.push(Finding::Next {
                         instance,
                         ok: ok > 0,
+                        since: w.since,
                         text: format!("{display}: after {}, {what}; {}", w.trigger.words(), kv_words(&w.kv)),
                     });
                 }
@@ -199,6 +203,7 @@ impl Recovery {
             out.push(Finding::Next {
                 instance,
                 ok: false,
+                since: w.since,
                 text: format!(
                     "{display}: after {}, it went down before any request succeeded; {}",
                     w.trigger.words(),
@@ -222,6 +227,7 @@ impl Recovery {
                 out.push(Finding::Next {
                     instance: w.instance,
                     ok: false,
+                    since: w.since,
                     text: format!("{ep}: after {words}, still down at the end"),
                 });
             } else if w.next == Next::Pending {

@@ -156,10 +156,13 @@ impl SpanStore {
                 LogOrigin::Decode(_) => Role::Decode,
                 LogOrigin::Proxy => continue,
             };
+            // A reused id (a looping client) has a span per request: the
+            // one nearest this trace's own time on that hop is its own.
+            let hop = trace.phases.iter().find(|p| p.source == *origin).map_or(trace.first_seen, |p| p.start);
             let found = self
                 .by_request(external_id(id))
                 .filter(|s| service_role(&s.service).is_none_or(|r| r == role))
-                .last();
+                .min_by(|a, b| (a.start - hop).abs().total_cmp(&(b.start - hop).abs()));
             if let Some(s) = found {
                 *slot(&mut t, role) = Some(s);
             }

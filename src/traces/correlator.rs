@@ -56,6 +56,7 @@ pub struct Correlator {
     pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
     /// What instances' logs said of themselves, for the state to take.
     pub(super) notes: InstanceNotes,
+    pub(super) inflight: super::inflight::InFlight,
 }
 
 /// Per-instance facts read from its log.
@@ -110,6 +111,7 @@ impl Correlator {
             readers: HashMap::new(),
             prev_line: HashMap::new(),
             notes: InstanceNotes::default(),
+            inflight: Default::default(),
         }
     }
 
@@ -228,7 +230,8 @@ impl Correlator {
         self.store.traces()
     }
 
-    /// The latest trace for a base id (or an instance's own id of it).
+    /// The latest trace for a base id (or an instance's own id of it): a
+    /// reused id names several (`trace` takes one by its serial).
     pub fn get(&self, id: &str) -> Option<&Trace> {
         let s = self.store.latest(id).or_else(|| self.store.by_engine(id))?;
         self.store.get(s).map(|e| &e.trace)

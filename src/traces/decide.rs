@@ -32,6 +32,8 @@ impl Correlator {
             }
         }
         self.joiner.prune(&self.store, now);
+        let store = &self.store;
+        self.inflight.prune(|s| store.get(s).is_none());
         if self.proxy_read() {
             let store = &self.store;
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
@@ -164,6 +166,11 @@ impl Correlator {
             return;
         };
         e.track.in_hit_queue = false;
+        if super::store::failed_prefill(e) {
+            e.trace.evidence.push_str(&format!(
+                "; decode#{i} found no KV for it (no External Cache Hit) and computed the prompt itself"
+            ));
+        }
         if e.trace.outcome != Outcome::Pending {
             return;
         }
@@ -290,6 +297,11 @@ impl Correlator {
             p.detail = "External Cache Hit".into();
         });
         if let Some(e) = self.store.get_mut(c.serial) {
+            if super::store::failed_prefill(e) {
+                e.trace
+                    .evidence
+                    .push_str(&format!("; decode#{i} loaded KV for it nonetheless (External Cache Hit)"));
+            }
             e.track.hit = true;
             e.track.in_hit_queue = false;
             e.track.contested = u32::try_from(c.contested_by).unwrap_or(u32::MAX);

@@ -9,8 +9,11 @@ use crate::feed::LogOrigin;
 impl Correlator {
     /// Puts a prefilled, param-less decode request in line for a hit.
     pub(super) fn enqueue_for_hit(&mut self, i: usize, s: u64, added_at: f64, seq: u64) {
+        // A request whose prefill failed still takes its place in the
+        // FIFO: a hit printed for it is its own, not the next request's.
+        let hits = self.style(i) != super::correlator::Style::Params;
         let eligible = self.store.get(s).is_some_and(|e| {
-            e.trace.outcome == Outcome::Pending
+            (e.trace.outcome == Outcome::Pending || (hits && super::store::failed_prefill(e)))
                 && e.trace.prefill.is_some()
                 && !e.track.decode_has_params
                 && !e.track.in_hit_queue

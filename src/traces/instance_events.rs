@@ -4,6 +4,7 @@ use super::correlator::{Correlator, Style, process_label, push_capped};
 use super::ids::{base_id, external_of_internal, looks_random, trace_key};
 use super::model::{Confidence, Hop, Join, Outcome};
 use super::stamp::anchor;
+use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 
@@ -32,6 +33,7 @@ impl Correlator {
     /// `noise`: the line is known to carry nothing (`logs::known`).
     pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
         let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
+        let last_stamp = self.facts.last_stamp.get(&src).copied();
         if let Some(t) = stamped {
             self.facts.last_stamp.insert(src, t);
         }
@@ -41,7 +43,11 @@ impl Correlator {
         // Only the lines that open or join a trace keep it: no String per line.
         let process = || process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
-            self.stat(src).pid = line.pid;
+            let old = self.stat(src).pid.replace(line.pid.unwrap_or_default());
+            if old.is_some_and(|p| Some(p) != line.pid) {
+                // A new API server process: the old one is gone.
+                self.on_restart(src, last_stamp, t, at);
+            }
         }
         match (&line.event, src) {
             (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
@@ -53,15 +59,12 @@ impl Correlator {
                     at,
                     process: process(),
                 };
-                match src {
-                    LogOrigin::Prefill(i) => {
-                        self.prefill_arrival(i, &a);
-                    }
-                    LogOrigin::Decode(i) => {
-                        self.decode_arrival(i, &a);
-                    }
-                    LogOrigin::Proxy => {}
-                }
+                let s = match src {
+                    LogOrigin::Prefill(i) => self.prefill_arrival(i, &a),
+                    LogOrigin::Decode(i) => self.decode_arrival(i, &a),
+                    LogOrigin::Proxy => return true,
+                };
+                self.inflight.begin(src, s, t, self.opts.max_pending);
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
                 self.prefill_added(
@@ -107,15 +110,16 @@ impl Correlator {
                     self.on_prompt_tokens(src, id, *n, at);
                 }
             }
-            (VllmEvent::EngineDead { text }, _) => {
-                let first = !self.stat(src).last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= 5.0);
-                if first {
-                    self.push_log_event(src, crate::logs::signal::SignalKind::EngineDead, text.clone(), t);
-                }
-                self.on_death(src, text, t, at)
+            (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),
+            (VllmEvent::ServerStarted { .. }, _) => {
+                let ran = self.stat(src).starts > 0;
+                self.stat(src).starts += 1;
+                self.on_restart(src, last_stamp.filter(|_| ran), t, at);
             }
-            (VllmEvent::ServerStarted { .. }, _) => self.on_restart(src, at),
-            (VllmEvent::Shutdown, _) => self.stat(src).shutdowns += 1,
+            (VllmEvent::Shutdown, _) => {
+                self.stat(src).shutdowns += 1;
+                self.inflight.stopping(src, super::inflight::Stop::Orderly);
+            }
             (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
                 if let Some(b) = block_size {
                     self.facts.blocks.insert(src, *b);
@@ -130,6 +134,7 @@ impl Correlator {
             }
             (VllmEvent::EngineStats(s), _) => {
                 self.on_engine_progress(src, s, t);
+                self.inflight.engine_busy(src, s.engine, s.running + s.waiting, t);
                 let st = self.stat(src);
                 st.waiting = Some(s.waiting);
                 if s.external_hit_pct.is_some() {
@@ -270,7 +275,8 @@ impl Correlator {
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
-                e.trace.decode.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
+                e.trace.decode.is_none()
+                    && (e.trace.outcome == Outcome::Pending || e.track.reopenable || failed_prefill(e))
             })
         };
         let mut join = Join::ById;
@@ -342,6 +348,9 @@ impl Correlator {
         }
         self.mark_open(s);
         self.joiner.await_access(src, s, self.opts.max_pending);
+        if self.decode_after_failed_prefill(i, s, params.is_some()) {
+            return s;
+        }
         match (params, prefill) {
             (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
             (None, Some(pi)) if self.style(i) == Style::Params => {

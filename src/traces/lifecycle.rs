@@ -1,18 +1,53 @@
 //! Instance events other than a request arriving: KV expiry, engine death
 //! and restart, transfer windows, access lines, id-less errors.
 
-use super::correlator::Correlator;
+use super::correlator::{Correlator, Style};
 use super::ids::{base_id, external_of_internal};
+use super::inflight::Stop;
 use super::instance_events::hop_of;
 use super::model::{Confidence, Death, Hop, Join, Outcome};
 use super::named::Side;
-use super::store::Store;
+use super::store::{Store, failed_prefill};
 use crate::feed::LogOrigin;
 
 /// Lines of one engine death arrive within this long of each other.
 const DEATH_BURST_S: f64 = 5.0;
+/// A transfer peer's death this close to another's is one failure.
+const CASCADE_S: f64 = 1.0;
+
+/// A prefill and a decode instance move KV between them.
+fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
+    matches!(
+        (a, b),
+        (LogOrigin::Prefill(_), LogOrigin::Decode(_)) | (LogOrigin::Decode(_), LogOrigin::Prefill(_))
+    )
+}
 
 impl Correlator {
+    /// The trace of that identity ([`super::Trace::serial`]) while the ring
+    /// holds it: an id names one request per lifetime, a serial names one.
+    pub fn trace(&self, serial: u64) -> Option<&super::Trace> {
+        self.store.get(serial).map(|e| &e.trace)
+    }
+
+    /// A decode request joined a trace whose prefill failed: what decode
+    /// did is evidence on that error, not a second verdict. `true` when so.
+    pub(super) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
+        let style = self.style(i);
+        let name = self.connector_name(i);
+        let Some(e) = self.store.get_mut(s).filter(|e| failed_prefill(e)) else {
+            return false;
+        };
+        let mut note = format!("; the proxy went on: decode#{i} received it after the prefill failed");
+        if style == Style::Params && !params {
+            note.push_str(&format!(
+                " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
+            ));
+        }
+        e.trace.evidence.push_str(&note);
+        true
+    }
+
     /// `Releasing expired KV blocks for request X which were retrieved by N
     /// decode worker(s)`: the producer (NIXL's, on the log that printed it)
     /// held X's KV until its lease ran out. With N = 0 no decode read it.
@@ -106,40 +141,120 @@ impl Correlator {
     }
 
     pub(super) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
-        let st = self.stat(src);
         // One death prints several lines (the core's, then each request's
         // EngineDeadError): count it once, keep the first (the cause).
-        let again = st.last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= DEATH_BURST_S);
+        let again = self.stat(src).last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= DEATH_BURST_S);
         if !again {
-            st.deaths += 1;
-            st.last_death = Some(Death { at: t, text: text.to_string() });
+            self.record_death(src, text, t);
         }
-        let victims: Vec<u64> = self
-            .open
-            .iter()
-            .copied()
-            .filter(|s| {
-                self.store.get(*s).is_some_and(|e| {
-                    e.trace.outcome == Outcome::Pending && super::store::Store::touches(e, src)
-                })
-            })
-            .collect();
-        for s in victims {
-            self.fail(s, hop_of(src), src, format!("engine died: {text}"), t, at);
-        }
+        self.inflight.stopping(src, Stop::Died);
+        // The API server lives on and names each open stream it fails
+        // (`Request <id> failed (engine dead)`): only what had no answer yet
+        // is cut here.
+        self.cut_off(src, &format!("engine died: {text}"), false, t, at);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
         }
     }
 
-    pub(super) fn on_restart(&mut self, src: LogOrigin, at: f64) {
-        self.stat(src).starts += 1;
+    /// A new process of the instance started (`Starting vLLM server`, or a
+    /// new API server pid). Its log stopped before: in order (`[shutdown]`),
+    /// after its engine died, or with nothing at all (SIGKILL, OOM kill),
+    /// which is a death too, at `last`, its old process's last stamp.
+    pub(super) fn on_restart(&mut self, src: LogOrigin, last: Option<f64>, t: f64, at: f64) {
+        let ran = (last.is_some() && !self.inflight.fresh(src)) || !self.inflight.is_empty(src);
+        if self.inflight.stop(src).is_none() && ran {
+            let when = last.unwrap_or(t);
+            let text = "its log stopped with no shutdown and a new process started (killed)";
+            self.record_death(src, text, when);
+            // Nothing was printed for its open streams either.
+            self.cut_off(src, &format!("{src} was killed ({text})"), true, when, at);
+        } else if self.inflight.stop(src) == Some(Stop::Orderly) {
+            // A shutdown drains or aborts what runs: open streams stay as they were.
+            let cause = format!("{src} shut down (`[shutdown]`) and restarted");
+            self.cut_off(src, &cause, false, last.unwrap_or(t), at);
+        }
+        self.inflight.started(src);
         self.joiner.forget_access(src);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
             if let Some(d) = self.decodes.get_mut(&i) {
                 d.busy_until = None;
             }
+        }
+    }
+
+    /// Every request the instance had in flight when it stopped is an error
+    /// there, whatever was loaded before. A stream that had started is cut
+    /// only with `streams`, and only `Likely` (its end is never logged).
+    fn cut_off(&mut self, src: LogOrigin, cause: &str, streams: bool, t: f64, at: f64) {
+        let cascade = self.stat(src).last_death.as_ref().and_then(|d| d.cascade.clone());
+        for o in self.inflight.take(src) {
+            let done = self
+                .store
+                .get(o.serial)
+                .is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled));
+            if done || (o.streaming && !streams) {
+                continue;
+            }
+            let mut text = if o.streaming {
+                format!(
+                    "{cause}, with its stream open (HTTP 200 had started it and no end was logged; a stream that ended just before would read the same)"
+                )
+            } else {
+                format!("{cause}, before it answered")
+            };
+            if let Some(c) = &cascade {
+                text.push_str(&format!("; {c}"));
+            }
+            self.fail(o.serial, hop_of(src), src, text, t, at);
+            if o.streaming
+                && let Some(e) = self.store.get_mut(o.serial)
+            {
+                e.trace.confidence = Confidence::Likely;
+            }
+        }
+    }
+
+    /// Counts a death and files its event: one that names its transfer
+    /// peer's death too when that came within a second (one failure that
+    /// took both sides of the pair, not two).
+    fn record_death(&mut self, src: LogOrigin, text: &str, t: f64) {
+        let peer = self
+            .stats
+            .values()
+            .filter(|s| s.source != src && is_peer(s.source, src))
+            .filter_map(|s| s.last_death.as_ref().map(|d| (s.source, d.at, d.text.clone())))
+            .filter(|(_, at, _)| (t - at).abs() <= CASCADE_S)
+            .min_by(|a, b| (t - a.1).abs().total_cmp(&(t - b.1).abs()));
+        let cascade = peer.as_ref().map(|(p, pt, ptext)| {
+            let (p, pt) = (*p, *pt);
+            let ((a, ta, xa), (b, tb, xb)) = if pt <= t {
+                ((p, pt, ptext.as_str()), (src, t, text))
+            } else {
+                ((src, t, text), (p, pt, ptext.as_str()))
+            };
+            let gap = if tb - ta < 0.001 {
+                "in the same second".to_string()
+            } else {
+                format!("{:.3} s later", tb - ta)
+            };
+            format!("death cascade: {a} died ({xa}), then its transfer peer {b} {gap} ({xb})")
+        });
+        let st = self.stat(src);
+        st.deaths += 1;
+        st.last_death = Some(Death { at: t, text: text.to_string(), cascade: cascade.clone() });
+        let kind = crate::logs::signal::SignalKind::EngineDead;
+        match cascade {
+            Some(c) => {
+                if let Some((p, _, _)) = &peer
+                    && let Some(d) = self.stats.get_mut(p).and_then(|s| s.last_death.as_mut())
+                {
+                    d.cascade = Some(c.clone());
+                }
+                self.push_log_event(src, kind, c, t);
+            }
+            None => self.push_log_event(src, kind, text.to_string(), t),
         }
     }
 
@@ -201,6 +316,16 @@ impl Correlator {
     pub(super) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
         let serial = self.joiner.next_access(src, &self.store);
         let ok = (200..300).contains(&status);
+        if let Some(s) = serial {
+            // Before its `Added` line, a 200 starts a stream; after it, the
+            // response was complete.
+            let added = self.store.get(s).is_some_and(|e| match src {
+                LogOrigin::Decode(_) => e.track.decode_added_at.is_some(),
+                LogOrigin::Prefill(_) => e.track.prefill_internal.is_some(),
+                LogOrigin::Proxy => true,
+            });
+            self.inflight.answered(src, s, ok && !added);
+        }
         match (serial, ok) {
             (Some(s), true) => {
                 if let LogOrigin::Decode(_) = src {
@@ -240,7 +365,7 @@ impl Correlator {
                     e.trace.decode = Some(i);
                     e.trace.join = Join::ByOrder;
                 }
-                text.push_str("; a proxy like vLLM's demo passes a 4xx on as the body of a 200");
+                text.push_str("; paired by order with the prefill copy before it");
                 s
             }
             None => {

@@ -28,6 +28,7 @@ mod groups;
 mod hit_events;
 mod hits;
 mod ids;
+mod inflight;
 mod instance_events;
 mod joiner;
 mod lifecycle;

@@ -121,6 +121,10 @@ pub enum Confidence {
 /// One request followed across proxy, prefill, connector and decode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trace {
+    /// Its identity: an id names one request for one lifetime (a looping
+    /// client reuses ids), so the screen and every late line address a
+    /// trace by this, never by its id. Grows with each trace.
+    pub serial: u64,
     /// The base id as the client/proxy knows it (`lab-steady-3`), or the
     /// id an instance invented (`a3f…`) when none was forwarded, or a
     /// synthetic one (`proxy-12`, `decode#0-error-3`).
@@ -188,6 +192,7 @@ impl RemoteWait {
 impl Trace {
     pub(crate) fn new(id: String, at: f64) -> Self {
         Trace {
+            serial: 0,
             id,
             engine_ids: Vec::new(),
             phases: Vec::new(),
@@ -286,6 +291,8 @@ impl Counts {
 pub struct Death {
     pub at: f64,
     pub text: String,
+    /// Its transfer peer died within a second of it: both, in order.
+    pub cascade: Option<String>,
 }
 
 /// Per-source line accounting and lifecycle, for the UI.

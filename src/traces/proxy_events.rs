@@ -43,16 +43,20 @@ impl Correlator {
                     && at - when <= ERROR_ACCESS_S
                     && self.store.get(s).is_some()
                 {
-                    // The failed request's own answer: the demo proxy says 200 with nothing.
+                    // The failed request's own answer, as the proxy's access
+                    // line gives it (vLLM's demo proxy says 200, others 502).
                     let detail = if (200..300).contains(&a.status) {
-                        format!("HTTP {} with an empty body: the proxy hid the failure", a.status)
+                        format!("HTTP {}: the proxy answered success for a request that failed", a.status)
                     } else {
                         format!("HTTP {}", a.status)
                     };
                     self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| {
-                        p.detail = detail;
+                        p.detail = detail.clone();
                         p.end = Some(at);
                     });
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.trace.evidence.push_str(&format!("; the proxy answered {detail}"));
+                    }
                 } else if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
@@ -183,7 +187,9 @@ impl Correlator {
             // the decode stream starts: the prefill stage (a decode failure
             // surfaces later, inside the stream).
             hop = Hop::Producer;
-            what = "the demo proxy failed the request before decode (its prefill stage) and answers 200 with an empty body".into();
+            // Printed by vLLM's demo proxy and by proxies made from it: the
+            // line says no more than that; the access line says the answer.
+            what = "the proxy failed the request before decode (its prefill stage): `Error occurred in disagg proxy server`".into();
         }
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
             && !self.joiner.ids_shared
@@ -236,14 +242,18 @@ impl Correlator {
         if id.is_empty() {
             return;
         }
+        // A step that opens a request, on a trace the proxy already took
+        // as far (or that was decided with its proxy phase ended), is an
+        // earlier request with the same id (a looping client): start anew.
+        let opens = matches!(r.stage, Stage::Received | Stage::PrefillStart);
         let s = match self.store.latest(id) {
-            // A decided trace with a finished proxy phase belongs to an
-            // earlier request with the same id (a looping client): start anew.
             Some(s)
-                if !(r.stage == Stage::Received
+                if !(opens
                     && self.store.get(s).is_some_and(|e| {
-                        e.trace.outcome != Outcome::Pending
-                            && e.trace.phase(Hop::Proxy).is_some_and(|p| p.end.is_some())
+                        let proxied = e.trace.phase(Hop::Proxy);
+                        e.track.proxy_stage.is_some_and(|old| rank(old) >= rank(r.stage))
+                            || (e.trace.outcome != Outcome::Pending
+                                && proxied.is_some_and(|p| p.end.is_some()))
                     })) =>
             {
                 s
@@ -310,5 +320,18 @@ impl Correlator {
                 e.trace.confidence = Confidence::Sure;
             }
         }
+    }
+}
+
+/// A proxy step's place in a request's life.
+fn rank(s: Stage) -> u8 {
+    match s {
+        Stage::Received => 0,
+        Stage::PrefillStart => 1,
+        Stage::PrefillDone => 2,
+        Stage::DecodeStart => 3,
+        Stage::DecodeFirstByte => 4,
+        Stage::DecodeDone => 5,
+        Stage::Error => 6,
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::model::{Outcome, Trace};
+use super::model::{Hop, Outcome, Trace};
 use crate::feed::LogOrigin;
 
 /// What the correlator knows about a trace beyond what it shows.
@@ -85,8 +85,9 @@ impl Store {
     }
 
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
-    pub fn push(&mut self, trace: Trace, track: Track) -> u64 {
+    pub fn push(&mut self, mut trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
+        trace.serial = serial;
         insert_key(&mut self.by_base, &trace.id, serial);
         // Grown exactly up to the cap: doubling would leave a full ring of
         // 10,000 with room (and memory) for 16,384.
@@ -196,6 +197,13 @@ impl Store {
             LogOrigin::Proxy => e.track.proxy_seen,
         }
     }
+}
+
+/// The prefill answered an error and a decode request of the same id came
+/// after it: the proxy went on (it hid the failure). One request, an error
+/// at prefill, whatever decode did.
+pub(super) fn failed_prefill(e: &Entry) -> bool {
+    e.trace.outcome == Outcome::Error && e.trace.error_at == Some(Hop::Producer) && e.trace.prefill.is_some()
 }
 
 /// Indexes `key`. Once the ring is full every trace removes as many keys

@@ -94,7 +94,8 @@ pub struct ViewState {
     pub search: String,
     pub searching: bool,
     pub detail: bool,
-    pub followed: Option<String>,
+    /// The followed trace's identity ([`crate::traces::Trace::serial`]).
+    pub followed: Option<u64>,
     /// Title-bar text of a replay (position, speed).
     pub badge: Option<String>,
     /// Instances view: selected row, sort column; the instance drilled into.

@@ -106,10 +106,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     };
     let rows = visible(state, view);
     let selected = view.selected.min(rows.len().saturating_sub(1));
-    let detail_id = view
-        .followed
-        .clone()
-        .or_else(|| view.detail.then(|| rows.get(selected).map(|t| t.id.clone())).flatten());
+    // By identity: a reused id names several traces.
+    let detail_id =
+        view.followed.or_else(|| view.detail.then(|| rows.get(selected).map(|t| t.serial)).flatten());
     let (list_area, detail_area) = match &detail_id {
         Some(_) => {
             let [a, b] =
@@ -189,11 +188,11 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     }
     frame.render_widget(Paragraph::new(lines), inner);
 
-    if let (Some(id), Some(area)) = (detail_id, detail_area) {
-        match logs.correlator.get(&id) {
+    if let (Some(serial), Some(area)) = (detail_id, detail_area) {
+        match logs.correlator.trace(serial) {
             Some(t) => trace_detail(frame, area, state, t, view.followed.is_some(), theme),
             None => frame.render_widget(
-                Paragraph::new(Line::styled(format!(" {id} is no longer in the ring"), theme.dim()))
+                Paragraph::new(Line::styled(" the followed trace is no longer in the ring", theme.dim()))
                     .block(Block::default().borders(Borders::ALL)),
                 area,
             ),
