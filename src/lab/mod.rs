@@ -3,6 +3,7 @@
 //! the end-to-end tests drive `pdtop check` against it.
 
 pub mod capture;
+pub mod instances;
 pub mod replay;
 pub mod server;
 mod spans;

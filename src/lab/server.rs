@@ -117,7 +117,7 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
         tokio::spawn(serve_instance(role, listener, capture.clone(), clock.clone()));
     }
-    let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(l.file_name)).collect();
+    let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(&l.file_name)).collect();
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
     tokio::spawn(write_link(
         handle.net_dev_file.clone(),
@@ -248,7 +248,7 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
         _ => 2,
     };
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
-    order.sort_by_key(|i| rank(capture.logs[*i].file_name));
+    order.sort_by_key(|i| rank(&capture.logs[*i].file_name));
     let mut next = vec![0usize; capture.logs.len()];
     let mut loop_no = 0;
     for p in &paths {
