@@ -136,16 +136,18 @@ impl Correlator {
         let Some(s) = self.find(id) else {
             return;
         };
-        let on_decode = matches!(src, LogOrigin::Decode(_));
-        if let Some(e) = self.store.get_mut(s)
-            && on_decode
-            && e.trace.decode.is_some()
-        {
-            e.trace.prompt_tokens = Some(n);
+        if let Some(e) = self.store.get_mut(s) {
+            match src {
+                LogOrigin::Decode(_) if e.trace.decode.is_some() => e.trace.prompt_tokens = Some(n),
+                LogOrigin::Prefill(_) if e.trace.prefill.is_some() => e.track.prefill_tokens = Some(n),
+                _ => {}
+            }
         }
         if let LogOrigin::Decode(i) = src {
             self.resolve_groups_of(i, s, at);
         }
+        // Both sides' lengths may now settle (or overturn) an order join.
+        self.rejoin_by_tokens(s, at);
     }
 
     /// The trace an instance id names: engine id, external id or base id.
@@ -155,6 +157,20 @@ impl Correlator {
             .by_engine(id)
             .or_else(|| self.store.latest(&super::ids::response_id(ext)))
             .or_else(|| self.store.latest(super::ids::base_id(ext)))
+    }
+
+    /// The one instance that logged `id` (a span's `gen_ai.request.id`,
+    /// without the engine suffix): none when both sides share it.
+    pub fn side_of(&self, id: &str) -> Option<LogOrigin> {
+        let e = self.store.get(self.find(id)?)?;
+        let mut sides = e.trace.engine_ids.iter().filter(|(_, x)| x == id).map(|(o, _)| *o);
+        let first = sides.next()?;
+        sides.all(|o| o == first).then_some(first)
+    }
+
+    /// The prefill instance that ran the request an instance id names.
+    pub fn prefill_of(&self, id: &str) -> Option<usize> {
+        self.store.get(self.find(id)?).and_then(|e| e.trace.prefill)
     }
 
     /// The decode instance that served the request an instance id names.
@@ -335,6 +351,7 @@ impl Correlator {
             return;
         };
         let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
+        e.track.asked = Some(confidence);
         let t = &mut e.trace;
         let was_miss = t.outcome == Outcome::SilentMiss;
         let (mut outcome, mut evidence) = (outcome, evidence);
@@ -345,7 +362,7 @@ impl Correlator {
         t.confidence = match (t.join, outcome) {
             // A failure or a cancel the instance logged for this request's
             // own id does not rest on which prefill it was paired with.
-            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById, _) => confidence,
+            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById | Join::ByPromptTokens, _) => confidence,
             // The prefill happened (the proxy's flow); which one it was is a guess.
             (Join::ByOrder, _) if guaranteed => confidence.max(Confidence::Likely),
             (Join::ByOrder, _) => Confidence::Unsure,

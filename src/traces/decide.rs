@@ -185,7 +185,7 @@ impl Correlator {
                 },
                 rivals.join(", ")
             );
-            let counted = join == Join::ById || self.flow.established();
+            let counted = join.exact() || self.flow.established();
             if counted {
                 self.unattributed_misses += 1;
             }
@@ -301,7 +301,7 @@ impl Correlator {
                 re.track.contested = re.track.contested.saturating_sub(1);
                 if re.track.contested == 0
                     && re.trace.outcome == Outcome::Loaded
-                    && re.trace.join == Join::ById
+                    && re.trace.join.exact()
                     && !re.trace.evidence.contains("may have been")
                 {
                     re.trace.confidence = Confidence::Sure;

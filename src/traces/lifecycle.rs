@@ -47,7 +47,7 @@ impl Correlator {
             (e.trace.outcome, e.trace.join, e.trace.decode.is_some(), e.track.decode_has_params);
         match outcome {
             Outcome::SilentMiss => e.trace.evidence.push_str(&format!("; confirmed: {note}")),
-            Outcome::Loaded if params && join == Join::ById => {
+            Outcome::Loaded if params && join.exact() => {
                 let ev = format!(
                     "decode got kv_transfer_params but never pulled: {note}; it recomputed the prompt"
                 );

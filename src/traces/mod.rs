@@ -34,6 +34,7 @@ mod lifecycle;
 mod lmcache_lookups;
 mod log_signals;
 mod model;
+mod prompt_join;
 mod proxy_events;
 mod router_events;
 mod stalls;
