@@ -178,7 +178,7 @@ impl Correlator {
         // A decode refusal read just before this copy (the two logs are read
         // apart): the refused request's own prefill.
         let refused = match (reuse, a.max_tokens) {
-            (None, Some(1)) if !self.joiner.ids_shared => self.flow.take_refusal(a.at),
+            (None, Some(1)) if !self.joiner.forwarded(a.id) => self.flow.take_refusal(a.at),
             _ => None,
         };
         let s = match (reuse, refused) {
@@ -215,7 +215,7 @@ impl Correlator {
         if refused.is_some() {
             return s;
         }
-        if a.max_tokens == Some(1) && !self.joiner.ids_shared {
+        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
             self.flow.watch(s, a.at);
         }
         if a.max_tokens.is_some_and(|m| m > 1) {
@@ -228,7 +228,7 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.joiner.ids_shared = true;
+            self.joiner.shared(a.t);
             self.late_prefill_join(s);
         } else {
             self.joiner.unpaired(s, self.opts.max_pending);
@@ -272,7 +272,7 @@ impl Correlator {
         let mut join = Join::ById;
         let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
         if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.joiner.ids_shared = true;
+            self.joiner.shared(a.t);
         }
         if target.is_none()
             && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
@@ -285,7 +285,9 @@ impl Correlator {
                 .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
                 .filter(|s| takes(self, *s));
         }
-        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.joiner.ids_shared {
+        // Whether ids were forwarded before does not matter: the partner
+        // must be a prefill copy whose id was invented too (`joiner.rs`).
+        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;
