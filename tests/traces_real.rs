@@ -569,3 +569,66 @@ fn reused_ids_start_new_traces() {
     assert_eq!(v, vec![("loop", Outcome::Loaded), ("loop", Outcome::SilentMiss)]);
     assert_eq!(c.get("loop").map(|t| t.outcome), Some(Outcome::SilentMiss));
 }
+
+/// The first line of `file` in capture `dir` that contains `needle`.
+fn line_with(dir: &str, file: &str, needle: &str) -> String {
+    capture(&format!("{dir}/{file}"))
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{dir}/{file}: no line with {needle}"))
+        .to_string()
+}
+
+/// A lab whose proxy forwarded `X-Request-Id` in an earlier phase and none
+/// in a later one: qwen3-shape-restart's lab-steady-3 (one id on prefill and
+/// decode), then the 2P2D capture's first request (each instance invented
+/// its own id). The later decode pairs with the prefill copy sent just
+/// before it, by order, and is not called "no prefill".
+#[test]
+fn ids_forwarded_earlier_do_not_stop_a_later_order_join() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let (q, p2) = ("qwen3-shape-restart", "example-2p2d-demo-proxy");
+    let t1 = start_hint(q);
+    let t2 = start_hint(p2);
+    let feed = [
+        (LogOrigin::Prefill(0), line_with(q, "vllm-prefill.log", "Received request cmpl-lab-steady-3-0"), t1),
+        (
+            LogOrigin::Decode(0),
+            line_with(q, "vllm-decode.log", "Received request cmpl-lab-steady-3-0"),
+            t1 + 0.3,
+        ),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Received request cmpl-8d18553863d3644d-0"),
+            t2,
+        ),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Added request cmpl-8d18553863d3644d-0"),
+            t2,
+        ),
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Received request cmpl-97ef464d61aa9738-0"),
+            t2 + 0.2,
+        ),
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Added request cmpl-97ef464d61aa9738-0"),
+            t2 + 0.2,
+        ),
+    ];
+    for (src, line, at) in &feed {
+        c.on_line(*src, line, *at);
+    }
+    c.finish(t2 + 600.0);
+    let first = c.get("lab-steady-3").expect("lab-steady-3");
+    assert_eq!((first.join, first.prefill, first.decode), (Join::ById, Some(0), Some(0)));
+    let later = c.get("cmpl-97ef464d61aa9738").expect("the later decode");
+    assert_eq!(later.join, Join::ByOrder, "{later:?}");
+    assert!(
+        later.engine_ids.iter().any(|(o, id)| *o == LogOrigin::Prefill(0) && id == "cmpl-8d18553863d3644d-0")
+    );
+    assert_ne!(later.outcome, Outcome::NoPrefill, "{later:?}");
+    assert_ne!(later.confidence, Confidence::Sure, "{later:?}");
+}
