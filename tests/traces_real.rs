@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use pdtop::feed::LogOrigin;
 use pdtop::logs::vllm::{VllmEvent, parse_vllm_line};
-use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, anchor, base_id};
+use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Join, Outcome, anchor, base_id};
 use proptest::prelude::*;
 
 fn capture(rel: &str) -> String {
@@ -617,6 +617,8 @@ fn ids_forwarded_earlier_do_not_stop_a_later_order_join() {
             line_with(p2, "vllm-decode.log", "Added request cmpl-97ef464d61aa9738-0"),
             t2 + 0.2,
         ),
+        // The demo proxy's access line for it (its first POST).
+        (LogOrigin::Proxy, line_with(p2, "proxy.log", "POST /v1/completions"), t2 + 0.5),
     ];
     for (src, line, at) in &feed {
         c.on_line(*src, line, *at);
@@ -631,4 +633,50 @@ fn ids_forwarded_earlier_do_not_stop_a_later_order_join() {
     );
     assert_ne!(later.outcome, Outcome::NoPrefill, "{later:?}");
     assert_ne!(later.confidence, Confidence::Sure, "{later:?}");
+    // The proxy's line answers the paired request, not a trace of its own.
+    assert!(later.phase(Hop::Proxy).is_some(), "{later:?}");
+    assert_eq!(c.counts().seen, 2);
+}
+
+/// The decode's line read before its prefill copy's (two logs tailed
+/// apart), after a phase that forwarded ids: no order join was possible
+/// when the decode came, and while that copy waits unpaired the decode is
+/// never "no prefill" (it was "no prefill, sure").
+#[test]
+fn a_waiting_prefill_copy_keeps_a_decode_from_no_prefill() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let (q, p2) = ("qwen3-shape-restart", "example-2p2d-demo-proxy");
+    // Ids were forwarded before (as in the test above).
+    let t1 = start_hint(q);
+    c.on_line(
+        LogOrigin::Prefill(0),
+        &line_with(q, "vllm-prefill.log", "Received request cmpl-lab-steady-3-0"),
+        t1,
+    );
+    c.on_line(
+        LogOrigin::Decode(0),
+        &line_with(q, "vllm-decode.log", "Received request cmpl-lab-steady-3-0"),
+        t1,
+    );
+    let t2 = start_hint(p2);
+    let feed = [
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Received request cmpl-97ef464d61aa9738-0"),
+            t2,
+        ),
+        (LogOrigin::Decode(0), line_with(p2, "vllm-decode.log", "Added request cmpl-97ef464d61aa9738-0"), t2),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Received request cmpl-8d18553863d3644d-0"),
+            t2 + 0.5,
+        ),
+    ];
+    for (src, line, at) in &feed {
+        c.on_line(*src, line, *at);
+    }
+    c.finish(t2 + 600.0);
+    let d = c.get("cmpl-97ef464d61aa9738").expect("the decode");
+    assert_eq!(d.outcome, Outcome::Unknown, "{d:?}");
+    assert!(d.evidence.contains("cmpl-8d18553863d3644d"), "{}", d.evidence);
 }
