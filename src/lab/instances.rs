@@ -5,7 +5,7 @@
 //! extends one (`vllm-decode2.log` where only `decode` was scraped) is that
 //! instance after a restart.
 
-use crate::feed::{KvDirSnapshot, LogOrigin, Role};
+use crate::feed::{LogOrigin, Role};
 
 /// One recorded vLLM instance.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,27 +86,6 @@ pub fn port_in_cmd(cmd: &str) -> Option<u16> {
         }
     }
     None
-}
-
-/// `kvdir-folders.jsonl`: the connector directory as scanned every 0.5 s,
-/// each folder with its files and bytes.
-pub fn folder_scans(text: &str) -> Vec<(f64, KvDirSnapshot)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        let (Some(t), Some(folders)) = (v["t"].as_f64(), v["folders"].as_array()) else { continue };
-        let scan: KvDirSnapshot = folders
-            .iter()
-            .filter_map(|f| {
-                let stat =
-                    crate::feed::FolderStat { files: f["files"].as_u64()?, bytes: f["bytes"].as_u64()? };
-                Some((f["name"].as_str()?.to_string(), stat))
-            })
-            .collect();
-        out.push((t, scan));
-    }
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod instances;
+mod kvdir;
 pub mod replay;
 pub mod server;
 mod spans;

@@ -28,6 +28,43 @@ struct PrefillSide {
 }
 
 impl Correlator {
+    /// A request's prompt length as an instance reported it (vLLM's DEBUG
+    /// request details, an OpenTelemetry span): `id` is the instance's own
+    /// id, with or without the engine suffix. On decode it settles which of
+    /// several requests scheduled together an injected KV belonged to.
+    pub fn on_prompt_tokens(&mut self, src: LogOrigin, id: &str, n: u32, at: f64) {
+        let at = if at.is_finite() { at } else { self.last_at };
+        let Some(s) = self.find(id) else {
+            return;
+        };
+        if let Some(e) = self.store.get_mut(s) {
+            match src {
+                LogOrigin::Decode(_) if e.trace.decode.is_some() => e.trace.prompt_tokens = Some(n),
+                LogOrigin::Prefill(_) if e.trace.prefill.is_some() => e.track.prefill_tokens = Some(n),
+                _ => {}
+            }
+        }
+        if let LogOrigin::Decode(i) = src {
+            self.resolve_groups_of(i, s, at);
+        }
+        // Both sides' lengths may now settle (or overturn) an order join.
+        self.rejoin_by_tokens(s, at);
+    }
+
+    /// The one instance that logged `id` (a span's `gen_ai.request.id`,
+    /// without the engine suffix): none when both sides share it.
+    pub fn side_of(&self, id: &str) -> Option<LogOrigin> {
+        let e = self.store.get(self.find(id)?)?;
+        let mut sides = e.trace.engine_ids.iter().filter(|(_, x)| x == id).map(|(o, _)| *o);
+        let first = sides.next()?;
+        sides.all(|o| o == first).then_some(first)
+    }
+
+    /// The prefill instance that ran the request an instance id names.
+    pub fn prefill_of(&self, id: &str) -> Option<usize> {
+        self.store.get(self.find(id)?).and_then(|e| e.trace.prefill)
+    }
+
     /// Checks trace `s`'s order join against the prompt lengths known.
     pub(super) fn rejoin_by_tokens(&mut self, s: u64, at: f64) {
         let Some(e) = self.store.get(s) else { return };

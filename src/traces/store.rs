@@ -25,7 +25,7 @@ pub(crate) struct Track {
     pub prefill_tokens: Option<u32>,
     /// The confidence the last verdict asked for, before an order join
     /// capped it: given back when the join turns out exact.
-    pub asked: Option<crate::traces::Confidence>,
+    pub asked: Option<super::model::Confidence>,
     pub decode_at: Option<f64>,
     pub decode_event_t: Option<f64>,
     /// Read time of the decode's `Added` line (when its hit is due).
