@@ -97,31 +97,25 @@ impl Correlator {
             .into_iter()
             .filter(|&o| self.store.get(o).is_some_and(|x| x.track.prefill_tokens == Some(d)))
             .collect();
-        match p {
-            Some(p) if p == d => {
-                if same.is_empty() {
-                    self.confirm(s, d, at);
-                }
-            }
-            Some(p) => {
-                // Its prefill was another request's: take the one of this
-                // length, if exactly one fits (its own decode, if any, may
-                // not be known to want this one).
-                let [o] = same[..] else { return };
-                let fits =
-                    self.store.get(o).is_some_and(|x| !x.trace.join.exact() || x.trace.decode.is_none());
-                let theirs = self.store.get(o).and_then(|x| x.trace.decode.and(x.trace.prompt_tokens));
-                if !fits || theirs.is_some_and(|q| q == d) {
-                    return;
-                }
-                self.swap_prefills(s, o);
+        let Some(p) = p else { return };
+        if p == d {
+            if same.is_empty() {
                 self.confirm(s, d, at);
-                if theirs == Some(p) {
-                    self.confirm(o, p, at);
-                }
             }
-            None => {}
+            return;
         }
+        // Its prefill was another request's: take the one of this length,
+        // if exactly one fits (one not known to be another decode's own).
+        let [o] = same[..] else { return };
+        let fits = self.store.get(o).is_some_and(|x| !x.trace.join.exact() || x.trace.decode.is_none());
+        let theirs = self.store.get(o).and_then(|x| x.trace.decode.and(x.trace.prompt_tokens));
+        if !fits || theirs.is_some_and(|q| q == d) {
+            return;
+        }
+        self.swap_prefills(s, o);
+        self.confirm(s, d, at);
+        // The other trace now holds this one's old prefill: check it too.
+        self.rejoin_by_tokens(o, at);
     }
 
     /// Traces other than `s` with a prefill that started within the order
