@@ -11,6 +11,9 @@ use super::ids::{external_of_internal, trace_key};
 use super::model::{Hop, Join, Outcome, Phase};
 use crate::feed::LogOrigin;
 
+/// How far back (in ring entries) a prompt length looks for its partner.
+const WINDOW_SCAN: usize = 1024;
+
 /// `decide`'s wording for a miss capped by an order join.
 const ORDER_MISS: &str = "possible miss, but the prefill was paired by order only: ";
 
@@ -123,7 +126,8 @@ impl Correlator {
     fn window(&self, t: f64, s: u64) -> Vec<u64> {
         let win = self.opts.order_window_s;
         let mut out = Vec::new();
-        for o in self.store.serials().rev() {
+        // Bounded: a span comes within seconds of its request.
+        for o in self.store.serials().rev().take(WINDOW_SCAN) {
             let Some(x) = self.store.get(o) else { continue };
             if x.trace.first_seen < t - 4.0 * win {
                 break;
