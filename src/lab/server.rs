@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-use super::capture::Capture;
+use super::capture::{Capture, ScrapeRow};
 use crate::feed::Role;
 
 /// How often the lab looks at its clock (in real time).
@@ -132,8 +132,10 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
 fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
     let rows = &capture.scrapes;
     let idx = rows.partition_point(|r| r.t <= t);
-    let row =
-        rows[..idx].iter().rev().find(|r| r.role == role).or_else(|| rows.iter().find(|r| r.role == role));
+    // The first instance of the role: a capture may have several.
+    let k = capture.instances.iter().position(|i| i.role == role);
+    let mine = |r: &&ScrapeRow| Some(r.instance) == k;
+    let row = rows[..idx].iter().rev().find(mine).or_else(|| rows.iter().find(mine));
     match row.and_then(|r| r.body.as_deref()) {
         Some(body) => Ok(body),
         None => Err(()),
