@@ -44,7 +44,7 @@ impl Correlator {
             self.stat(src).pid = line.pid;
         }
         match (&line.event, src) {
-            (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
+            (VllmEvent::Received { id, max_tokens, kv_params, prompt_tokens }, _) => {
                 let a = Arrival {
                     id,
                     max_tokens: *max_tokens,
@@ -61,6 +61,9 @@ impl Correlator {
                         self.decode_arrival(i, &a);
                     }
                     LogOrigin::Proxy => {}
+                }
+                if let Some(n) = prompt_tokens {
+                    self.on_prompt_tokens(src, id, *n, at);
                 }
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
