@@ -184,10 +184,26 @@ impl Correlator {
             (None, Some(1)) if !self.joiner.forwarded(a.id) => self.flow.take_refusal(a.at),
             _ => None,
         };
+        // A decode request read before this copy (two logs tailed apart),
+        // its id invented too: this copy is its prefill, by order.
+        let late = match (reuse, refused, a.max_tokens) {
+            (None, None, Some(1)) if looks_random(base_id(a.id)) => {
+                self.joiner.late_decode(&self.store, a.t, self.opts.order_window_s)
+            }
+            _ => None,
+        };
         let s = match (reuse, refused) {
             (Some(s), _) => {
                 self.reopen(s);
                 s
+            }
+            (None, None) if let Some(d) = late => {
+                // Named by the decode's id: the one the client got.
+                self.store.alias(&base, d);
+                if let Some(e) = self.store.get_mut(d) {
+                    e.trace.join = Join::ByOrder;
+                }
+                d
             }
             (None, Some(s)) => {
                 self.store.alias(&base, s);
@@ -218,7 +234,7 @@ impl Correlator {
         if refused.is_some() {
             return s;
         }
-        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
+        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) && late.is_none() {
             self.flow.watch(s, a.at);
         }
         if a.max_tokens.is_some_and(|m| m > 1) {
@@ -231,7 +247,9 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.joiner.shared(a.t);
+            if late.is_none() {
+                self.joiner.shared(a.t);
+            }
             self.late_prefill_join(s);
         } else {
             self.joiner.unpaired(s, self.opts.max_pending);

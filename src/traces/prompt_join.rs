@@ -238,12 +238,12 @@ mod tests {
     use crate::feed::LogOrigin;
     use crate::traces::{Correlator, CorrelatorOptions, Join};
 
-    /// A `Received request` line of vLLM 0.26 (`request_logger.py:63`),
-    /// as the 2P2D capture's logs print it, with the params cut to the
-    /// field read.
+    /// A `Received request` line of vLLM 0.26.0 (`request_logger.py:63`):
+    /// the 2P2D capture's `vllm-decode.log` line for cmpl-97ef464d61aa9738-0,
+    /// with another pid, time, id and `max_tokens`.
     fn received(pid: u32, hms: &str, id: &str, max_tokens: u32) -> String {
         format!(
-            "(APIServer pid={pid}) INFO 12-01 {hms} [request_logger.py:63] Received request {id}: params: SamplingParams(n=1, temperature=0.0, max_tokens={max_tokens}, min_tokens=0), lora_request: None."
+            "(APIServer pid={pid}) INFO 12-01 {hms} [request_logger.py:63] Received request {id}: params: SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, seed=None, stop=[], stop_token_ids=[], bad_words=[], thinking_token_budget=None, include_stop_str_in_output=False, ignore_eos=True, max_tokens={max_tokens}, min_tokens=0, logprobs=None, prompt_logprobs=None, skip_special_tokens=True, spaces_between_special_tokens=True, structured_outputs=None, extra_args=None), lora_request: None."
         )
     }
 
