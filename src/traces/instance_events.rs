@@ -184,14 +184,8 @@ impl Correlator {
             (None, Some(1)) if !self.joiner.forwarded(a.id) => self.flow.take_refusal(a.at),
             _ => None,
         };
-        // A decode request read before this copy (two logs tailed apart),
-        // its id invented too: this copy is its prefill, by order.
-        let late = match (reuse, refused, a.max_tokens) {
-            (None, None, Some(1)) if looks_random(base_id(a.id)) => {
-                self.joiner.late_decode(&self.store, a.t, self.opts.order_window_s)
-            }
-            _ => None,
-        };
+        let copy = reuse.is_none() && refused.is_none() && a.max_tokens == Some(1);
+        let late = if copy { self.late_order_decode(a.id, a.t) } else { None };
         let s = match (reuse, refused) {
             (Some(s), _) => {
                 self.reopen(s);
@@ -374,11 +368,6 @@ impl Correlator {
             _ => {}
         }
         s
-    }
-
-    /// The oldest prefill still waiting for its decode, within the order window.
-    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
-        self.joiner.partner(&self.store, t, self.opts.order_window_s)
     }
 
     fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
