@@ -639,11 +639,12 @@ fn ids_forwarded_earlier_do_not_stop_a_later_order_join() {
 }
 
 /// The decode's line read before its prefill copy's (two logs tailed
-/// apart), after a phase that forwarded ids: the copy joins the decode
-/// request by order when it comes (it was "no prefill, sure", and the copy
-/// a trace of its own).
+/// apart), after a phase that forwarded ids: no order join was possible
+/// when the decode came (a copy read later may as well be the next
+/// request's), and while that copy waits unpaired the decode is never
+/// "no prefill" (it was "no prefill, sure"): unknown, naming the copy.
 #[test]
-fn a_prefill_copy_read_after_its_decode_joins_it_by_order() {
+fn a_waiting_prefill_copy_keeps_a_decode_from_no_prefill() {
     let mut c = Correlator::new(CorrelatorOptions::default());
     let (q, p2) = ("qwen3-shape-restart", "example-2p2d-demo-proxy");
     // Ids were forwarded before (as in the test above).
@@ -677,11 +678,6 @@ fn a_prefill_copy_read_after_its_decode_joins_it_by_order() {
     }
     c.finish(t2 + 600.0);
     let d = c.get("cmpl-97ef464d61aa9738").expect("the decode");
-    assert_eq!((d.join, d.prefill), (Join::ByOrder, Some(0)), "{d:?}");
-    assert!(
-        d.engine_ids.iter().any(|(o, id)| *o == LogOrigin::Prefill(0) && id == "cmpl-8d18553863d3644d-0")
-    );
-    assert_ne!(d.outcome, Outcome::NoPrefill, "{d:?}");
-    assert_ne!(d.confidence, Confidence::Sure, "{d:?}");
-    assert_eq!(c.counts().seen, 2, "one trace per request");
+    assert_eq!(d.outcome, Outcome::Unknown, "{d:?}");
+    assert!(d.evidence.contains("cmpl-8d18553863d3644d"), "{}", d.evidence);
 }

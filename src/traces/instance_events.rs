@@ -184,20 +184,10 @@ impl Correlator {
             (None, Some(1)) if !self.joiner.forwarded(a.id) => self.flow.take_refusal(a.at),
             _ => None,
         };
-        let copy = reuse.is_none() && refused.is_none() && a.max_tokens == Some(1);
-        let late = if copy { self.late_order_decode(a.id, a.t) } else { None };
         let s = match (reuse, refused) {
             (Some(s), _) => {
                 self.reopen(s);
                 s
-            }
-            (None, None) if let Some(d) = late => {
-                // Named by the decode's id: the one the client got.
-                self.store.alias(&base, d);
-                if let Some(e) = self.store.get_mut(d) {
-                    e.trace.join = Join::ByOrder;
-                }
-                d
             }
             (None, Some(s)) => {
                 self.store.alias(&base, s);
@@ -228,7 +218,7 @@ impl Correlator {
         if refused.is_some() {
             return s;
         }
-        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) && late.is_none() {
+        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
             self.flow.watch(s, a.at);
         }
         if a.max_tokens.is_some_and(|m| m > 1) {
@@ -241,9 +231,7 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            if late.is_none() {
-                self.joiner.shared(a.t);
-            }
+            self.joiner.shared(a.t);
             self.late_prefill_join(s);
         } else {
             self.joiner.unpaired(s, self.opts.max_pending);

@@ -9,9 +9,6 @@ use super::model::{Hop, Outcome};
 use super::store::{Entry, Store};
 use crate::feed::LogOrigin;
 
-/// How far back (in ring entries) a late prefill copy looks for its decode.
-const LATE_SCAN: u64 = 256;
-
 /// Longest a request waits for its access line before its slot is dropped.
 const ACCESS_WAIT_S: f64 = 120.0;
 
@@ -93,28 +90,6 @@ impl Joiner {
                 let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start);
                 fresh && start.is_some_and(|st| st >= t - win && st <= t + 1.0)
-            })
-        })
-    }
-
-    /// A decode request read before its prefill copy (two logs tailed
-    /// apart): the oldest still alone and undecided, its id invented, with
-    /// no params, that came within `win` after `t` (or a second before:
-    /// stamps are whole seconds).
-    pub fn late_decode(&self, store: &Store, t: f64, win: f64) -> Option<u64> {
-        let serials = store.serials();
-        let from = serials.end.saturating_sub(LATE_SCAN).max(serials.start);
-        (from..serials.end).find(|s| {
-            store.get(*s).is_some_and(|e| {
-                let invented = e.trace.engine_ids.iter().any(|(o, id)| {
-                    matches!(o, LogOrigin::Decode(_)) && looks_random(base_id(external_of_internal(id)))
-                });
-                e.trace.decode.is_some()
-                    && e.trace.prefill.is_none()
-                    && e.trace.outcome == Outcome::Pending
-                    && !e.track.decode_has_params
-                    && invented
-                    && e.track.decode_event_t.is_some_and(|d| d >= t - 1.0 && d <= t + win)
             })
         })
     }

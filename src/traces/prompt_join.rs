@@ -7,7 +7,7 @@
 //! the window has that length; equal lengths stay an order join.
 
 use super::correlator::Correlator;
-use super::ids::{base_id, external_of_internal, looks_random, trace_key};
+use super::ids::{external_of_internal, trace_key};
 use super::model::{Hop, Join, Outcome, Phase};
 use crate::feed::LogOrigin;
 
@@ -31,13 +31,6 @@ struct PrefillSide {
 }
 
 impl Correlator {
-    /// A decode request read before the prefill copy `id` (two logs tailed
-    /// apart), both ids invented: the copy is its prefill, by order.
-    pub(super) fn late_order_decode(&self, id: &str, t: f64) -> Option<u64> {
-        let invented = looks_random(base_id(id));
-        invented.then(|| self.joiner.late_decode(&self.store, t, self.opts.order_window_s)).flatten()
-    }
-
     /// The oldest prefill still waiting for its decode, within the order window.
     pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
         self.joiner.partner(&self.store, t, self.opts.order_window_s)
