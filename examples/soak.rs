@@ -25,7 +25,7 @@ use pdtop::feed::Msg;
 use pdtop::feed::Role;
 use pdtop::feed::{TailCounts, TailState};
 use pdtop::lab::Capture;
-use pdtop::lab::replay::{endpoints, source_of};
+use pdtop::lab::replay::endpoints;
 use pdtop::state::AppState;
 
 /// The system allocator, counting the bytes live on the heap: RSS minus
@@ -177,6 +177,7 @@ struct Recording {
     /// (time into the recording, instance, body, error)
     picked: Vec<(f64, usize, Option<Template>, String)>,
     logs: Vec<(LogOrigin, Vec<(f64, String)>)>,
+    endpoints: Vec<pdtop::feed::Endpoint>,
 }
 
 fn load() -> Recording {
@@ -215,9 +216,9 @@ fn load() -> Recording {
     let logs = cap
         .logs
         .iter()
-        .map(|l| (source_of(l.file_name), l.lines.iter().map(|(t, s)| (t - cap.t0, s.clone())).collect()))
+        .map(|l| (l.source, l.lines.iter().map(|(t, s)| (t - cap.t0, s.clone())).collect()))
         .collect();
-    Recording { t0: cap.t0, period, skeletons, picked, logs }
+    Recording { t0: cap.t0, period, skeletons, picked, logs, endpoints: endpoints(&cap) }
 }
 
 fn main() {
@@ -225,7 +226,7 @@ fn main() {
     // What loading freed (decompressing the whole recording: 25 MiB) goes
     // back to the system, so the table shows the state's memory rather than
     // the loader's high-water mark.
-    let Recording { t0, period, skeletons, picked, mut logs } = load();
+    let Recording { t0, period, skeletons, picked, mut logs, endpoints } = load();
     give_back_freed_heap();
     logs.sort_by_key(|(s, _)| match s {
         LogOrigin::Prefill(_) => 0,
@@ -233,7 +234,7 @@ fn main() {
         LogOrigin::Decode(_) => 2,
     });
     let log_names: Vec<(LogOrigin, String)> = logs.iter().map(|(s, _)| (*s, format!("{s}.log"))).collect();
-    let mut st = AppState::new(endpoints(), 60.0).with_logs(&log_names);
+    let mut st = AppState::new(endpoints, 60.0).with_logs(&log_names);
 
     let total = hours * 3600.0;
     let start = Instant::now();

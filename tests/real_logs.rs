@@ -200,7 +200,7 @@ fn nixl_prefill_counts() {
 fn ids_received_and_added() {
     let lines = parse_all("qwen3-shape-restart/vllm-decode.log");
     assert!(lines.iter().any(|l| matches!(&l.event,
-        VllmEvent::Received { id, max_tokens: Some(64), kv_params: None } if id == "cmpl-lab-warmup_p-0-0")));
+        VllmEvent::Received { id, max_tokens: Some(64), kv_params: None, .. } if id == "cmpl-lab-warmup_p-0-0")));
     assert!(lines.iter().any(|l| l.event
         == VllmEvent::Added {
             internal_id: "cmpl-lab-warmup_p-0-0-8db1b597".into(),

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use pdtop::feed::LogOrigin;
 use pdtop::logs::vllm::{VllmEvent, parse_vllm_line};
-use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Join, Outcome, anchor, base_id};
+use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Join, Outcome, anchor, base_id};
 use proptest::prelude::*;
 
 fn capture(rel: &str) -> String {
@@ -755,4 +755,116 @@ fn a_death_cascade_is_named_as_one() {
     );
     assert!(cascade(LogOrigin::Decode(0)).is_some());
     assert_eq!(cascade(LogOrigin::Prefill(1)), None);
+}
+
+/// The first line of `file` in capture `dir` that contains `needle`.
+fn line_with(dir: &str, file: &str, needle: &str) -> String {
+    capture(&format!("{dir}/{file}"))
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{dir}/{file}: no line with {needle}"))
+        .to_string()
+}
+
+/// A lab whose proxy forwarded `X-Request-Id` in an earlier phase and none
+/// in a later one: qwen3-shape-restart's lab-steady-3 (one id on prefill and
+/// decode), then the 2P2D capture's first request (each instance invented
+/// its own id). The later decode pairs with the prefill copy sent just
+/// before it, by order, and is not called "no prefill".
+#[test]
+fn ids_forwarded_earlier_do_not_stop_a_later_order_join() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let (q, p2) = ("qwen3-shape-restart", "example-2p2d-demo-proxy");
+    let t1 = start_hint(q);
+    let t2 = start_hint(p2);
+    let feed = [
+        (LogOrigin::Prefill(0), line_with(q, "vllm-prefill.log", "Received request cmpl-lab-steady-3-0"), t1),
+        (
+            LogOrigin::Decode(0),
+            line_with(q, "vllm-decode.log", "Received request cmpl-lab-steady-3-0"),
+            t1 + 0.3,
+        ),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Received request cmpl-8d18553863d3644d-0"),
+            t2,
+        ),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Added request cmpl-8d18553863d3644d-0"),
+            t2,
+        ),
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Received request cmpl-97ef464d61aa9738-0"),
+            t2 + 0.2,
+        ),
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Added request cmpl-97ef464d61aa9738-0"),
+            t2 + 0.2,
+        ),
+        // The demo proxy's access line for it (its first POST).
+        (LogOrigin::Proxy, line_with(p2, "proxy.log", "POST /v1/completions"), t2 + 0.5),
+    ];
+    for (src, line, at) in &feed {
+        c.on_line(*src, line, *at);
+    }
+    c.finish(t2 + 600.0);
+    let first = c.get("lab-steady-3").expect("lab-steady-3");
+    assert_eq!((first.join, first.prefill, first.decode), (Join::ById, Some(0), Some(0)));
+    let later = c.get("cmpl-97ef464d61aa9738").expect("the later decode");
+    assert_eq!(later.join, Join::ByOrder, "{later:?}");
+    assert!(
+        later.engine_ids.iter().any(|(o, id)| *o == LogOrigin::Prefill(0) && id == "cmpl-8d18553863d3644d-0")
+    );
+    assert_ne!(later.outcome, Outcome::NoPrefill, "{later:?}");
+    assert_ne!(later.confidence, Confidence::Sure, "{later:?}");
+    // The proxy's line answers the paired request, not a trace of its own.
+    assert!(later.phase(Hop::Proxy).is_some(), "{later:?}");
+    assert_eq!(c.counts().seen, 2);
+}
+
+/// The decode's line read before its prefill copy's (two logs tailed
+/// apart), after a phase that forwarded ids: no order join was possible
+/// when the decode came (a copy read later may as well be the next
+/// request's), and while that copy waits unpaired the decode is never
+/// "no prefill" (it was "no prefill, sure"): unknown, naming the copy.
+#[test]
+fn a_waiting_prefill_copy_keeps_a_decode_from_no_prefill() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let (q, p2) = ("qwen3-shape-restart", "example-2p2d-demo-proxy");
+    // Ids were forwarded before (as in the test above).
+    let t1 = start_hint(q);
+    c.on_line(
+        LogOrigin::Prefill(0),
+        &line_with(q, "vllm-prefill.log", "Received request cmpl-lab-steady-3-0"),
+        t1,
+    );
+    c.on_line(
+        LogOrigin::Decode(0),
+        &line_with(q, "vllm-decode.log", "Received request cmpl-lab-steady-3-0"),
+        t1,
+    );
+    let t2 = start_hint(p2);
+    let feed = [
+        (
+            LogOrigin::Decode(0),
+            line_with(p2, "vllm-decode.log", "Received request cmpl-97ef464d61aa9738-0"),
+            t2,
+        ),
+        (LogOrigin::Decode(0), line_with(p2, "vllm-decode.log", "Added request cmpl-97ef464d61aa9738-0"), t2),
+        (
+            LogOrigin::Prefill(0),
+            line_with(p2, "vllm-prefill.log", "Received request cmpl-8d18553863d3644d-0"),
+            t2 + 0.5,
+        ),
+    ];
+    for (src, line, at) in &feed {
+        c.on_line(*src, line, *at);
+    }
+    c.finish(t2 + 600.0);
+    let d = c.get("cmpl-97ef464d61aa9738").expect("the decode");
+    assert_eq!(d.outcome, Outcome::Unknown, "{d:?}");
+    assert!(d.evidence.contains("cmpl-8d18553863d3644d"), "{}", d.evidence);
 }

@@ -4,13 +4,17 @@
 
 use std::path::Path;
 
-use crate::feed::Role;
+use super::instances::{Instance, instances, owner, port_in_cmd, role_of};
+use super::kvdir::{creation_order, folder_scans, parse_listing};
+use crate::feed::{KvDirSnapshot, LogOrigin, Role};
 
 /// One recorded `/metrics` fetch.
 #[derive(Debug, Clone)]
 pub struct ScrapeRow {
     pub t: f64,
     pub role: Role,
+    /// Index into `Capture::instances` (and the replay's endpoints).
+    pub instance: usize,
     /// The body, or `None` when the instance was down (`error`).
     pub body: Option<String>,
     pub error: Option<String>,
@@ -19,13 +23,16 @@ pub struct ScrapeRow {
 /// A log file to replay line by line at the time each line was printed.
 #[derive(Debug, Clone)]
 pub struct LogScript {
-    pub file_name: &'static str,
+    pub file_name: String,
+    pub source: LogOrigin,
     pub lines: Vec<(f64, String)>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Capture {
     pub name: String,
+    /// The recorded instances, prefills first (the replay's endpoints).
+    pub instances: Vec<Instance>,
     pub scrapes: Vec<ScrapeRow>,
     pub logs: Vec<LogScript>,
     pub t0: f64,
@@ -43,6 +50,9 @@ pub struct Capture {
     /// listing has no creation order, so folders are matched to the
     /// recorded byte totals where a size fits.
     pub kvdir_created: Vec<(f64, usize)>,
+    /// The directory as scanned during the run (`kvdir-folders.jsonl.xz`),
+    /// when recorded: replayed as it was, not rebuilt from the end.
+    pub kvdir_scans: Vec<(f64, KvDirSnapshot)>,
     /// vLLM's OpenTelemetry request spans, each export as it arrived.
     pub spans: Vec<(f64, Vec<crate::feed::RequestSpan>)>,
 }
@@ -68,9 +78,11 @@ macro_rules! embedded {
 /// The files of a capture, whether read from a folder or embedded.
 struct Files {
     scrapes_xz: Vec<u8>,
-    prefill_log: Vec<u8>,
-    decode_log: Vec<u8>,
-    decode2_log: Option<Vec<u8>>,
+    /// `vllm-<name>.log` by name (`prefill`, `decode2`).
+    logs: Vec<(String, Vec<u8>)>,
+    /// `--port` of each instance's `<name>.cmd`, where the folder has one.
+    ports: Vec<(String, u16)>,
+    kvdir_folders_xz: Option<Vec<u8>>,
     proxy_log: Option<Vec<u8>>,
     requests: Option<Vec<u8>>,
     model_config: Option<Vec<u8>>,
@@ -86,9 +98,13 @@ impl Capture {
     pub fn embedded() -> Result<Capture, CaptureError> {
         let files = Files {
             scrapes_xz: embedded!("scrapes.jsonl.xz").to_vec(),
-            prefill_log: xz(embedded!("vllm-prefill.log.xz"))?,
-            decode_log: xz(embedded!("vllm-decode.log.xz"))?,
-            decode2_log: Some(xz(embedded!("vllm-decode2.log.xz"))?),
+            logs: vec![
+                ("prefill".into(), xz(embedded!("vllm-prefill.log.xz"))?),
+                ("decode".into(), xz(embedded!("vllm-decode.log.xz"))?),
+                ("decode2".into(), xz(embedded!("vllm-decode2.log.xz"))?),
+            ],
+            ports: Vec::new(),
+            kvdir_folders_xz: None,
             proxy_log: Some(embedded!("proxy.log").to_vec()),
             requests: Some(xz(embedded!("requests.jsonl.xz"))?),
             model_config: Some(embedded!("model-config.json").to_vec()),
@@ -105,11 +121,32 @@ impl Capture {
         let read = |name: &str| std::fs::read(dir.join(name)).ok();
         let need =
             |name: &str| read(name).ok_or_else(|| CaptureError(format!("{}: missing {name}", dir.display())));
+        need("vllm-prefill.log")?;
+        need("vllm-decode.log")?;
+        let mut logs = Vec::new();
+        let mut ports = Vec::new();
+        let mut entries: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| CaptureError(format!("{}: {e}", dir.display())))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
+        entries.sort();
+        for f in &entries {
+            let name = f.strip_prefix("vllm-").and_then(|r| r.strip_suffix(".log"));
+            if let Some(name) = name.filter(|n| role_of(n).is_some()) {
+                logs.push((name.to_string(), need(f)?));
+            }
+            let cmd = f.strip_suffix(".cmd").filter(|n| role_of(n).is_some());
+            if let Some(port) =
+                cmd.and_then(|n| port_in_cmd(&String::from_utf8_lossy(&read(f)?)).map(|p| (n, p)))
+            {
+                ports.push((port.0.to_string(), port.1));
+            }
+        }
         let files = Files {
             scrapes_xz: need("scrapes.jsonl.xz")?,
-            prefill_log: need("vllm-prefill.log")?,
-            decode_log: need("vllm-decode.log")?,
-            decode2_log: read("vllm-decode2.log"),
+            logs,
+            ports,
+            kvdir_folders_xz: read("kvdir-folders.jsonl.xz"),
             proxy_log: read("proxy.log"),
             requests: read("requests.jsonl"),
             model_config: read("model-config.json"),
@@ -125,18 +162,36 @@ impl Capture {
     fn from_files(name: String, files: Files) -> Result<Capture, CaptureError> {
         let scrapes_text = String::from_utf8(xz(&files.scrapes_xz)?)
             .map_err(|_| CaptureError("scrapes are not UTF-8".into()))?;
-        let mut scrapes = Vec::new();
+        let mut raw = Vec::new();
         for (i, line) in scrapes_text.lines().enumerate() {
             let row: RawScrape = serde_json::from_str(line)
                 .map_err(|e| CaptureError(format!("scrapes line {}: {e}", i + 1)))?;
-            let role = match row.instance.as_str() {
-                "prefill" => Role::Prefill,
-                _ => Role::Decode,
-            };
+            raw.push(row);
+        }
+        // Every instance scraped or logged: a log of an instance the
+        // scrapes never name still plays (unless it is a restart's log).
+        let mut names: Vec<String> = raw.iter().map(|r| r.instance.clone()).collect();
+        names.sort();
+        names.dedup();
+        let scraped = instances(&names, &|_| None);
+        for (n, _) in &files.logs {
+            if owner(&scraped, n).is_none() && !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        let port_of = |n: &str| files.ports.iter().find(|(m, _)| m == n).map(|(_, p)| *p);
+        let instances = instances(&names, &port_of);
+        let mut scrapes = Vec::new();
+        for row in raw {
+            // A name that is no role (an old capture's `decode` spelled
+            // otherwise) is the decode, as it always was.
+            let k = instances.iter().position(|i| i.name == row.instance);
+            let k = k.or_else(|| instances.iter().position(|i| i.role == Role::Decode)).unwrap_or(0);
             let body = row.text.filter(|_| row.error.is_none());
             scrapes.push(ScrapeRow {
                 t: row.t,
-                role,
+                role: instances.get(k).map_or(Role::Decode, |i| i.role),
+                instance: k,
                 error: row.error.or_else(|| body.is_none().then(|| "no body".into())),
                 body,
             });
@@ -149,17 +204,23 @@ impl Capture {
             .find_map(|s| s.body.as_deref().and_then(model_label))
             .unwrap_or_else(|| "model".into());
 
-        let mut decode = timed_lines(&files.decode_log, t0);
-        if let Some(d2) = &files.decode2_log {
-            decode.extend(timed_lines(d2, t0));
+        let mut logs: Vec<LogScript> = instances
+            .iter()
+            .map(|i| LogScript { file_name: i.file_name.clone(), source: i.source, lines: Vec::new() })
+            .collect();
+        // Shorter names first: an instance's own log before its restart's.
+        let mut by_name: Vec<&(String, Vec<u8>)> = files.logs.iter().collect();
+        by_name.sort_by_key(|(n, _)| (n.len(), n.clone()));
+        for (n, bytes) in by_name {
+            if let Some(k) = owner(&instances, n).and_then(|o| instances.iter().position(|i| i == o)) {
+                logs[k].lines.extend(timed_lines(bytes, t0));
+            }
         }
-        let mut logs = vec![
-            LogScript { file_name: "prefill.log", lines: timed_lines(&files.prefill_log, t0) },
-            LogScript { file_name: "decode.log", lines: decode },
-        ];
+        logs.retain(|l| !l.lines.is_empty());
         if let Some(proxy) = &files.proxy_log {
             logs.push(LogScript {
-                file_name: "proxy.log",
+                file_name: "proxy.log".into(),
+                source: LogOrigin::Proxy,
                 lines: proxy_lines(proxy, files.requests.as_deref(), t0),
             });
         }
@@ -191,8 +252,13 @@ impl Capture {
             })
             .unwrap_or_default();
         let kvdir_created = creation_order(&kvdir_rows, &kvdir_folders);
+        let kvdir_scans = match &files.kvdir_folders_xz {
+            Some(b) => folder_scans(&String::from_utf8_lossy(&xz(b)?)),
+            None => Vec::new(),
+        };
         Ok(Capture {
             name,
+            instances,
             scrapes,
             logs,
             t0,
@@ -206,105 +272,13 @@ impl Capture {
             kvdir_counts,
             kvdir_folders,
             kvdir_created,
+            kvdir_scans,
             spans: match &files.otlp {
                 Some(b) => super::spans::read_otlp_bin(b).map_err(CaptureError)?,
                 None => Vec::new(),
             },
         })
     }
-}
-
-/// When each listed folder appeared. A scan can catch folders half
-/// written, so only the ticks where every folder holds all its files give
-/// exact byte totals; between two such ticks the new folders are the ones
-/// whose sizes add up to the growth (smaller first: shorter prompts finish
-/// first), placed at the ticks where the count grew. Where no set of sizes
-/// fits, the next free folders of the listing.
-fn creation_order(
-    rows: &[(f64, usize, u64, u64)],
-    folders: &[(String, Vec<(String, u64)>)],
-) -> Vec<(f64, usize)> {
-    let size = |i: usize| folders[i].1.iter().map(|(_, s)| *s).sum::<u64>();
-    let mut per = std::collections::BTreeMap::<usize, usize>::new();
-    for f in folders {
-        *per.entry(f.1.len()).or_default() += 1;
-    }
-    let files_each = per.into_iter().max_by_key(|(_, n)| *n).map_or(0, |(f, _)| f as u64);
-    let complete = |r: &(f64, usize, u64, u64)| r.2 == r.1 as u64 * files_each;
-    let mut free: Vec<usize> = (0..folders.len()).collect();
-    let mut out: Vec<(f64, usize)> = Vec::new();
-    let (mut have_n, mut have_b) = (0usize, 0u64);
-    let mut pending: Vec<(f64, usize)> = Vec::new(); // (tick, folders added there)
-    for (i, r) in rows.iter().enumerate() {
-        let n = r.1.min(folders.len());
-        let seen = have_n + pending.iter().map(|p| p.1).sum::<usize>();
-        if n > seen {
-            pending.push((r.0, n - seen));
-        }
-        let last = i + 1 == rows.len();
-        if !(complete(r) || last) || pending.is_empty() {
-            continue;
-        }
-        let k: usize = pending.iter().map(|p| p.1).sum();
-        let mut chosen =
-            if complete(r) { sized_subset(&free, k, r.3.saturating_sub(have_b), &size) } else { None }
-                .unwrap_or_else(|| free[..k.min(free.len())].to_vec());
-        chosen.sort_by_key(|&c| size(c));
-        let mut it = chosen.into_iter();
-        for (t, m) in pending.drain(..) {
-            for c in it.by_ref().take(m) {
-                free.retain(|f| *f != c);
-                have_b += size(c);
-                out.push((t, c));
-            }
-        }
-        have_n = out.len();
-        if complete(r) {
-            have_b = r.3;
-        }
-    }
-    out
-}
-
-/// `k` of `free` whose sizes sum to `want`: a search over the distinct
-/// sizes (few: one per prompt length), earliest folders of a size first.
-fn sized_subset(free: &[usize], k: usize, want: u64, size: &dyn Fn(usize) -> u64) -> Option<Vec<usize>> {
-    let mut groups: Vec<(u64, Vec<usize>)> = Vec::new();
-    for &f in free {
-        match groups.iter_mut().find(|g| g.0 == size(f)) {
-            Some(g) => g.1.push(f),
-            None => groups.push((size(f), vec![f])),
-        }
-    }
-    fn dfs(
-        groups: &[(u64, Vec<usize>)],
-        g: usize,
-        k: usize,
-        want: u64,
-        take: &mut Vec<usize>,
-        budget: &mut u32,
-    ) -> bool {
-        if k == 0 {
-            return want == 0;
-        }
-        if g == groups.len() || *budget == 0 {
-            return false;
-        }
-        *budget -= 1;
-        let (s, members) = &groups[g];
-        for n in (0..=k.min(members.len())).rev() {
-            let Some(cost) = s.checked_mul(n as u64).filter(|c| *c <= want) else { continue };
-            take.extend(&members[..n]);
-            if dfs(groups, g + 1, k - n, want - cost, take, budget) {
-                return true;
-            }
-            take.truncate(take.len() - n);
-        }
-        false
-    }
-    let mut take = Vec::new();
-    let mut budget = 200_000;
-    dfs(&groups, 0, k, want, &mut take, &mut budget).then_some(take)
 }
 
 /// Rows of a JSON-lines file, keeping those `f` can read.
@@ -314,34 +288,6 @@ fn json_rows<T>(bytes: &[u8], f: impl Fn(&serde_json::Value) -> Option<T>) -> Ve
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| f(&v))
         .collect()
-}
-
-/// The folders of an `ls -laR` of the connector directory, in listing
-/// order, each with its files' sizes.
-fn parse_listing(text: &str) -> Vec<(String, Vec<(String, u64)>)> {
-    let mut out: Vec<(String, Vec<(String, u64)>)> = Vec::new();
-    let mut root: Option<String> = None;
-    let mut current: Option<usize> = None;
-    for line in text.lines() {
-        if let Some(dir) = line.strip_suffix(':') {
-            match &root {
-                None => root = Some(dir.to_string()),
-                Some(r) => {
-                    let name = dir.strip_prefix(r.as_str()).unwrap_or(dir).trim_start_matches('/');
-                    out.push((name.to_string(), Vec::new()));
-                    current = Some(out.len() - 1);
-                }
-            }
-            continue;
-        }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        if let (Some(i), true) = (current, line.starts_with('-') && fields.len() >= 9)
-            && let Ok(size) = fields[4].parse::<u64>()
-        {
-            out[i].1.push((fields[8..].join(" "), size));
-        }
-    }
-    out
 }
 
 #[derive(serde::Deserialize)]

@@ -3,6 +3,8 @@
 //! the end-to-end tests drive `pdtop check` against it.
 
 pub mod capture;
+pub mod instances;
+mod kvdir;
 pub mod replay;
 pub mod server;
 mod spans;

@@ -5,7 +5,6 @@
 
 use super::capture::Capture;
 use crate::feed::LogOrigin;
-use crate::feed::Role;
 use crate::feed::{Endpoint, Msg};
 use crate::feed::{FolderStat, KvDirSnapshot};
 use crate::feed::{TailCounts, TailState};
@@ -15,21 +14,9 @@ use crate::sources::netdev::parse_net_dev;
 use crate::state::AppState;
 use crate::state::link::KvModel;
 
-/// Where each of a capture's logs belongs.
-pub fn source_of(file: &str) -> LogOrigin {
-    match file {
-        "prefill.log" => LogOrigin::Prefill(0),
-        "proxy.log" => LogOrigin::Proxy,
-        _ => LogOrigin::Decode(0),
-    }
-}
-
-/// The endpoints the recorded pair had.
-pub fn endpoints() -> Vec<Endpoint> {
-    [(Role::Prefill, "127.0.0.1:8100"), (Role::Decode, "127.0.0.1:8200")]
-        .into_iter()
-        .filter_map(|(role, s)| Endpoint::parse(role, s).ok())
-        .collect()
+/// The endpoints the recorded instances had, prefills first.
+pub fn endpoints(capture: &Capture) -> Vec<Endpoint> {
+    capture.instances.iter().filter_map(|i| Endpoint::parse(i.role, &i.addr).ok()).collect()
 }
 
 /// The state `secs` seconds into the recording. `with_logs` false gives a
@@ -53,7 +40,7 @@ impl Session {
     /// and the model's KV size.
     pub fn from_capture(capture: &Capture, with_logs: bool) -> Session {
         let logs: Vec<(LogOrigin, String)> = if with_logs {
-            capture.logs.iter().map(|l| (source_of(l.file_name), l.file_name.to_string())).collect()
+            capture.logs.iter().map(|l| (l.source, l.file_name.clone())).collect()
         } else {
             Vec::new()
         };
@@ -62,7 +49,7 @@ impl Session {
         });
         Session {
             started: capture.t0,
-            endpoints: endpoints(),
+            endpoints: endpoints(capture),
             router: None,
             logs,
             iface: (!capture.netdev.is_empty()).then(|| "lo".to_string()),
@@ -89,14 +76,14 @@ pub fn recording(capture: &Capture) -> Recording {
 pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut out = Vec::new();
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
-    order.sort_by_key(|i| match source_of(capture.logs[*i].file_name) {
+    order.sort_by_key(|i| match capture.logs[*i].source {
         LogOrigin::Prefill(_) => 0,
         LogOrigin::Proxy => 1,
         LogOrigin::Decode(_) => 2,
     });
     let mut next_line = vec![0usize; capture.logs.len()];
     let mut row = 0;
-    let mut last_scrape = [f64::MIN; 2];
+    let mut last_scrape = vec![f64::MIN; capture.instances.len().max(2)];
     let mut last_link = f64::MIN;
     let mut next_spans = 0;
     let end = capture.t0 + secs;
@@ -109,7 +96,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
                 let stop = start + lines[start..].partition_point(|(lt, _)| *lt <= t);
                 if stop > start {
                     out.push(Msg::LogLines {
-                        source: source_of(capture.logs[i].file_name),
+                        source: capture.logs[i].source,
                         at: t,
                         lines: lines[start..stop].iter().map(|(_, l)| l.clone()).collect(),
                         state: TailState::Following,
@@ -121,7 +108,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
         }
         while row < capture.scrapes.len() && capture.scrapes[row].t <= t {
             let r = &capture.scrapes[row];
-            let instance = usize::from(r.role == Role::Decode);
+            let instance = r.instance.min(last_scrape.len() - 1);
             // One scrape a second per instance, like the default interval.
             if r.t - last_scrape[instance] >= 0.99 {
                 last_scrape[instance] = r.t;
@@ -158,7 +145,12 @@ fn link_messages(capture: &Capture, t: f64) -> Vec<Msg> {
         let read = parse_net_dev(&capture.netdev[i - 1].1).map_err(|e| e.to_string());
         out.push(Msg::NetDev { at: t, read });
     }
-    if !capture.kvdir_created.is_empty() {
+    if !capture.kvdir_scans.is_empty() {
+        // The directory as it was scanned then.
+        let k = capture.kvdir_scans.partition_point(|(st, _)| *st <= t);
+        let scan = k.checked_sub(1).map(|k| capture.kvdir_scans[k].1.clone()).unwrap_or_default();
+        out.push(Msg::KvDir { at: t, scan: Ok(scan) });
+    } else if !capture.kvdir_created.is_empty() {
         let due = capture.kvdir_created.partition_point(|(ct, _)| *ct <= t);
         let scan: KvDirSnapshot = capture.kvdir_created[..due]
             .iter()

@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-use super::capture::Capture;
+use super::capture::{Capture, ScrapeRow};
 use crate::feed::Role;
 
 /// How often the lab looks at its clock (in real time).
@@ -117,7 +117,7 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
         tokio::spawn(serve_instance(role, listener, capture.clone(), clock.clone()));
     }
-    let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(l.file_name)).collect();
+    let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(&l.file_name)).collect();
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
     tokio::spawn(write_link(
         handle.net_dev_file.clone(),
@@ -132,8 +132,10 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
 fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
     let rows = &capture.scrapes;
     let idx = rows.partition_point(|r| r.t <= t);
-    let row =
-        rows[..idx].iter().rev().find(|r| r.role == role).or_else(|| rows.iter().find(|r| r.role == role));
+    // The first instance of the role: a capture may have several.
+    let k = capture.instances.iter().position(|i| i.role == role);
+    let mine = |r: &&ScrapeRow| Some(r.instance) == k;
+    let row = rows[..idx].iter().rev().find(mine).or_else(|| rows.iter().find(mine));
     match row.and_then(|r| r.body.as_deref()) {
         Some(body) => Ok(body),
         None => Err(()),
@@ -248,7 +250,7 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
         _ => 2,
     };
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
-    order.sort_by_key(|i| rank(capture.logs[*i].file_name));
+    order.sort_by_key(|i| rank(&capture.logs[*i].file_name));
     let mut next = vec![0usize; capture.logs.len()];
     let mut loop_no = 0;
     for p in &paths {

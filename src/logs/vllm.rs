@@ -21,10 +21,9 @@ use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_an
 use super::lmcache::parse_lmcache;
 use super::prefix::peel;
 use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
-use super::pyrepr::Cursor;
 pub use super::signal::{Signal, SignalKind, Val};
 pub use super::vllm_params::KvParams;
-use super::vllm_params::{parse_kv_config, parse_received};
+use super::vllm_params::{count_token_ids, parse_kv_config, parse_received};
 
 pub use super::line::{AccessLine, Level};
 pub use super::prompt::{MAX_PROMPT_CHARS, prompt_of, redact_prompt};
@@ -69,6 +68,9 @@ pub enum VllmEvent {
         id: String,
         max_tokens: Option<u32>,
         kv_params: Option<KvParams>,
+        /// Older versions (≤0.10) print `prompt_token_ids: [...]` after
+        /// the params: the prompt length (a list cut short counts nothing).
+        prompt_tokens: Option<u32>,
     },
     /// `Added request <internal id>.`; `external_id` drops the `-<8 hex>` suffix.
     Added {
@@ -281,8 +283,8 @@ pub(crate) fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
 /// are `starts_with` on a few distinct first words before anything costlier.
 fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Received request ") {
-        let (id, max_tokens, kv_params) = parse_received(r);
-        return VllmEvent::Received { id, max_tokens, kv_params };
+        let (id, max_tokens, kv_params, prompt_tokens) = parse_received(r);
+        return VllmEvent::Received { id, max_tokens, kv_params, prompt_tokens };
     }
     if let Some(r) = msg.strip_prefix("Added request ") {
         let internal = r.trim_end().trim_end_matches('.');
@@ -394,28 +396,6 @@ fn parse_message(msg: &str) -> VllmEvent {
     VllmEvent::Other
 }
 
-/// Number of ids in `prompt_token_ids: [1, 2, 3]`, read after the prompt
-/// repr (which is user text and may itself contain that phrase).
-fn count_token_ids(rest: &str) -> Option<u32> {
-    let mut rest = rest;
-    if let Some(p) = rest.strip_prefix("prompt: ") {
-        let mut c = Cursor::new(p);
-        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { return None };
-    }
-    let list = rest.strip_prefix("prompt_token_ids: [")?;
-    let end = list.find(']')?;
-    let body = list[..end].trim();
-    if body.is_empty() {
-        return Some(0);
-    }
-    let mut n = 0u32;
-    for tok in body.split(',') {
-        tok.trim().parse::<u64>().ok()?;
-        n = n.checked_add(1)?;
-    }
-    Some(n)
-}
-
 /// The external id is the internal one minus the `-<8 hex>` the engine
 /// appends (≥0.14). Ids without such a suffix are returned unchanged.
 fn external_id(internal: &str) -> &str {
@@ -499,7 +479,13 @@ mod tests {
         let line = r#"INFO 01-02 03:04:05 [logger.py:43] Received request cmpl-abc-0: prompt: 'say max_tokens=9, extra_args={\'kv_transfer_params\': {}} "hi"', params: SamplingParams(n=1, stop=['),'], max_tokens=7, extra_args=None), prompt_token_ids: [1, 2], lora_request: None."#;
         assert_eq!(
             ev(line),
-            VllmEvent::Received { id: "cmpl-abc-0".into(), max_tokens: Some(7), kv_params: None }
+            VllmEvent::Received {
+                id: "cmpl-abc-0".into(),
+                max_tokens: Some(7),
+                kv_params: None,
+                // Its list after the params: the prompt's length.
+                prompt_tokens: Some(2)
+            }
         );
     }
 
@@ -567,6 +553,25 @@ mod tests {
         assert_eq!(external_id("cmpl-lab-warmup_p-0-0-8db1b597"), "cmpl-lab-warmup_p-0-0");
         assert_eq!(external_id("cmpl-abc-0"), "cmpl-abc-0");
         assert_eq!(external_id("-deadbeef"), "-deadbeef");
+    }
+
+    #[test]
+    fn received_lines_of_older_versions_give_the_prompt_length() {
+        // Line 2 of tests/fixtures/log-excerpts/lmcache-nixl-prefill-received-added-storing.log
+        // (vLLM ~0.8-0.9, `[logger.py:39]`): the ids follow the params.
+        let old =
+            include_str!("../../tests/fixtures/log-excerpts/lmcache-nixl-prefill-received-added-storing.log")
+                .lines()
+                .nth(1)
+                .expect("line 2");
+        let VllmEvent::Received { id, max_tokens, prompt_tokens, .. } = ev(old) else { panic!("{old}") };
+        assert_eq!(
+            (id.as_str(), max_tokens, prompt_tokens),
+            ("cmpl-82a2f7b4642147c0b2e9c6445d772794-0", Some(1), Some(10))
+        );
+        // The same line cut inside the list counts nothing.
+        let cut = &old[..old.find("prompt_token_ids: [").expect("ids") + 30];
+        assert!(matches!(ev(cut), VllmEvent::Received { prompt_tokens: None, .. }));
     }
 
     #[test]

@@ -22,14 +22,16 @@ pub struct KvParams {
 
 /// `Received request <id>: params: SamplingParams(...), lora_request: ...`
 /// (≥0.14) or `Received request <id>: prompt: '...', params: ...` (≤0.11).
-/// (external id, `max_tokens`, `kv_transfer_params`).
-pub(super) fn parse_received(r: &str) -> (String, Option<u32>, Option<KvParams>) {
+/// (external id, `max_tokens`, `kv_transfer_params`, the prompt length
+/// where the line lists `prompt_token_ids`).
+pub(super) fn parse_received(r: &str) -> (String, Option<u32>, Option<KvParams>, Option<u32>) {
     let (id, mut rest) = match r.find(": ") {
         Some(i) => (&r[..i], &r[i + 2..]),
         None => (r.trim_end_matches(['.', ':']), ""),
     };
     let mut max_tokens = None;
     let mut kv_params = None;
+    let mut prompt_tokens = None;
     // Skip the prompt repr without looking inside it: it is user text and may
     // itself contain "max_tokens=" or "kv_transfer_params".
     if let Some(p) = rest.strip_prefix("prompt: ") {
@@ -63,10 +65,34 @@ pub(super) fn parse_received(r: &str) -> (String, Option<u32>, Option<KvParams>)
                 break;
             }
         }
+        // `), prompt_token_ids: [...], lora_request: ...` (≤0.10).
+        let tail = c.rest().strip_prefix(')').unwrap_or("").trim_start_matches([',', ' ']);
+        prompt_tokens = count_token_ids(tail);
     }
-    (id.to_string(), max_tokens, kv_params)
+    (id.to_string(), max_tokens, kv_params, prompt_tokens)
 }
 
+/// Number of ids in `prompt_token_ids: [1, 2, 3]`, read after the prompt
+/// repr (which is user text and may itself contain that phrase).
+pub(super) fn count_token_ids(rest: &str) -> Option<u32> {
+    let mut rest = rest;
+    if let Some(p) = rest.strip_prefix("prompt: ") {
+        let mut c = Cursor::new(p);
+        rest = if c.skip_value() { c.rest().trim_start_matches([',', ' ']) } else { return None };
+    }
+    let list = rest.strip_prefix("prompt_token_ids: [")?;
+    let end = list.find(']')?;
+    let body = list[..end].trim();
+    if body.is_empty() {
+        return Some(0);
+    }
+    let mut n = 0u32;
+    for tok in body.split(',') {
+        tok.trim().parse::<u64>().ok()?;
+        n = n.checked_add(1)?;
+    }
+    Some(n)
+}
 /// `{'kv_transfer_params': {...}}` → `KvParams`; anything else → `None`.
 fn kv_params_of(extra: &Py) -> Option<KvParams> {
     let params = extra.get("kv_transfer_params")?;

@@ -20,6 +20,12 @@ pub struct TraceReport {
     pub sure: bool,
     /// The decode endpoint that served it (or that it was sent to).
     pub decode: Option<String>,
+    /// The prefill endpoint that ran its prefill copy.
+    pub prefill: Option<String>,
+    /// How its prefill and decode sides were put together: `id` (a shared
+    /// or named id), `prompt_tokens` (same prompt length, no other
+    /// candidate), `order` (arrival order: a guess); null with one side.
+    pub join: Option<&'static str>,
     /// `proxy`, `prefill`, `connector` or `decode` for an error.
     pub error_at: Option<&'static str>,
     pub evidence: String,
@@ -69,6 +75,12 @@ impl TraceReport {
             outcome,
             sure: t.confidence == Confidence::Sure,
             decode: t.decode.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Decode(i))),
+            prefill: t.prefill.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Prefill(i))),
+            join: (t.prefill.is_some() && t.decode.is_some()).then_some(match t.join {
+                crate::traces::Join::ById => "id",
+                crate::traces::Join::ByPromptTokens => "prompt_tokens",
+                crate::traces::Join::ByOrder => "order",
+            }),
             error_at,
             evidence: t.evidence.clone(),
             stuck_s: t.remote_wait.as_ref().and_then(|w| w.stuck_secs()),

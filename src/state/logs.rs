@@ -86,11 +86,22 @@ impl LogState {
         use crate::feed::Role;
         for s in spans {
             let Some(n) = s.prompt_tokens else { continue };
-            if crate::state::spans::service_role(&s.service) == Some(Role::Prefill) {
-                continue;
-            }
-            if let Some(i) = self.correlator.decode_of(&s.request_id) {
-                self.on_prompt_tokens(LogOrigin::Decode(i), &s.request_id, n, at);
+            // The prefill copy's length too: it pairs the copy with its
+            // decode request when no id is shared (`traces/prompt_join.rs`).
+            // A service name that says no role: the side that logged the id.
+            let role = crate::state::spans::service_role(&s.service).or_else(|| {
+                match self.correlator.side_of(&s.request_id)? {
+                    LogOrigin::Prefill(_) => Some(Role::Prefill),
+                    LogOrigin::Decode(_) => Some(Role::Decode),
+                    LogOrigin::Proxy => None,
+                }
+            });
+            let origin = match role {
+                Some(Role::Prefill) => self.correlator.prefill_of(&s.request_id).map(LogOrigin::Prefill),
+                _ => self.correlator.decode_of(&s.request_id).map(LogOrigin::Decode),
+            };
+            if let Some(o) = origin {
+                self.on_prompt_tokens(o, &s.request_id, n, at);
             }
         }
     }

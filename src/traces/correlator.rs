@@ -133,27 +133,6 @@ impl Correlator {
         self.flow.set_addr(src, addr);
     }
 
-    /// A request's prompt length as an instance reported it (vLLM's DEBUG
-    /// request details, an OpenTelemetry span): `id` is the instance's own
-    /// id, with or without the engine suffix. On decode it settles which of
-    /// several requests scheduled together an injected KV belonged to.
-    pub fn on_prompt_tokens(&mut self, src: LogOrigin, id: &str, n: u32, at: f64) {
-        let at = if at.is_finite() { at } else { self.last_at };
-        let Some(s) = self.find(id) else {
-            return;
-        };
-        let on_decode = matches!(src, LogOrigin::Decode(_));
-        if let Some(e) = self.store.get_mut(s)
-            && on_decode
-            && e.trace.decode.is_some()
-        {
-            e.trace.prompt_tokens = Some(n);
-        }
-        if let LogOrigin::Decode(i) = src {
-            self.resolve_groups_of(i, s, at);
-        }
-    }
-
     /// The trace an instance id names: engine id, external id or base id.
     pub(super) fn find(&self, id: &str) -> Option<u64> {
         let ext = super::ids::external_of_internal(id);
@@ -339,6 +318,7 @@ impl Correlator {
             return;
         };
         let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
+        e.track.asked = Some(confidence);
         let t = &mut e.trace;
         let was_miss = t.outcome == Outcome::SilentMiss;
         let (mut outcome, mut evidence) = (outcome, evidence);
@@ -349,7 +329,7 @@ impl Correlator {
         t.confidence = match (t.join, outcome) {
             // A failure or a cancel the instance logged for this request's
             // own id does not rest on which prefill it was paired with.
-            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById, _) => confidence,
+            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById | Join::ByPromptTokens, _) => confidence,
             // The prefill happened (the proxy's flow); which one it was is a guess.
             (Join::ByOrder, _) if guaranteed => confidence.max(Confidence::Likely),
             (Join::ByOrder, _) => Confidence::Unsure,

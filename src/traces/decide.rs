@@ -91,7 +91,13 @@ impl Correlator {
                 if !force && now - dat < settle {
                     return false;
                 }
-                let id_known = !looks_random(base_id(&tr.id)) || self.joiner.ids_shared;
+                let invented = looks_random(base_id(&tr.id));
+                let id_known = !invented || self.joiner.ids_shared;
+                // A prefill copy that no decode took, sent about when this
+                // request came: without a shared id it may be this one's.
+                let t_dec = tk.decode_event_t.unwrap_or(dat);
+                let waiting =
+                    self.joiner.waiting(&self.store, t_dec, self.opts.order_window_s).filter(|_| invented);
                 let prefill_read = self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_)));
                 let direct = !tk.proxy_seen && self.proxy_read();
                 let (o, c, ev) = if !prefill_read {
@@ -99,6 +105,15 @@ impl Correlator {
                         Outcome::Unknown,
                         Confidence::Likely,
                         format!("served by decode#{di}; no prefill log is being read"),
+                    )
+                } else if let Some(w) = waiting {
+                    let name = self.store.get(w).map_or_else(String::new, |e| e.trace.id.clone());
+                    (
+                        Outcome::Unknown,
+                        Confidence::Unsure,
+                        format!(
+                            "served by decode#{di}, and the prefill copy {name} sent about then is paired with no decode request: without a shared id the logs cannot tell whether it was this request's"
+                        ),
                     )
                 } else if id_known {
                     let c = if self.joiner.ids_shared { Confidence::Sure } else { Confidence::Likely };
@@ -192,7 +207,7 @@ impl Correlator {
                 },
                 rivals.join(", ")
             );
-            let counted = join == Join::ById || self.flow.established();
+            let counted = join.exact() || self.flow.established();
             if counted {
                 self.unattributed_misses += 1;
             }
@@ -313,7 +328,7 @@ impl Correlator {
                 re.track.contested = re.track.contested.saturating_sub(1);
                 if re.track.contested == 0
                     && re.trace.outcome == Outcome::Loaded
-                    && re.trace.join == Join::ById
+                    && re.trace.join.exact()
                     && !re.trace.evidence.contains("may have been")
                 {
                     re.trace.confidence = Confidence::Sure;

@@ -50,7 +50,7 @@ impl Correlator {
             }
         }
         match (&line.event, src) {
-            (VllmEvent::Received { id, max_tokens, kv_params }, _) => {
+            (VllmEvent::Received { id, max_tokens, kv_params, prompt_tokens }, _) => {
                 let a = Arrival {
                     id,
                     max_tokens: *max_tokens,
@@ -65,6 +65,9 @@ impl Correlator {
                     LogOrigin::Proxy => return true,
                 };
                 self.inflight.begin(src, s, t, self.opts.max_pending);
+                if let Some(n) = prompt_tokens {
+                    self.on_prompt_tokens(src, id, *n, at);
+                }
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
                 self.prefill_added(
@@ -187,7 +190,7 @@ impl Correlator {
         // A decode refusal read just before this copy (the two logs are read
         // apart): the refused request's own prefill.
         let refused = match (reuse, a.max_tokens) {
-            (None, Some(1)) if !self.joiner.ids_shared => self.flow.take_refusal(a.at),
+            (None, Some(1)) if !self.joiner.forwarded(a.id) => self.flow.take_refusal(a.at),
             _ => None,
         };
         let s = match (reuse, refused) {
@@ -224,7 +227,7 @@ impl Correlator {
         if refused.is_some() {
             return s;
         }
-        if a.max_tokens == Some(1) && !self.joiner.ids_shared {
+        if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
             self.flow.watch(s, a.at);
         }
         if a.max_tokens.is_some_and(|m| m > 1) {
@@ -237,7 +240,7 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.joiner.ids_shared = true;
+            self.joiner.shared(a.t);
             self.late_prefill_join(s);
         } else {
             self.joiner.unpaired(s, self.opts.max_pending);
@@ -282,7 +285,7 @@ impl Correlator {
         let mut join = Join::ById;
         let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
         if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.joiner.ids_shared = true;
+            self.joiner.shared(a.t);
         }
         if target.is_none()
             && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
@@ -295,7 +298,9 @@ impl Correlator {
                 .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
                 .filter(|s| takes(self, *s));
         }
-        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) && !self.joiner.ids_shared {
+        // Whether ids were forwarded before does not matter: the partner
+        // must be a prefill copy whose id was invented too (`joiner.rs`).
+        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;
@@ -364,11 +369,6 @@ impl Correlator {
             _ => {}
         }
         s
-    }
-
-    /// The oldest prefill still waiting for its decode, within the order window.
-    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
-        self.joiner.partner(&self.store, t, self.opts.order_window_s)
     }
 
     fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {

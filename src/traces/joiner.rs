@@ -4,8 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::ids::{base_id, external_of_internal, looks_random};
 use super::model::{Hop, Outcome};
-use super::store::Store;
+use super::store::{Entry, Store};
 use crate::feed::LogOrigin;
 
 /// Longest a request waits for its access line before its slot is dropped.
@@ -19,9 +20,14 @@ pub(super) struct Joiner {
     access_wait: HashMap<LogOrigin, VecDeque<u64>>,
     /// Order of decode `Added` lines, across logs.
     added_seq: u64,
-    /// A prefill and a decode request have shared an id: the proxy forwards
-    /// `X-Request-Id`, so an id seen only on decode really had no prefill.
+    /// The last join was by a shared id: the proxy forwards `X-Request-Id`
+    /// now, so an id seen only on decode really had no prefill. An order
+    /// join (a phase where no id is forwarded) clears it.
     pub ids_shared: bool,
+    /// Event time of the last join by a shared id: a prefill copy that
+    /// started before it was sent while ids were forwarded, and waits for
+    /// its decode under its own id, not for an order partner.
+    shared_at: Option<f64>,
 }
 
 impl Joiner {
@@ -49,6 +55,45 @@ impl Joiner {
         self.access_wait.remove(&src);
     }
 
+    /// A prefill copy and a decode request joined by a shared id at `t`.
+    pub fn shared(&mut self, t: f64) {
+        self.ids_shared = true;
+        self.shared_at = Some(self.shared_at.map_or(t, |s| s.max(t)));
+    }
+
+    /// Whether a request id was forwarded to the instances for this
+    /// request: not when the instance invented it, nor before any shared one.
+    pub fn forwarded(&self, id: &str) -> bool {
+        self.ids_shared && !looks_random(base_id(id))
+    }
+
+    /// Whether trace `e` is a prefill copy a decode without a shared id may
+    /// pair with: its id was invented by its instance (a forwarded id
+    /// pairs by id) and no join by id came after it started.
+    fn order_candidate(&self, e: &Entry, start: f64) -> bool {
+        let invented = e
+            .trace
+            .engine_ids
+            .iter()
+            .find(|(o, _)| matches!(o, LogOrigin::Prefill(_)))
+            .is_some_and(|(_, id)| looks_random(base_id(external_of_internal(id))));
+        invented && self.shared_at.is_none_or(|s| s < start)
+    }
+
+    /// A prefill copy still waiting for its decode that started within
+    /// `win` before `t` (or a second after), taken or not by `partner`'s
+    /// rules: while one exists, a decode request without a shared id is
+    /// never surely unprefilled.
+    pub fn waiting(&self, store: &Store, t: f64, win: f64) -> Option<u64> {
+        self.unpaired.iter().copied().find(|s| {
+            store.get(*s).is_some_and(|e| {
+                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
+                let start = e.trace.phase(Hop::Producer).map(|p| p.start);
+                fresh && start.is_some_and(|st| st >= t - win && st <= t + 1.0)
+            })
+        })
+    }
+
     pub fn next_seq(&mut self) -> u64 {
         self.added_seq += 1;
         self.added_seq
@@ -56,25 +101,30 @@ impl Joiner {
 
     /// The oldest prefill still waiting for its decode, started within
     /// `win` before `t` (or up to a second after: stamps are whole seconds).
+    /// Prefills sent while ids were forwarded are passed over (they wait
+    /// for their own id), and stay queued for it.
     pub fn partner(&mut self, store: &Store, t: f64, win: f64) -> Option<u64> {
-        while let Some(s) = self.unpaired.front().copied() {
+        let mut k = 0;
+        while let Some(s) = self.unpaired.get(k).copied() {
             let usable = store.get(s).and_then(|e| {
                 let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
-                fresh.then_some(start)
+                fresh.then_some((start, self.order_candidate(e, start)))
             });
             match usable {
-                Some(start) if start >= t - win && start <= t + 1.0 => {
-                    self.unpaired.pop_front();
+                Some((start, true)) if start >= t - win && start <= t + 1.0 => {
+                    self.unpaired.remove(k);
+                    self.ids_shared = false;
                     return Some(s);
                 }
+                Some((start, false)) if start >= t - win && start <= t + 1.0 => k += 1,
                 // Too old (or taken): it will never pair now.
-                Some(start) if start < t - win => {
-                    self.unpaired.pop_front();
+                Some((start, _)) if start < t - win => {
+                    self.unpaired.remove(k);
                 }
                 Some(_) => return None,
                 None => {
-                    self.unpaired.pop_front();
+                    self.unpaired.remove(k);
                 }
             }
         }

@@ -93,7 +93,7 @@ impl Correlator {
         let has_decode = decode.is_some();
         match outcome {
             Outcome::SilentMiss => e.trace.evidence.push_str(&format!("; confirmed: {note}")),
-            Outcome::Loaded if params && join == Join::ById => {
+            Outcome::Loaded if params && join.exact() => {
                 let ev = format!(
                     "decode got kv_transfer_params but never pulled: {note}; it recomputed the prompt"
                 );

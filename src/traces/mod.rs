@@ -37,6 +37,7 @@ mod log_signals;
 mod model;
 mod named;
 mod notes;
+mod prompt_join;
 mod proxy_events;
 mod router_events;
 mod stalls;

@@ -104,8 +104,19 @@ pub enum Join {
     /// Both sides logged the same request id (or the decode's
     /// `kv_transfer_params` named the prefill's internal id).
     ById,
+    /// No shared id: the prefill copy and the decode request reported the
+    /// same prompt length (spans, request details) and no other prefill
+    /// in the window did. As exact as an id.
+    ByPromptTokens,
     /// No shared id: paired by arrival order within a time window. A guess.
     ByOrder,
+}
+
+impl Join {
+    /// Whether the two sides are known to be one request (not a guess).
+    pub fn exact(self) -> bool {
+        self != Join::ByOrder
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -21,6 +21,11 @@ pub(crate) struct Track {
     pub prefill_wants_pull: bool,
     /// The prefill engine's internal id (`cmpl-…-0-<8hex>`).
     pub prefill_internal: Option<String>,
+    /// The prefill copy's prompt length, when a span or a DEBUG line gave it.
+    pub prefill_tokens: Option<u32>,
+    /// The confidence the last verdict asked for, before an order join
+    /// capped it: given back when the join turns out exact.
+    pub asked: Option<super::model::Confidence>,
     pub decode_at: Option<f64>,
     pub decode_event_t: Option<f64>,
     /// Read time of the decode's `Added` line (when its hit is due).

@@ -80,6 +80,7 @@ fn outcome_style(o: Outcome, theme: &Theme) -> Style {
 fn how(t: &Trace) -> String {
     let join = match t.join {
         Join::ById => "id",
+        Join::ByPromptTokens => "tok",
         Join::ByOrder => "ord",
     };
     let sure = match t.confidence {

@@ -1,0 +1,300 @@
+//! Pairing by prompt length. Without a shared id a proxy's prefill copy
+//! and its decode request are first paired by arrival order (`joiner.rs`);
+//! every proxy sends both the same prompt, so once both lengths are known
+//! (a span's `gen_ai.usage.prompt_tokens`, vLLM's DEBUG request details)
+//! the pair is confirmed, or, when they differ, the prefill of the same
+//! length in the window is swapped in. Exact only when no other prefill in
+//! the window has that length; equal lengths stay an order join.
+
+use super::correlator::Correlator;
+use super::ids::{external_of_internal, trace_key};
+use super::model::{Hop, Join, Outcome, Phase};
+use crate::feed::LogOrigin;
+
+/// How far back (in ring entries) a prompt length looks for its partner.
+const WINDOW_SCAN: usize = 1024;
+
+/// `decide`'s wording for a miss capped by an order join.
+const ORDER_MISS: &str = "possible miss, but the prefill was paired by order only: ";
+
+/// The prefill side of a trace, moved whole between two traces.
+#[derive(Default)]
+struct PrefillSide {
+    index: Option<usize>,
+    phase: Option<Phase>,
+    ids: Vec<(LogOrigin, String)>,
+    at: Option<f64>,
+    done: Option<f64>,
+    wants_pull: bool,
+    internal: Option<String>,
+    tokens: Option<u32>,
+}
+
+impl Correlator {
+    /// The oldest prefill still waiting for its decode, within the order window.
+    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
+        self.joiner.partner(&self.store, t, self.opts.order_window_s)
+    }
+
+    /// A request's prompt length as an instance reported it (vLLM's DEBUG
+    /// request details, an OpenTelemetry span): `id` is the instance's own
+    /// id, with or without the engine suffix. On decode it settles which of
+    /// several requests scheduled together an injected KV belonged to.
+    pub fn on_prompt_tokens(&mut self, src: LogOrigin, id: &str, n: u32, at: f64) {
+        let at = if at.is_finite() { at } else { self.last_at };
+        let Some(s) = self.find(id) else {
+            return;
+        };
+        if let Some(e) = self.store.get_mut(s) {
+            match src {
+                LogOrigin::Decode(_) if e.trace.decode.is_some() => e.trace.prompt_tokens = Some(n),
+                LogOrigin::Prefill(_) if e.trace.prefill.is_some() => e.track.prefill_tokens = Some(n),
+                _ => {}
+            }
+        }
+        if let LogOrigin::Decode(i) = src {
+            self.resolve_groups_of(i, s, at);
+        }
+        // Both sides' lengths may now settle (or overturn) an order join.
+        self.rejoin_by_tokens(s, at);
+    }
+
+    /// The one instance that logged `id` (a span's `gen_ai.request.id`,
+    /// without the engine suffix): none when both sides share it.
+    pub fn side_of(&self, id: &str) -> Option<LogOrigin> {
+        let e = self.store.get(self.find(id)?)?;
+        let mut sides = e.trace.engine_ids.iter().filter(|(_, x)| x == id).map(|(o, _)| *o);
+        let first = sides.next()?;
+        sides.all(|o| o == first).then_some(first)
+    }
+
+    /// The prefill instance that ran the request an instance id names.
+    pub fn prefill_of(&self, id: &str) -> Option<usize> {
+        self.store.get(self.find(id)?).and_then(|e| e.trace.prefill)
+    }
+
+    /// Checks trace `s`'s order join against the prompt lengths known.
+    pub(super) fn rejoin_by_tokens(&mut self, s: u64, at: f64) {
+        let Some(e) = self.store.get(s) else { return };
+        if e.trace.join != Join::ByOrder || e.trace.prefill.is_none() {
+            return;
+        }
+        if e.trace.decode.is_none() {
+            // A prefill copy whose length came late: the order-joined
+            // trace of that length in its window may want it.
+            let Some(p) = e.track.prefill_tokens else { return };
+            let start = e.trace.phase(Hop::Producer).map_or(e.trace.first_seen, |ph| ph.start);
+            let wants = self.window(start, s).into_iter().find(|&o| {
+                self.store.get(o).is_some_and(|x| {
+                    x.trace.join == Join::ByOrder
+                        && x.trace.prompt_tokens == Some(p)
+                        && x.track.prefill_tokens.is_some_and(|q| q != p)
+                })
+            });
+            if let Some(o) = wants {
+                self.rejoin_by_tokens(o, at);
+            }
+            return;
+        }
+        let (p, d) = (e.track.prefill_tokens, e.trace.prompt_tokens);
+        let t = e.track.decode_event_t.unwrap_or(e.trace.first_seen);
+        let Some(d) = d else { return };
+        // Other prefills of this length started in the decode's window.
+        let same: Vec<u64> = self
+            .window(t, s)
+            .into_iter()
+            .filter(|&o| self.store.get(o).is_some_and(|x| x.track.prefill_tokens == Some(d)))
+            .collect();
+        let Some(p) = p else { return };
+        if p == d {
+            if same.is_empty() {
+                self.confirm(s, d, at);
+            }
+            return;
+        }
+        // Its prefill was another request's: take the one of this length,
+        // if exactly one fits (one not known to be another decode's own).
+        let [o] = same[..] else { return };
+        let fits = self.store.get(o).is_some_and(|x| !x.trace.join.exact() || x.trace.decode.is_none());
+        let theirs = self.store.get(o).and_then(|x| x.trace.decode.and(x.trace.prompt_tokens));
+        if !fits || theirs.is_some_and(|q| q == d) {
+            return;
+        }
+        self.swap_prefills(s, o);
+        self.confirm(s, d, at);
+        // The other trace now holds this one's old prefill: check it too.
+        self.rejoin_by_tokens(o, at);
+    }
+
+    /// Traces other than `s` with a prefill that started within the order
+    /// window before `t` (or a second after: stamps are whole seconds).
+    fn window(&self, t: f64, s: u64) -> Vec<u64> {
+        let win = self.opts.order_window_s;
+        let mut out = Vec::new();
+        // Bounded: a span comes within seconds of its request.
+        for o in self.store.serials().rev().take(WINDOW_SCAN) {
+            let Some(x) = self.store.get(o) else { continue };
+            if x.trace.first_seen < t - 4.0 * win {
+                break;
+            }
+            let start = x.trace.prefill.and(x.trace.phase(Hop::Producer)).map(|ph| ph.start);
+            if o != s && start.is_some_and(|st| st >= t - win && st <= t + 1.0) {
+                out.push(o);
+            }
+        }
+        out
+    }
+
+    /// Both sides reported `n` prompt tokens: the pair is one request.
+    fn confirm(&mut self, s: u64, n: u32, at: f64) {
+        let Some(e) = self.store.get_mut(s) else { return };
+        e.trace.join = Join::ByPromptTokens;
+        e.trace.evidence = e.trace.evidence.replace(
+            " (prefill paired by arrival order only)",
+            &format!(" (prefill paired by prompt length: {n} tokens)"),
+        );
+        let (outcome, evidence, asked) = (e.trace.outcome, e.trace.evidence.clone(), e.track.asked);
+        if outcome == Outcome::Unknown
+            && let Some(rest) = evidence.strip_prefix(ORDER_MISS)
+        {
+            let ev = format!("{rest} (prefill paired by prompt length: {n} tokens)");
+            self.decide(s, Outcome::SilentMiss, asked.unwrap_or(super::model::Confidence::Likely), ev, at);
+        } else if outcome != Outcome::Pending
+            && !evidence.contains("may have been")
+            && let Some(c) = asked
+        {
+            e.trace.confidence = c;
+        }
+    }
+
+    /// Exchanges the prefill sides of `a` and `b`.
+    fn swap_prefills(&mut self, a: u64, b: u64) {
+        let (pa, pb) = (self.take_prefill(a), self.take_prefill(b));
+        let (na, nb) = (pa.index, pb.index);
+        self.put_prefill(a, pb);
+        self.put_prefill(b, pa);
+        for (s, from, to) in [(a, na, nb), (b, nb, na)] {
+            let Some(e) = self.store.get_mut(s) else { continue };
+            if let (Some(f), Some(t)) = (from, to)
+                && f != t
+            {
+                e.trace.evidence = e.trace.evidence.replace(&format!("prefill#{f}"), &format!("prefill#{t}"));
+            }
+            let id = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
+            if let Some((_, id)) = id
+                && !e.trace.evidence.is_empty()
+            {
+                let note = format!("; its prefill copy is {id} (re-paired by prompt length)");
+                e.trace.evidence.push_str(&note);
+            }
+            // A prefill-only trace is named by its prefill.
+            if e.trace.decode.is_none()
+                && let Some((_, id)) = id
+            {
+                e.trace.id = trace_key(id);
+            }
+        }
+    }
+
+    fn take_prefill(&mut self, s: u64) -> PrefillSide {
+        let Some(e) = self.store.get_mut(s) else { return PrefillSide::default() };
+        let phase =
+            e.trace.phases.iter().position(|p| p.hop == Hop::Producer).map(|k| e.trace.phases.remove(k));
+        let (ids, rest): (Vec<_>, Vec<_>) =
+            e.trace.engine_ids.drain(..).partition(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
+        e.trace.engine_ids = rest;
+        PrefillSide {
+            index: e.trace.prefill.take(),
+            phase,
+            ids,
+            at: e.track.prefill_at.take(),
+            done: e.track.prefill_done.take(),
+            wants_pull: std::mem::take(&mut e.track.prefill_wants_pull),
+            internal: e.track.prefill_internal.take(),
+            tokens: e.track.prefill_tokens.take(),
+        }
+    }
+
+    fn put_prefill(&mut self, s: u64, p: PrefillSide) {
+        for (_, id) in &p.ids {
+            self.store.index_engine(id, s);
+            self.store.alias(&trace_key(external_of_internal(id)), s);
+        }
+        let Some(e) = self.store.get_mut(s) else { return };
+        if let Some(ph) = p.phase {
+            // After the proxy's phase, before the connector's and decode's.
+            let k = e.trace.phases.iter().position(|x| x.hop != Hop::Proxy).unwrap_or(e.trace.phases.len());
+            e.trace.phases.insert(k, ph);
+        }
+        let mut ids = p.ids;
+        ids.append(&mut e.trace.engine_ids);
+        e.trace.engine_ids = ids;
+        e.trace.prefill = p.index;
+        e.track.prefill_at = p.at;
+        e.track.prefill_done = p.done;
+        e.track.prefill_wants_pull = p.wants_pull;
+        e.track.prefill_internal = p.internal;
+        e.track.prefill_tokens = p.tokens;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Correlator, CorrelatorOptions, Join};
+
+    /// A `Received request` line of vLLM 0.26.0 (`request_logger.py:63`):
+    /// the 2P2D capture's `vllm-decode.log` line for cmpl-97ef464d61aa9738-0,
+    /// with another pid, time, id and `max_tokens`.
+    fn received(pid: u32, hms: &str, id: &str, max_tokens: u32) -> String {
+        format!(
+            "(APIServer pid={pid}) INFO 12-01 {hms} [request_logger.py:63] Received request {id}: params: SamplingParams(n=1, presence_penalty=0.0, frequency_penalty=0.0, repetition_penalty=1.0, temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, seed=None, stop=[], stop_token_ids=[], bad_words=[], thinking_token_budget=None, include_stop_str_in_output=False, ignore_eos=True, max_tokens={max_tokens}, min_tokens=0, logprobs=None, prompt_logprobs=None, skip_special_tokens=True, spaces_between_special_tokens=True, structured_outputs=None, extra_args=None), lora_request: None."
+        )
+    }
+
+    #[test]
+    fn prompt_lengths_swap_two_concurrent_order_pairs() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let at = 1_796_162_765.0;
+        let (p1, p2) = ("cmpl-a6bd3e434eae2d58-0", "cmpl-ae550443b883b66e-0");
+        let (d1, d2) = ("cmpl-b182411064cd37e2-0", "cmpl-aa7ccc423d79c962-0");
+        c.on_line(LogOrigin::Prefill(0), &received(579, "22:06:05", p1, 1), at);
+        c.on_line(LogOrigin::Prefill(1), &received(580, "22:06:05", p2, 1), at);
+        // The decodes arrive in the other order: arrival order pairs d1 with p1.
+        c.on_line(LogOrigin::Decode(0), &received(1721, "22:06:05", d2, 48), at + 0.2);
+        c.on_line(LogOrigin::Decode(1), &received(1722, "22:06:05", d1, 48), at + 0.3);
+        let first = c.get("cmpl-aa7ccc423d79c962").unwrap();
+        assert_eq!((first.join, first.prefill), (Join::ByOrder, Some(0)));
+        // Spans: p1 had 412 tokens, p2 1025; the decodes d1 412, d2 1025.
+        c.on_prompt_tokens(LogOrigin::Prefill(0), p1, 412, at + 1.0);
+        c.on_prompt_tokens(LogOrigin::Prefill(1), p2, 1025, at + 1.0);
+        c.on_prompt_tokens(LogOrigin::Decode(0), d2, 1025, at + 2.0);
+        let t2 = c.get("cmpl-aa7ccc423d79c962").unwrap();
+        assert_eq!((t2.join, t2.prefill), (Join::ByPromptTokens, Some(1)), "{t2:?}");
+        assert!(t2.engine_ids.iter().any(|(o, id)| *o == LogOrigin::Prefill(1) && id == p2));
+        c.on_prompt_tokens(LogOrigin::Decode(1), d1, 412, at + 2.0);
+        let t1 = c.get("cmpl-b182411064cd37e2").unwrap();
+        assert_eq!((t1.join, t1.prefill), (Join::ByPromptTokens, Some(0)), "{t1:?}");
+        // The prefill ids now find the right traces.
+        assert_eq!(c.decode_of(p2), Some(0));
+        assert_eq!(c.decode_of(p1), Some(1));
+    }
+
+    #[test]
+    fn equal_lengths_stay_an_order_join() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let at = 1_796_162_765.0;
+        let (p1, p2) = ("cmpl-a6bd3e434eae2d58-0", "cmpl-ae550443b883b66e-0");
+        let (d1, d2) = ("cmpl-b182411064cd37e2-0", "cmpl-aa7ccc423d79c962-0");
+        c.on_line(LogOrigin::Prefill(0), &received(579, "22:06:05", p1, 1), at);
+        c.on_line(LogOrigin::Prefill(1), &received(580, "22:06:05", p2, 1), at);
+        c.on_line(LogOrigin::Decode(0), &received(1721, "22:06:05", d1, 48), at + 0.2);
+        c.on_line(LogOrigin::Decode(1), &received(1722, "22:06:05", d2, 48), at + 0.3);
+        for (o, id) in [(LogOrigin::Prefill(0), p1), (LogOrigin::Prefill(1), p2)] {
+            c.on_prompt_tokens(o, id, 500, at + 1.0);
+        }
+        c.on_prompt_tokens(LogOrigin::Decode(0), d1, 500, at + 2.0);
+        // Two prefills of 500 tokens in the window: either could be its.
+        assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
+    }
+}
