@@ -291,7 +291,8 @@ fn parse_message(msg: &str) -> VllmEvent {
             external_id: external_id(internal).to_string(),
         };
     }
-    if let Some(r) = msg.strip_prefix("Aborted request(s) ") {
+    // `Aborted request X.`: one id (V0's engines, V1's AsyncLLM to 0.10).
+    if let Some(r) = msg.strip_prefix("Aborted request(s) ").or_else(|| msg.strip_prefix("Aborted request ")) {
         let r = r.trim_end().trim_end_matches('.');
         let ids = r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
         return VllmEvent::Aborted { ids };

@@ -13,6 +13,9 @@ use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::signal::Signal;
 
+/// LMCache retrieves a request's KV in the step after its lookup.
+const LOOKUP_TO_LOAD_S: f64 = 10.0;
+
 impl Correlator {
     pub(super) fn on_lmcache_lookup(&mut self, i: usize, sig: &Signal, t: f64, at: f64) -> bool {
         let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens")) else {
@@ -122,5 +125,36 @@ impl Correlator {
             });
         }
         known
+    }
+
+    /// LMCache's `The number of retrieved tokens is less than the expected
+    /// number of tokens!` without `Request X` (before v0.3.x): printed in
+    /// `start_load_kv` right after the load it judges, so it is about a
+    /// request whose lookup on this instance just hit. One such request: its
+    /// load came back short (likely, by adjacency). Several: none can be
+    /// named, and a hit no longer shows they loaded.
+    pub(super) fn on_lmcache_short_unnamed(&mut self, i: usize, t: f64, at: f64) {
+        let src = LogOrigin::Decode(i);
+        let hit_just_before = |e: &super::store::Entry| {
+            e.trace.decode == Some(i)
+                && e.trace.outcome == Outcome::Loaded
+                && e.trace.phase(Hop::Consumer).is_some_and(|p| {
+                    p.detail.starts_with("LMCache hit") && p.start <= t && t - p.start <= LOOKUP_TO_LOAD_S
+                })
+        };
+        let cands: Vec<u64> =
+            self.store.serials().filter(|s| self.store.get(*s).is_some_and(hit_just_before)).collect();
+        let text = format!("an LMCache load on {src} came back short (`The number of retrieved tokens is less than the expected number of tokens!`)");
+        if let [s] = cands[..] {
+            let s_text = format!("{text}, printed right after its lookup");
+            self.fail(s, Hop::Connector, src, s_text, t, at);
+            let ev = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
+            self.decide(s, Outcome::Error, Confidence::Likely, ev, at);
+            return;
+        }
+        for s in cands {
+            let ev = format!("{text} and names no request; this one's lookup had hit just before (one of several): whether its KV loaded is not known");
+            self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+        }
     }
 }

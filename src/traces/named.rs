@@ -17,6 +17,8 @@
 //! | `KeyError: 'X'` ending a traceback (scheduler), `AssertionError: X not found in recving_metadata list` (nixl worker) | either | error at that instance |
 //! | `NIXLConnector request_finished(X), request_status=S` | prefill | prefilled; the decode side judges the rest |
 //! | `[PUT]Recv From <prefill>, tensor_id:Xkv` (P2pNccl) | decode | loaded (likely) |
+//! | `Request X` + `The number of retrieved tokens is less than the expected number of tokens!` (LMCache adapter ≥0.3) | either | error at the connector (the load came back short) |
+//! | `Start to transmit X` (Mooncake), `Send request: X to proxy metaserver: URL` (vllm-ascend layerwise) | either | none: the transfer began |
 //!
 //! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
 //! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
@@ -69,6 +71,11 @@ impl Correlator {
             }
         }
         Some(s)
+    }
+
+    /// `trace_named` for an id the printing instance ran the request under.
+    pub(super) fn trace_named_own(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
+        self.trace_named(src, id, Side::Consumer, t, at)
     }
 
     /// A failure line naming requests: each one's connector hop (or, for a
@@ -151,6 +158,26 @@ impl Correlator {
                     p.end.get_or_insert(t);
                     if p.detail.is_empty() {
                         p.detail = format!("connector request_finished{status}");
+                    }
+                });
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// A connector starting a request's transfer (`Start to transmit X`,
+    /// vllm-ascend's `Send request: X to proxy metaserver`): the transfer was
+    /// begun on this instance, nothing more; the later lines judge it.
+    pub(super) fn on_transfer_started(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let via = match sig.get("connector") {
+            Some(Val::Text(c)) => format!(" ({c})"),
+            _ => String::new(),
+        };
+        for id in &sig.ids {
+            if let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) {
+                self.with_phase(s, Hop::Connector, src, None, t, |p| {
+                    if p.detail.is_empty() {
+                        p.detail = format!("transfer started{via}");
                     }
                 });
             }
