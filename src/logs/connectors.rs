@@ -3,6 +3,7 @@
 //! `tests/fixtures/log-excerpts/` for where each shape was seen). Each
 //! matcher starts with a cheap `starts_with`, as most lines match none.
 
+use super::mooncake::transmit;
 use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, py_strs, word_after};
 use super::signal::{Signal, SignalKind as K};
 
@@ -388,19 +389,6 @@ fn mooncake_key(m: &str) -> Option<Signal> {
 fn sync_timeout(m: &str) -> Option<Signal> {
     let r = m.strip_prefix("Sync batch data transfer timeout after ")?;
     Some(Signal::new(K::TransferTimeout).text("engine", Some("mooncake")).num("ns", lead_num(r)))
-}
-
-/// `Start to transmit X` (Mooncake), and vllm-ascend's layerwise Mooncake
-/// `Send request: X to proxy metaserver: URL` (the decode asks the prefill,
-/// through the proxy, to push X's KV; the prefill echoes it at DEBUG).
-fn transmit(m: &str) -> Option<Signal> {
-    if let Some(r) = m.strip_prefix("Send request: ") {
-        let (id, url) = r.split_once(" to proxy metaserver: ")?;
-        let s = Signal::new(K::TransferStarted).id(id).text("connector", Some("MooncakeLayerwiseConnector"));
-        return Some(s.text("url", Some(url.trim_end())));
-    }
-    let id = m.strip_prefix("Start to transmit ")?;
-    Some(Signal::new(K::TransferStarted).id(id))
 }
 
 fn mooncake_progress(m: &str) -> Option<Signal> {

@@ -117,7 +117,8 @@ fn ci_stamp_len(s: &str) -> Option<usize> {
 fn journal_len(s: &str) -> Option<usize> {
     let mut words = s.splitn(6, ' ');
     let first = words.next()?;
-    let iso = first.len() >= 19 && first.as_bytes()[10] == b'T' && first[..4].bytes().all(|b| b.is_ascii_digit());
+    let iso =
+        first.len() >= 19 && first.as_bytes()[10] == b'T' && first[..4].bytes().all(|b| b.is_ascii_digit());
     let mut used = first.len() + 1;
     if !iso {
         // `Dec`, `déc.`, `Dez`: a month word, then the day (padded with a

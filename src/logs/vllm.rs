@@ -75,7 +75,7 @@ pub enum VllmEvent {
         internal_id: String,
         external_id: String,
     },
-    /// `Aborted request(s) a,b.` (external ids).
+    /// `Aborted request(s) a,b.`, `Aborted request X.` (V0, V1 to 0.10) (external ids).
     Aborted {
         ids: Vec<String>,
     },
@@ -291,8 +291,7 @@ fn parse_message(msg: &str) -> VllmEvent {
             external_id: external_id(internal).to_string(),
         };
     }
-    // `Aborted request X.`: one id (V0's engines, V1's AsyncLLM to 0.10).
-    if let Some(r) = msg.strip_prefix("Aborted request(s) ").or_else(|| msg.strip_prefix("Aborted request ")) {
+    if let Some(r) = ["Aborted request(s) ", "Aborted request "].iter().find_map(|p| msg.strip_prefix(p)) {
         let r = r.trim_end().trim_end_matches('.');
         let ids = r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
         return VllmEvent::Aborted { ids };
