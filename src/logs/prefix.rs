@@ -115,10 +115,11 @@ fn ci_stamp_len(s: &str) -> Option<usize> {
 /// RFC 3164 header; the month is the locale's word) or the same after an
 /// ISO stamp with its zone (`journalctl -o short-iso`) → its length.
 fn journal_len(s: &str) -> Option<usize> {
-    let mut words = s.splitn(6, ' ');
+    let mut words = s.split(' ');
     let first = words.next()?;
-    let iso =
-        first.len() >= 19 && first.as_bytes()[10] == b'T' && first[..4].bytes().all(|b| b.is_ascii_digit());
+    let iso = first.len() >= 19
+        && first.as_bytes()[10] == b'T'
+        && first.as_bytes()[..4].iter().all(u8::is_ascii_digit);
     let mut used = first.len() + 1;
     if !iso {
         // `Dec`, `déc.`, `Dez`: a month word, then the day (padded with a
@@ -139,8 +140,10 @@ fn journal_len(s: &str) -> Option<usize> {
         }
         used += day.len() + 1 + time.len() + 1;
     }
-    let host = words.next().filter(|h| !h.is_empty() && !h.contains(['[', '(']))?;
-    let ident = words.next()?;
+    // Not `2025-09-17T08:22:52Z INFO target::path: msg` (Rust tracing).
+    let host =
+        words.next().filter(|h| !h.is_empty() && !h.contains(['[', '(']) && Level::from_word(h).is_none())?;
+    let ident = words.next().filter(|i| !i.contains("::"))?;
     let ident_ok = ident.len() > 1 && (ident.ends_with("]:") && ident.contains('[') || ident.ends_with(':'));
     (ident_ok && !ident.starts_with('[')).then_some(used + host.len() + 1 + ident.len() + 1)
 }
@@ -240,7 +243,11 @@ mod tests {
         assert!(p.rest.starts_with("INFO 12-09"), "{p:?}");
         let p = peel("2025-12-19T02:07:16+0100 gpu1 vllm[7]: INFO 12-19 02:07:16 [a.py:1] x");
         assert!(p.rest.starts_with("INFO 12-19"), "{p:?}");
-        // A V0 header and a V1 one are not a journal.
+        // A V0 header and Rust tracing are not a journal.
+        assert_eq!(
+            peel("2025-09-17T08:22:52Z INFO sglang_router_rs::server: src/server.rs:261: x").prefixes,
+            0
+        );
         assert_eq!(peel("INFO 01-17 03:11:25 async_llm_engine.py:134] Aborted request 0e89.").prefixes, 0);
         let p = peel("qwen-1  | INFO 02-22 16:52:30 a.py:433] x");
         assert_eq!(p.pod, Some("qwen-1"));
