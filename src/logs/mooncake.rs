@@ -1,4 +1,5 @@
-//! Mooncake-family lines that start a request's transfer.
+//! Lines that start or end a request's KV transfer: Mooncake's, and the
+//! V1 scheduler's for any connector.
 
 use super::signal::{Signal, SignalKind as K};
 
@@ -13,4 +14,14 @@ pub(super) fn transmit(m: &str) -> Option<Signal> {
     }
     let id = m.strip_prefix("Start to transmit ")?;
     Some(Signal::new(K::TransferStarted).id(id))
+}
+
+/// The V1 scheduler (`_update_from_kv_xfer_finished`, DEBUG): `Finished
+/// recving KV transfer for request X` (decode: the load ended, done or
+/// failed) and `Finished sending ...` (prefill: read, or expired).
+pub(super) fn transmit_done(m: &str) -> Option<Signal> {
+    let r = m.strip_prefix("Finished ")?;
+    let (dir, id) = r.split_once(" KV transfer for request ")?;
+    let dir = ["recving", "sending"].into_iter().find(|d| *d == dir)?;
+    Some(Signal::new(K::KvTransferFinished).id(id.trim_end()).text("dir", Some(dir)))
 }

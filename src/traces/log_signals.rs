@@ -62,6 +62,7 @@ impl Correlator {
             }
             K::P2pTensorReceived => return self.on_tensor_received(src, sig, t, at),
             K::TransferStarted => return self.on_transfer_started(src, sig, t, at),
+            K::KvTransferFinished => return self.on_transfer_finished(src, sig, t, at),
             // The connector is done with the request on decode: it went on.
             K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
                 for id in &sig.ids {
