@@ -254,6 +254,35 @@ fn every_line_that_names_a_request_lists_it() {
             "",
             "no decode loaded it",
         ),
+        // LMCache#2106 (held-out): journald's prefix, then LMCache's short
+        // retrieve naming the request glued to its text (`Request X` `The number...`).
+        (
+            "lmcache-journald-request-glued-retrieved-less.log",
+            "--decode-log",
+            "chatcmpl-6b7537a4f151245abc561fef52541d45",
+            "error",
+            "connector",
+            "connector=LMCache",
+        ),
+        // vllm#2484 (held-out): V0's singular `Aborted request X.`, bare hex id.
+        (
+            "v0-aborted-request-bare-hex.log",
+            "--decode-log",
+            "be67046b843244b5bf1ed3d2ff2f5a02",
+            "cancelled",
+            "",
+            "aborted the request",
+        ),
+        // vllm-ascend#5404 (held-out): the layerwise Mooncake decode asks for a
+        // request's KV; nothing after it says whether it came.
+        (
+            "mooncake-layerwise-send-request-metaserver.log",
+            "--decode-log",
+            "chatcmpl-10d6276a-60bd-4376-8011-b1ea740baafb",
+            "unknown",
+            "",
+            "",
+        ),
     ] {
         let r = run(flag, file);
         let t = trace(&r, id);
@@ -277,6 +306,22 @@ fn every_line_that_names_a_request_lists_it() {
     let r = run("--decode-log", "src-nixl-handshake-failed-for-request.log");
     let ids: Vec<&str> = r["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["cmpl-2e8c4a6f0b1d4e3a9c7f5b2d8e1a4c6b"]);
+    // Held-out pastes: an agent name, engine UUIDs and Dynamo's worker ids are
+    // no requests; a failure naming `'request_id': None` names none.
+    for (flag, file, want) in [
+        (
+            "--decode-log",
+            "v0-dynamo-nixl-added-request-engine-uuids.log",
+            vec!["98e0f7f0-0588-4239-b12a-3ff8e526899a"],
+        ),
+        ("--decode-log", "nixl-handshake-setup-failed-request-none.log", vec![]),
+        ("--proxy-log", "dynamo-frontend-failed-free-request.log", vec![]),
+    ] {
+        let r = run(flag, file);
+        let ids: Vec<&str> =
+            r["traces"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, want, "{file}");
+    }
     // One line per request: the five expired requests are five traces.
     let r = run("--prefill-log", "nixl-expired-zero-decode-workers-120s.log");
     assert_eq!(r["requests"]["seen"], 5, "{}", r["requests"]);

@@ -3,6 +3,7 @@
 //! `tests/fixtures/log-excerpts/` for where each shape was seen). Each
 //! matcher starts with a cheap `starts_with`, as most lines match none.
 
+use super::mooncake::{transmit, transmit_done};
 use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, py_strs, word_after};
 use super::signal::{Signal, SignalKind as K};
 
@@ -13,7 +14,7 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
     match first {
         b'N' => nixl(m).or_else(|| mooncake_progress(m)),
         b's' => start_load_kv(m).or_else(|| storage_to_mem(m)),
-        b'F' => failing(m).or_else(|| mooncake_failed(m)),
+        b'F' => failing(m).or_else(|| mooncake_failed(m)).or_else(|| transmit_done(m)),
         b'R' => recovered(m).or_else(|| mooncake_expired(m)).or_else(|| offload(m)),
         b'H' => handshake(m),
         b'P' => invalid_read(m).or_else(|| parent_exit(m)),
@@ -388,11 +389,6 @@ fn mooncake_key(m: &str) -> Option<Signal> {
 fn sync_timeout(m: &str) -> Option<Signal> {
     let r = m.strip_prefix("Sync batch data transfer timeout after ")?;
     Some(Signal::new(K::TransferTimeout).text("engine", Some("mooncake")).num("ns", lead_num(r)))
-}
-
-fn transmit(m: &str) -> Option<Signal> {
-    let id = m.strip_prefix("Start to transmit ")?;
-    Some(Signal::new(K::TransferStarted).id(id))
 }
 
 fn mooncake_progress(m: &str) -> Option<Signal> {

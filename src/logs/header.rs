@@ -56,9 +56,10 @@ fn lmcache(s: &str) -> Option<Foreign<'_>> {
     let close = s.find("] ")?;
     let rest = &s[close + 2..];
     let rest = rest.strip_prefix("LMCache ")?;
-    let colon = rest.find(": ")?;
-    let level = Level::from_word(&rest[..colon]);
-    let msg = strip_py_origin(&rest[colon + 2..]);
+    // `INFO: msg`, and as pasted `ERROR:msg`, `WARN : msg` (padded level).
+    let colon = rest.find(':')?;
+    let level = Level::from_word(rest[..colon].trim_end());
+    let msg = strip_py_origin(rest[colon + 1..].trim_start());
     Some(Foreign { level, year: Some(y), stamp, spans: "", target: "", msg })
 }
 

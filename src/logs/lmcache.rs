@@ -9,7 +9,8 @@ use super::signal::{Signal, SignalKind as K};
 pub(crate) fn parse_lmcache(msg: &str) -> Option<Signal> {
     let m = msg.trim_end();
     match *m.as_bytes().first()? {
-        b'R' => reqid(m).or_else(|| retrieved(m)),
+        b'R' => reqid(m).or_else(|| retrieved(m)).or_else(|| short_retrieve(m)),
+        b'T' => short_retrieve(m),
         b'S' => scheduled(m).or_else(|| storing(m)).or_else(|| stored(m)).or_else(|| sent(m)),
         b'P' => prefetch(m),
         b'L' => versions(m),
@@ -30,6 +31,19 @@ fn reqid(m: &str) -> Option<Signal> {
             .num("hit_tokens", num_after(r, "hit tokens: "))
             .num("need_to_load", num_after(r, "need to load: ")),
     )
+}
+
+/// `The number of retrieved tokens is less than the expected number of
+/// tokens!` after a load: fewer tokens came back than the lookup promised.
+/// Since v0.3.x the adapter names the request in front, glued to the text
+/// (`"Request %s" "The number..."`, vllm_v1_adapter.py): `Request X` + `The`.
+fn short_retrieve(m: &str) -> Option<Signal> {
+    let at = m.find("The number of retrieved tokens is less than the")?;
+    let s = Signal::new(K::TransferFailed).text("connector", Some("LMCache"));
+    match m[..at].strip_prefix("Request ").map(str::trim) {
+        Some(id) if !id.is_empty() && !id.contains(' ') => Some(s.id(id)),
+        _ => (at == 0).then_some(s),
+    }
 }
 
 /// Three shapes over the versions, plus the memory-object count:

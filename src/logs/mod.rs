@@ -6,6 +6,7 @@ mod header;
 pub mod known;
 mod line;
 mod lmcache;
+mod mooncake;
 pub mod prefix;
 mod prompt;
 pub mod proxies;

@@ -1,5 +1,6 @@
 //! The prefixes that deployments put in front of a vLLM log line, peeled
-//! outermost first: `kubectl logs --prefix` (`[pod/NAME/CONTAINER] `), a
+//! outermost first: the system journal (`déc. 19 02:07:16 host bash[42]: `,
+//! `journalctl`/syslog), `kubectl logs --prefix` (`[pod/NAME/CONTAINER] `), a
 //! CI timestamp (`[2024-09-10T16:54:45Z] `), docker compose (`name  | `),
 //! stern / llm-d (`pod container `), then vLLM's own process prefixes,
 //! possibly doubled (`(Worker pid=7) (Worker_DP0_TP1_EP1 pid=7) `).
@@ -31,6 +32,10 @@ pub fn peel(line: &str) -> Peeled<'_> {
     // A `^C` echoed by the terminal glued to the next line.
     while let Some(r) = p.rest.strip_prefix("^C") {
         p.rest = r;
+    }
+    if let Some(end) = journal_len(p.rest) {
+        p.prefixes += 1;
+        p.rest = &p.rest[end..];
     }
     if let Some(r) = p.rest.strip_prefix("[pod/")
         && let Some(end) = r.find("] ")
@@ -104,6 +109,43 @@ fn ci_stamp_len(s: &str) -> Option<usize> {
     // A byte limit, not a char one: the stamp is ASCII, what follows may not be.
     let end = s[..s.floor_char_boundary(40)].find("] ")?;
     Some(end + 2)
+}
+
+/// `déc. 19 02:07:16 host bash[2211352]: ` (journalctl's default, syslog's
+/// RFC 3164 header; the month is the locale's word) or the same after an
+/// ISO stamp with its zone (`journalctl -o short-iso`) → its length.
+fn journal_len(s: &str) -> Option<usize> {
+    let mut words = s.split(' ');
+    let first = words.next()?;
+    let iso = first.len() >= 19
+        && first.as_bytes()[10] == b'T'
+        && first.as_bytes()[..4].iter().all(u8::is_ascii_digit);
+    let mut used = first.len() + 1;
+    if !iso {
+        // `Dec`, `déc.`, `Dez`: a month word, then the day (padded with a
+        // second space when it has one digit) and `HH:MM:SS`.
+        let month_ok = (2..=5).contains(&first.chars().count())
+            && Level::from_word(first).is_none()
+            && first.chars().all(|c| c.is_alphabetic() || c == '.');
+        let mut day = words.next()?;
+        if day.is_empty() {
+            used += 1;
+            day = words.next()?;
+        }
+        let time = words.next()?;
+        let t = time.as_bytes();
+        let day_ok = (1..=2).contains(&day.len()) && day.bytes().all(|b| b.is_ascii_digit());
+        if !month_ok || !day_ok || t.len() != 8 || t[2] != b':' || t[5] != b':' {
+            return None;
+        }
+        used += day.len() + 1 + time.len() + 1;
+    }
+    // Not `2025-09-17T08:22:52Z INFO target::path: msg` (Rust tracing).
+    let host =
+        words.next().filter(|h| !h.is_empty() && !h.contains(['[', '(']) && Level::from_word(h).is_none())?;
+    let ident = words.next().filter(|i| !i.contains("::"))?;
+    let ident_ok = ident.len() > 1 && (ident.ends_with("]:") && ident.contains('[') || ident.ends_with(':'));
+    (ident_ok && !ident.starts_with('[')).then_some(used + host.len() + 1 + ident.len() + 1)
 }
 
 /// `service-1  | rest` (docker compose): one word, spaces, `| `.
@@ -195,6 +237,18 @@ mod tests {
         assert_eq!((p.process, p.tp_rank, p.pid), (Some("Worker_DP0_TP1_EP1"), Some(1), Some(7)));
         let p = peel("(VllmWorker rank=1 pid=98474) DEBUG 07-08 02:13:53 [n.py:1] x");
         assert_eq!(p.tp_rank, Some(1));
+        let p = peel("déc. 19 02:07:16 s-a60003 bash[2211352]: (EngineCore_DP0 pid=2211352) [2025-12-19 x");
+        assert_eq!((p.prefixes, p.process, p.pid), (2, Some("EngineCore_DP0"), Some(2211352)));
+        let p = peel("Dec  9 02:07:16 gpu1 vllm[7]: INFO 12-09 02:07:16 [a.py:1] x");
+        assert!(p.rest.starts_with("INFO 12-09"), "{p:?}");
+        let p = peel("2025-12-19T02:07:16+0100 gpu1 vllm[7]: INFO 12-19 02:07:16 [a.py:1] x");
+        assert!(p.rest.starts_with("INFO 12-19"), "{p:?}");
+        // A V0 header and Rust tracing are not a journal.
+        assert_eq!(
+            peel("2025-09-17T08:22:52Z INFO sglang_router_rs::server: src/server.rs:261: x").prefixes,
+            0
+        );
+        assert_eq!(peel("INFO 01-17 03:11:25 async_llm_engine.py:134] Aborted request 0e89.").prefixes, 0);
         let p = peel("qwen-1  | INFO 02-22 16:52:30 a.py:433] x");
         assert_eq!(p.pod, Some("qwen-1"));
         assert!(p.rest.starts_with("INFO"));

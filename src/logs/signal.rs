@@ -54,6 +54,7 @@ kinds! {
     ConnectorMatchedTokens => "connector_matched_tokens",
     ConnectorUpdateStateAfterAlloc => "connector_update_state_after_alloc",
     ConnectorRequestFinished => "connector_request_finished",
+    KvTransferFinished => "kv_transfer_finished",
     TransferStarted => "transfer_started",
     TransferFailed => "transfer_failed",
     TransferTimeout => "transfer_timeout",

@@ -77,7 +77,7 @@ pub enum VllmEvent {
         internal_id: String,
         external_id: String,
     },
-    /// `Aborted request(s) a,b.` (external ids).
+    /// `Aborted request(s) a,b.`, `Aborted request X.` (V0, V1 to 0.10) (external ids).
     Aborted {
         ids: Vec<String>,
     },
@@ -141,14 +141,14 @@ pub enum VllmEvent {
     Other,
 }
 
-/// Parses one line (with or without its trailing `\n` / `\r\n`).
+/// Parses one line (with or without its trailing `\n` / `\r\n`, or `^M` as a viewer shows a CR).
 ///
 /// Returns `None` only for blank lines: anything else is at least
 /// `VllmEvent::Other`, with the header fields it carries, so the caller can
 /// still show foreign lines (UCX, c10d, flashinfer) in a log pane.
 pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     let line = strip_ansi(line);
-    let line = line.trim_end_matches(['\n', '\r']);
+    let line = line.trim_end_matches(['\n', '\r']).trim_end_matches("^M");
     if line.trim().is_empty() {
         return None;
     }
@@ -293,7 +293,7 @@ fn parse_message(msg: &str) -> VllmEvent {
             external_id: external_id(internal).to_string(),
         };
     }
-    if let Some(r) = msg.strip_prefix("Aborted request(s) ") {
+    if let Some(r) = ["Aborted request(s) ", "Aborted request "].iter().find_map(|p| msg.strip_prefix(p)) {
         let r = r.trim_end().trim_end_matches('.');
         let ids = r.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
         return VllmEvent::Aborted { ids };
@@ -409,9 +409,9 @@ fn external_id(internal: &str) -> &str {
     }
 }
 
-/// `SomeError: text` or `pkg.mod.SomeError: text` (or the bare name) at the
-/// start of a message, as a traceback ends. Only names ending like an
-/// exception class count, so ordinary prose with a colon is left alone.
+/// `SomeError: text`, `pkg.mod.SomeError: text`, the bare name, or the repr
+/// `SomeError('text')` (V0's `logger.exception(repr(e))`) at the start of a
+/// message. Only names ending like an exception class count.
 fn exception_line(msg: &str) -> Option<(&str, &str)> {
     let end =
         msg.bytes().position(|b| !(b.is_ascii_alphanumeric() || b == b'_' || b == b'.')).unwrap_or(msg.len());
@@ -424,7 +424,7 @@ fn exception_line(msg: &str) -> Option<(&str, &str)> {
     if rest.is_empty() {
         return Some((name, ""));
     }
-    let text = rest.strip_prefix(':')?;
+    let text = rest.strip_prefix(':').or_else(|| rest.strip_prefix('(')?.strip_suffix(')'))?;
     Some((name, text.trim()))
 }
 

@@ -88,11 +88,12 @@ impl Correlator {
             }
             (VllmEvent::Aborted { ids }, _) => {
                 for id in ids {
-                    if let Some(s) = self.find(id) {
-                        let touches = self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src));
-                        if touches {
-                            self.cancel(s, src, t, at);
-                        }
+                    // The line names the request: a paste with no earlier line of it lists it too.
+                    let Some(s) = self.find(id).or_else(|| self.trace_named_own(src, id, t, at)) else {
+                        continue;
+                    };
+                    if self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src)) {
+                        self.cancel(s, src, t, at);
                     }
                 }
             }

@@ -13,6 +13,9 @@ use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::signal::Signal;
 
+/// LMCache retrieves a request's KV in the step after its lookup.
+const LOOKUP_TO_LOAD_S: f64 = 10.0;
+
 impl Correlator {
     pub(super) fn on_lmcache_lookup(&mut self, i: usize, sig: &Signal, t: f64, at: f64) -> bool {
         let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens")) else {
@@ -122,5 +125,85 @@ impl Correlator {
             });
         }
         known
+    }
+
+    /// LMCache's `The number of retrieved tokens is less than the expected
+    /// number of tokens!` without `Request X` (before v0.3.x): printed in
+    /// `start_load_kv` right after the load it judges, so it is about a
+    /// request whose lookup on this instance just hit. One such request: its
+    /// load came back short (likely, by adjacency). Several: none can be
+    /// named, and a hit no longer shows they loaded.
+    pub(super) fn on_lmcache_short_unnamed(&mut self, i: usize, t: f64, at: f64) {
+        let src = LogOrigin::Decode(i);
+        let hit_just_before = |e: &super::store::Entry| {
+            e.trace.decode == Some(i)
+                && e.trace.outcome == Outcome::Loaded
+                && e.trace.phase(Hop::Consumer).is_some_and(|p| {
+                    p.detail.starts_with("LMCache hit") && p.start <= t && t - p.start <= LOOKUP_TO_LOAD_S
+                })
+        };
+        let cands: Vec<u64> =
+            self.store.serials().filter(|s| self.store.get(*s).is_some_and(hit_just_before)).collect();
+        let text = format!(
+            "an LMCache load on {src} came back short (`The number of retrieved tokens is less than the expected number of tokens!`)"
+        );
+        if let [s] = cands[..] {
+            let s_text = format!("{text}, printed right after its lookup");
+            self.fail(s, Hop::Connector, src, s_text, t, at);
+            let ev = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
+            self.decide(s, Outcome::Error, Confidence::Likely, ev, at);
+            return;
+        }
+        for s in cands {
+            let ev = format!(
+                "{text} and names no request; this one's lookup had hit just before (one of several): whether its KV loaded is not known"
+            );
+            self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::LogOrigin;
+    use crate::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Outcome};
+
+    /// LMCache#889, pasted: a lookup on the decode that hit.
+    const HIT_A: &str = "[2025-06-21 20:59:57,672] LMCache INFO: Reqid: chatcmpl-ec5a3a80c13548ca89dd8e6241abc343, Total tokens 263, LMCache hit tokens: 256, need to load: 256 (vllm_v1_adapter.py:812:lmcache.integration.vllm.vllm_v1_adapter)";
+    /// The same format (LMCache `vllm_v1_adapter.py`, `Reqid: %s, Total tokens
+    /// %d, LMCache hit tokens: %d, need to load: %d`), rendered: another request.
+    const HIT_B: &str = "[2025-06-21 20:59:57,673] LMCache INFO: Reqid: chatcmpl-0b1c2d3e4f5a46b7c8d9e0f1a2b3c4d5, Total tokens 40, LMCache hit tokens: 32, need to load: 32 (vllm_v1_adapter.py:812:lmcache.integration.vllm.vllm_v1_adapter)";
+    /// LMCache before v0.3.x (`logger.error("The number of retrieved tokens is
+    /// less than the expected number of tokens! This should not happen!")`, no
+    /// request named), as LMCache#1514 pasted it; the stamp is ours.
+    const SHORT: &str = "[2025-06-21 20:59:57,675] LMCache ERROR: The number of retrieved tokens is less than the expected number of tokens! This should not happen! (vllm_v1_adapter.py:751:lmcache.integration.vllm.vllm_v1_adapter)";
+
+    fn read(lines: &[&str]) -> Correlator {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        for (k, l) in lines.iter().enumerate() {
+            c.on_line(LogOrigin::Decode(0), l, 1_750_000_000.0 + k as f64);
+        }
+        c.finish(1_750_000_100.0);
+        c
+    }
+
+    /// A hit is no load when LMCache then says the load came back short: the
+    /// one request whose lookup just hit is the one (likely); with two, none
+    /// can be named, and neither is called loaded.
+    #[test]
+    fn a_short_retrieve_naming_no_request_undoes_the_hit_before_it() {
+        let c = read(&[HIT_A]);
+        assert_eq!(c.get("chatcmpl-ec5a3a80c13548ca89dd8e6241abc343").unwrap().outcome, Outcome::Loaded);
+        let c = read(&[HIT_A, SHORT]);
+        let t = c.get("chatcmpl-ec5a3a80c13548ca89dd8e6241abc343").unwrap();
+        assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Connector)), "{t:?}");
+        assert_eq!(t.confidence, Confidence::Likely, "by adjacency, not by name: {t:?}");
+        assert!(t.evidence.contains("came back short"), "{t:?}");
+        let c = read(&[HIT_A, HIT_B, SHORT]);
+        for id in ["chatcmpl-ec5a3a80c13548ca89dd8e6241abc343", "chatcmpl-0b1c2d3e4f5a46b7c8d9e0f1a2b3c4d5"] {
+            let t = c.get(id).unwrap();
+            assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
+            assert!(t.evidence.contains("one of several"), "{t:?}");
+        }
     }
 }

@@ -32,6 +32,10 @@ impl Correlator {
             | K::KvLoadFailed
             | K::InvalidKvRead
             | K::RequestKeyError => {
+                let lmcache = sig.get("connector") == Some(&Val::Text("LMCache".into()));
+                if let (LogOrigin::Decode(i), true, true) = (src, sig.ids.is_empty(), lmcache) {
+                    self.on_lmcache_short_unnamed(i, t, at);
+                }
                 self.on_named_failure(src, sig, t, at);
             }
             K::KvLoadRecovered => self.on_load_recovered(src, sig, t),
@@ -57,6 +61,8 @@ impl Correlator {
                 return self.on_prefill_finished(src, sig, t, at);
             }
             K::P2pTensorReceived => return self.on_tensor_received(src, sig, t, at),
+            K::TransferStarted => return self.on_transfer_started(src, sig, t, at),
+            K::KvTransferFinished => return self.on_transfer_finished(src, sig, t, at),
             // The connector is done with the request on decode: it went on.
             K::ConnectorRequestFinished if matches!(src, LogOrigin::Decode(_)) => {
                 for id in &sig.ids {

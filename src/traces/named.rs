@@ -17,6 +17,9 @@
 //! | `KeyError: 'X'` ending a traceback (scheduler), `AssertionError: X not found in recving_metadata list` (nixl worker) | either | error at that instance |
 //! | `NIXLConnector request_finished(X), request_status=S` | prefill | prefilled; the decode side judges the rest |
 //! | `[PUT]Recv From <prefill>, tensor_id:Xkv` (P2pNccl) | decode | loaded (likely) |
+//! | `Request X` + `The number of retrieved tokens is less than the expected number of tokens!` (LMCache adapter ≥0.3) | either | error at the connector (the load came back short) |
+//! | `Finished recving\|sending KV transfer for request X` (V1 scheduler, DEBUG) | either | none: the connector is done with it (a failed load finishes too) |
+//! | `Start to transmit X` (Mooncake), `Send request: X to proxy metaserver: URL` (vllm-ascend layerwise) | either | none: the transfer began |
 //!
 //! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
 //! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
@@ -69,6 +72,11 @@ impl Correlator {
             }
         }
         Some(s)
+    }
+
+    /// `trace_named` for an id the printing instance ran the request under.
+    pub(super) fn trace_named_own(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
+        self.trace_named(src, id, Side::Consumer, t, at)
     }
 
     /// A failure line naming requests: each one's connector hop (or, for a
@@ -154,6 +162,55 @@ impl Correlator {
                     }
                 });
             }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// A connector starting a request's transfer (`Start to transmit X`,
+    /// vllm-ascend's `Send request: X to proxy metaserver`): the transfer was
+    /// begun on this instance, nothing more; the later lines judge it.
+    pub(super) fn on_transfer_started(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let via = match sig.get("connector") {
+            Some(Val::Text(c)) => format!(" ({c})"),
+            _ => String::new(),
+        };
+        for id in &sig.ids {
+            if let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) {
+                self.with_phase(s, Hop::Connector, src, None, t, |p| {
+                    if p.detail.is_empty() {
+                        p.detail = format!("transfer started{via}");
+                    }
+                });
+            }
+        }
+        !sig.ids.is_empty()
+    }
+
+    /// The scheduler's `Finished recving|sending KV transfer for request X`:
+    /// the connector is done with X on this instance. A failed load is also
+    /// reported as finished, so this ends the wait and proves no outcome.
+    pub(super) fn on_transfer_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+        let sending = sig.get("dir") == Some(&Val::Text("sending".into()));
+        let (side, hop, what) = if sending {
+            (Side::Producer, Hop::Producer, "the connector let go of its KV (finished_sending)")
+        } else {
+            (Side::Consumer, Hop::Connector, "the load ended (finished_recving)")
+        };
+        for id in &sig.ids {
+            let Some(s) = self.trace_named(src, id, side, t, at) else { continue };
+            if !sending {
+                self.end_wait(s, t);
+            }
+            self.with_phase(s, hop, src, None, t, |p| {
+                p.end.get_or_insert(t);
+                if !p.detail.contains(what) {
+                    p.detail = if p.detail.is_empty() {
+                        what.to_string()
+                    } else {
+                        format!("{} · {what}", p.detail)
+                    };
+                }
+            });
         }
         !sig.ids.is_empty()
     }
@@ -333,5 +390,23 @@ mod tests {
         // Neither engine nor agent UUID became a request.
         assert_eq!(c.counts().seen, 1);
         assert_eq!(c.drain_log_events().len(), 1, "still an event");
+    }
+
+    /// vLLM `v1/core/sched/scheduler.py` (`_update_from_kv_xfer_finished`,
+    /// `logger.debug("Finished recving KV transfer for request %s", req_id)`),
+    /// rendered after a pasted wait line of vllm-ascend#5660: the request is
+    /// listed, its wait ends, and no verdict is drawn from it (a failed load
+    /// is reported finished too).
+    #[test]
+    fn a_finished_transfer_ends_the_wait_and_proves_nothing_more() {
+        let wait = "(EngineCore_DP0 pid=9246) DEBUG 01-06 12:06:06 [v1/core/sched/scheduler.py:348] chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f is still in WAITING_FOR_REMOTE_KVS state.";
+        let done = "(EngineCore_DP0 pid=9246) DEBUG 01-06 12:06:07 [v1/core/sched/scheduler.py:1293] Finished recving KV transfer for request chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f";
+        let c = read(&[done]);
+        let t = c.get("chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f").expect("listed");
+        assert_ne!(t.outcome, Outcome::Loaded, "{t:?}");
+        let c = read(&[wait, done]);
+        let t = c.get("chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f").unwrap();
+        assert!(t.phase(Hop::Connector).is_some_and(|p| p.detail.contains("finished_recving")), "{t:?}");
+        assert!(t.remote_wait.as_ref().is_some_and(|w| w.ended.is_some()), "the wait ended: {t:?}");
     }
 }
