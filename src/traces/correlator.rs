@@ -7,14 +7,14 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::decode_log::DecodeLog;
-use super::flow::Flow;
+use super::connector::decode_log::DecodeLog;
+use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
 use super::model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
-use super::notes::{InstanceNote, InstanceNotes};
-use super::store::{Store, Track};
+use super::proxy::flow::Flow;
+use super::store::{Store, Track, push_capped};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
 
@@ -44,19 +44,19 @@ pub struct Correlator {
     /// What each instance's log says of itself beyond its stats.
     pub(super) facts: InstanceFacts,
     /// Failures the logs reported, for the events view (`drain_log_events`).
-    pub(super) log_events: VecDeque<super::log_signals::LogEvent>,
+    pub(super) log_events: VecDeque<super::model::LogEvent>,
     /// Router ids and the ids the router forwarded (`router_events.rs`).
-    pub(super) router: super::router_events::RouterJoin,
+    pub(super) router: super::proxy::router_join::RouterJoin,
     /// Traces whose decode waits for remote KV (`stuck.rs`).
     pub(super) waits: VecDeque<u64>,
     /// Per log: start-up and traceback state, for known noise.
     pub(super) noise: HashMap<LogOrigin, crate::logs::known::NoiseState>,
     /// Per log: joins wrapped lines (`wrapped.rs`).
     pub(super) readers: HashMap<LogOrigin, crate::logs::reader::Reader>,
-    pub(super) prev_line: HashMap<LogOrigin, super::wrapped::PrevLine>,
+    pub(super) prev_line: HashMap<LogOrigin, super::instance::per_log::PrevLine>,
     /// What instances' logs said of themselves, for the state to take.
     pub(super) notes: InstanceNotes,
-    pub(super) inflight: super::inflight::InFlight,
+    pub(super) inflight: super::instance::inflight::InFlight,
 }
 
 /// Per-instance facts read from its log.
@@ -67,7 +67,7 @@ pub(super) struct InstanceFacts {
     /// Time of the last stamped line.
     pub last_stamp: HashMap<LogOrigin, f64>,
     /// Running requests and no progress, per log and engine (`stalls.rs`).
-    pub stalls: HashMap<(LogOrigin, Option<u32>), super::stalls::Stall>,
+    pub stalls: HashMap<(LogOrigin, Option<u32>), super::instance::per_log::Stall>,
 }
 
 /// How a decode instance's connector shows a load in its log.
@@ -411,14 +411,6 @@ fn hop_rank(h: Hop) -> u8 {
         Hop::Consumer => 3,
     }
 }
-
-pub(super) fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
-    q.push_back(v);
-    while q.len() > cap.max(1) {
-        q.pop_front();
-    }
-}
-
 /// `"APIServer pid=3126"` from a line's prefix.
 pub(super) fn process_label(name: Option<&str>, pid: Option<u32>) -> Option<String> {
     match (name, pid) {

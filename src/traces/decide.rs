@@ -1,11 +1,11 @@
 //! Deadlines and verdict wording: what `on_tick`/`finish` conclude, and how
 //! a hit (or its absence) becomes a verdict.
 
+use super::connector::hits::{Claim, Group, Waiting};
 use super::correlator::{Correlator, Style};
-use super::flow::PROXY_WAIT_S;
-use super::hits::{Claim, Group, Waiting};
 use super::ids::{base_id, looks_random};
 use super::model::{Confidence, Hop, Join, Outcome};
+use super::proxy::flow::PROXY_WAIT_S;
 use crate::feed::LogOrigin;
 
 impl Correlator {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::ids::{base_id, external_of_internal, looks_random};
 use super::model::{Hop, Outcome};
-use super::store::{Entry, Store};
+use super::store::{Entry, Store, push_capped};
 use crate::feed::LogOrigin;
 
 /// Longest a request waits for its access line before its slot is dropped.
@@ -157,12 +157,5 @@ impl Joiner {
 
     pub fn queued(&self) -> usize {
         self.unpaired.len() + self.access_wait.values().map(VecDeque::len).sum::<usize>()
-    }
-}
-
-fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
-    q.push_back(v);
-    while q.len() > cap.max(1) {
-        q.pop_front();
     }
 }

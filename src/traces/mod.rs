@@ -8,50 +8,38 @@
 //! decides what the passing of time allows (a missing hit is only a miss
 //! once it is overdue); `finish` decides everything at the end of a check.
 //!
-//! Evidence used, per connector:
-//! - ids: `X-Request-Id` → `cmpl-<id>-0` on both instances joins them
-//!   (`ids.rs`); without it, arrival order within a window, marked Unsure;
-//! - NIXL and other pull connectors: the decode's `kv_transfer_params`
-//!   (or their absence after a prefill that expected a pull), the prefill's
-//!   `Releasing expired KV blocks` line, the `KV Transfer metrics` window;
-//! - ExampleConnector: `External Cache Hit!` / `Inject KV cache of N
-//!   tokens`, attributed in FIFO order (`hits.rs`);
-//! - every connector: failures a line names (`log_signals.rs`): a transfer
-//!   failure errs the connector hop, LMCache `hit tokens: 0` on decode
-//!   after a prefill is a miss, and each failure is an event.
+//! Laid out as the evidence flows:
+//! - who gives evidence: `instance/` (the instances' own logs: arrivals,
+//!   finishes, deaths and restarts, requests in flight, waits for remote
+//!   KV), `proxy/` (the proxy's and the router's lines, what the proxy's
+//!   flow proves), `connector/` (hits and injects, every line that names a
+//!   request: failures, expiry, LMCache lookups);
+//! - `joiner.rs` and `prompt_join.rs` resolve identity: a shared or
+//!   forwarded id (`ids.rs`), the `kv_transfer_params` naming the prefill's
+//!   request, equal prompt lengths from any source, else arrival order
+//!   within a window, and each trace says which (`Join`);
+//! - `decide.rs` and `Correlator::decide` reach the verdict, its
+//!   confidence and the evidence in words; `store.rs` is the ring that owns
+//!   the traces; `model.rs` is the vocabulary.
 
+mod connector;
 mod correlator;
 mod decide;
-mod decode_log;
-mod flow;
-mod groups;
-mod hit_events;
-mod hits;
 mod ids;
-mod inflight;
-mod instance_events;
+mod instance;
 mod joiner;
-mod lifecycle;
-mod lmcache_lookups;
-mod log_signals;
 mod model;
-mod named;
-mod notes;
 mod prompt_join;
-mod proxy_events;
-mod router_events;
-mod stalls;
+mod proxy;
 mod stamp;
 mod store;
-mod stuck;
-mod wrapped;
 
+pub use connector::signals::summary;
 pub use correlator::Correlator;
 pub use ids::{base_id, looks_random};
-pub use log_signals::{LogEvent, summary};
+pub use instance::notes::InstanceNote;
 pub use model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join, Outcome,
-    Phase, RemoteWait, SourceStats, Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join,
+    LogEvent, Outcome, Phase, RemoteWait, SourceStats, Trace,
 };
-pub use notes::InstanceNote;
 pub use stamp::{anchor, year_of};

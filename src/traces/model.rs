@@ -435,3 +435,13 @@ impl Default for CorrelatorOptions {
         }
     }
 }
+
+/// A failure a log reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogEvent {
+    /// Event time (the line's own stamp where it has one).
+    pub t: f64,
+    pub source: LogOrigin,
+    pub kind: crate::logs::signal::SignalKind,
+    pub text: String,
+}

@@ -226,6 +226,14 @@ fn insert_key(map: &mut HashMap<Box<str>, u64>, key: &str, serial: u64) {
     map.insert(key.into(), serial);
 }
 
+/// Appends `v`, dropping the oldest past `cap`: every queue of the traces is bounded.
+pub(crate) fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
+    q.push_back(v);
+    while q.len() > cap.max(1) {
+        q.pop_front();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,8 @@
 
 use std::collections::VecDeque;
 
+use crate::traces::store::push_capped;
+
 /// A decode request whose hit (or its absence) is still due.
 #[derive(Debug, Clone)]
 pub(crate) struct Waiting {
@@ -189,14 +191,6 @@ impl HitQueue {
         push_capped(&mut self.groups, g, MAX_GROUPS);
     }
 }
-
-fn push_capped<T>(q: &mut VecDeque<T>, v: T, cap: usize) {
-    q.push_back(v);
-    while q.len() > cap.max(1) {
-        q.pop_front();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use super::hits::HitQueue;
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct DecodeLog {
+pub(crate) struct DecodeLog {
     /// ExampleConnector hit attribution.
     pub hits: HitQueue,
     /// Requests loaded on the strength of `kv_transfer_params`, waiting for

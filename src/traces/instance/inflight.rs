@@ -16,7 +16,7 @@ use crate::feed::LogOrigin;
 
 /// One request in flight on one instance.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Open {
+pub(crate) struct Open {
     pub serial: u64,
     /// Event time of its arrival line.
     pub since: f64,
@@ -25,7 +25,7 @@ pub(super) struct Open {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct InFlight {
+pub(crate) struct InFlight {
     per: HashMap<LogOrigin, VecDeque<Open>>,
     /// How the instance's current process stopped, once its log says.
     stopped: HashMap<LogOrigin, Stop>,
@@ -37,7 +37,7 @@ pub(super) struct InFlight {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Stop {
+pub(crate) enum Stop {
     /// `[shutdown]` lines: what it stopped with was aborted or drained.
     Orderly,
     /// Its engine died (`EngineCore encountered a fatal error`...).

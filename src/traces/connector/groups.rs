@@ -12,10 +12,10 @@
 //! fit them is tried; a member no assignment gives a hit missed, one that
 //! every assignment gives the same hit loaded it.
 
-use super::correlator::Correlator;
 use super::hits::Group;
-use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
+use crate::traces::correlator::Correlator;
+use crate::traces::model::{Confidence, Hop, Outcome};
 
 /// Widest gap between a prompt and its injected tokens when the block size
 /// is not known (vLLM's blocks are 16 to 128 tokens).
@@ -25,7 +25,7 @@ const MAX_MEMBERS: usize = 8;
 
 impl Correlator {
     /// A new group: settled now if the lengths are known, else kept.
-    pub(super) fn open_group(&mut self, i: usize, g: Group, now: f64) {
+    pub(crate) fn open_group(&mut self, i: usize, g: Group, now: f64) {
         if g.members.len() > MAX_MEMBERS {
             return;
         }
@@ -35,7 +35,7 @@ impl Correlator {
     }
 
     /// A prompt length arrived for `serial`: retry the groups it is in.
-    pub(super) fn resolve_groups_of(&mut self, i: usize, serial: u64, now: f64) {
+    pub(crate) fn resolve_groups_of(&mut self, i: usize, serial: u64, now: f64) {
         let Some(q) = self.decodes.get(&i).map(|d| &d.hits) else {
             return;
         };

@@ -7,17 +7,17 @@
 //! lookup while the KV is not ready: the latest lookup wins while the
 //! request is undecided or was judged a miss by an earlier, empty one.
 
-use super::correlator::Correlator;
-use super::ids::{external_of_internal, trace_key};
-use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::signal::Signal;
+use crate::traces::correlator::Correlator;
+use crate::traces::ids::{external_of_internal, trace_key};
+use crate::traces::model::{Confidence, Hop, Outcome};
 
 /// LMCache retrieves a request's KV in the step after its lookup.
 const LOOKUP_TO_LOAD_S: f64 = 10.0;
 
 impl Correlator {
-    pub(super) fn on_lmcache_lookup(&mut self, i: usize, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_lmcache_lookup(&mut self, i: usize, sig: &Signal, t: f64, at: f64) -> bool {
         let (Some(hit), Some(total)) = (sig.get_num("hit_tokens"), sig.get_num("total_tokens")) else {
             return false;
         };
@@ -88,7 +88,7 @@ impl Correlator {
     /// request X` on the prefill, `Scheduled to load N tokens for request X`
     /// on the decode: the connector hop's detail (how far the store got, what
     /// the load was asked for). Evidence on the trace, never a verdict.
-    pub(super) fn on_lmcache_progress(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
+    pub(crate) fn on_lmcache_progress(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
         let detail = match (src, sig.get_num("tokens")) {
             (LogOrigin::Prefill(_), Some(n)) => {
                 let upto = n + sig.get_num("skip_leading_tokens").unwrap_or(0.0);
@@ -133,9 +133,9 @@ impl Correlator {
     /// request whose lookup on this instance just hit. One such request: its
     /// load came back short (likely, by adjacency). Several: none can be
     /// named, and a hit no longer shows they loaded.
-    pub(super) fn on_lmcache_short_unnamed(&mut self, i: usize, t: f64, at: f64) {
+    pub(crate) fn on_lmcache_short_unnamed(&mut self, i: usize, t: f64, at: f64) {
         let src = LogOrigin::Decode(i);
-        let hit_just_before = |e: &super::store::Entry| {
+        let hit_just_before = |e: &crate::traces::store::Entry| {
             e.trace.decode == Some(i)
                 && e.trace.outcome == Outcome::Loaded
                 && e.trace.phase(Hop::Consumer).is_some_and(|p| {

@@ -7,17 +7,18 @@
 //! the clock the correlator is given (the lines' own stamps after the
 //! fact, the read time live), so it works both ways.
 
-use super::correlator::{Correlator, push_capped};
-use super::ids::{external_of_internal, trace_key};
-use super::model::{Confidence, Hop, Outcome, RemoteWait};
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
+use crate::traces::correlator::Correlator;
+use crate::traces::ids::{external_of_internal, trace_key};
+use crate::traces::model::{Confidence, Hop, Outcome, RemoteWait};
+use crate::traces::store::push_capped;
 
 impl Correlator {
     /// A decode line saying its request waits for remote KV (or that the
     /// connector began loading it): connector-hop evidence, and the start
     /// of the wait that `judge_waits` watches.
-    pub(super) fn on_remote_wait(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_remote_wait(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let LogOrigin::Decode(i) = src else {
             return false;
         };
@@ -86,7 +87,7 @@ impl Correlator {
 
     /// The request went on (answered, finished, failed, cancelled): its
     /// wait for remote KV, if any, is over.
-    pub(super) fn end_wait(&mut self, s: u64, t: f64) {
+    pub(crate) fn end_wait(&mut self, s: u64, t: f64) {
         if let Some(w) = self.store.get_mut(s).and_then(|e| e.trace.remote_wait.as_mut())
             && w.ended.is_none()
         {
@@ -101,7 +102,7 @@ impl Correlator {
     /// first sign is stuck; one whose lines stopped for that long went on
     /// and is no longer watched. At the end of the logs (`force`), a wait
     /// still being printed is said in the evidence, not guessed stuck.
-    pub(super) fn judge_waits(&mut self, now: f64, force: bool) {
+    pub(crate) fn judge_waits(&mut self, now: f64, force: bool) {
         let limit = self.opts.stuck_after_s;
         let waits = std::mem::take(&mut self.waits);
         for s in waits {

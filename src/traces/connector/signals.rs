@@ -2,26 +2,18 @@
 //! traces: evidence on a request where the line names one, and an event
 //! (kind, instance, time) for a failure whether it names one or not.
 
-use super::correlator::{Correlator, push_capped};
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
+use crate::traces::correlator::Correlator;
+use crate::traces::model::LogEvent;
+use crate::traces::store::push_capped;
 
 /// Most failure events kept for `drain_log_events` between two calls.
 const MAX_LOG_EVENTS: usize = 1024;
 
-/// A failure a log reported.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LogEvent {
-    /// Event time (the line's own stamp where it has one).
-    pub t: f64,
-    pub source: LogOrigin,
-    pub kind: K,
-    pub text: String,
-}
-
 impl Correlator {
     /// Returns whether the signal meant anything to the correlator.
-    pub(super) fn on_signal(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_signal(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         if sig.kind.is_failure() {
             self.push_log_event(src, sig.kind, summary(sig), t);
         }
@@ -54,7 +46,7 @@ impl Correlator {
                 return false;
             }
             K::LmcacheStoring | K::LmcacheScheduledLoad => return self.on_lmcache_progress(src, sig, t),
-            k if super::router_events::is_router_kind(k) => self.on_router_signal(sig, t, at),
+            k if crate::traces::proxy::router::is_router_kind(k) => self.on_router_signal(sig, t, at),
             K::WaitingRemoteKvs | K::NixlStartLoadKv => return self.on_remote_wait(src, sig, t, at),
             // The prefill's connector finished it: it was prefilled (`named.rs`).
             K::ConnectorRequestFinished if matches!(src, LogOrigin::Prefill(_)) => {
@@ -82,7 +74,7 @@ impl Correlator {
         true
     }
 
-    pub(super) fn push_log_event(&mut self, src: LogOrigin, kind: K, text: String, t: f64) {
+    pub(crate) fn push_log_event(&mut self, src: LogOrigin, kind: K, text: String, t: f64) {
         push_capped(&mut self.log_events, LogEvent { t, source: src, kind, text }, MAX_LOG_EVENTS);
     }
 

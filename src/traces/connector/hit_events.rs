@@ -1,19 +1,19 @@
 //! Decode log lines about KV loads: a request queued for its hit, the
 //! `External Cache Hit!` and `Inject KV cache` lines that settle it.
 
-use super::correlator::Correlator;
 use super::hits::Waiting;
-use super::model::{Hop, Outcome};
 use crate::feed::LogOrigin;
+use crate::traces::correlator::Correlator;
+use crate::traces::model::{Hop, Outcome};
 
 impl Correlator {
     /// Puts a prefilled, param-less decode request in line for a hit.
-    pub(super) fn enqueue_for_hit(&mut self, i: usize, s: u64, added_at: f64, seq: u64) {
+    pub(crate) fn enqueue_for_hit(&mut self, i: usize, s: u64, added_at: f64, seq: u64) {
         // A request whose prefill failed still takes its place in the
         // FIFO: a hit printed for it is its own, not the next request's.
-        let hits = self.style(i) != super::correlator::Style::Params;
+        let hits = self.style(i) != crate::traces::correlator::Style::Params;
         let eligible = self.store.get(s).is_some_and(|e| {
-            (e.trace.outcome == Outcome::Pending || (hits && super::store::failed_prefill(e)))
+            (e.trace.outcome == Outcome::Pending || (hits && crate::traces::store::failed_prefill(e)))
                 && e.trace.prefill.is_some()
                 && !e.track.decode_has_params
                 && !e.track.in_hit_queue
@@ -36,7 +36,7 @@ impl Correlator {
     }
 
     /// A prefill arrived after its decode (read order): queue the decode now.
-    pub(super) fn late_prefill_join(&mut self, s: u64) {
+    pub(crate) fn late_prefill_join(&mut self, s: u64) {
         let info = self.store.get(s).and_then(|e| Some((e.trace.decode?, e.track.decode_added_at?)));
         if let Some((i, added)) = info {
             // Its place in `Added` order is unknown; it goes last.
@@ -45,14 +45,14 @@ impl Correlator {
         }
     }
 
-    pub(super) fn on_hit(&mut self, i: usize, t: f64, at: f64) {
+    pub(crate) fn on_hit(&mut self, i: usize, t: f64, at: f64) {
         let cap = self.opts.max_pending;
         if let Some(c) = self.decodes.entry(i).or_default().hits.hit(at, cap) {
             self.apply_claim(i, c, t, at);
         }
     }
 
-    pub(super) fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
+    pub(crate) fn on_inject(&mut self, i: usize, tokens: u32, t: f64) {
         let busy = self.decodes.get(&i).is_some_and(|d| d.busy(self.last_at));
         if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits) {
             q.end_step(busy);

@@ -5,22 +5,13 @@
 //! the joined line replaces it where that half said less (nothing, or no
 //! request id), and is otherwise not read twice.
 
-use super::correlator::Correlator;
 use crate::feed::LogOrigin;
-
-/// What the previous physical line of a log came to.
-#[derive(Debug, Clone, Default)]
-pub(super) struct PrevLine {
-    unknown: bool,
-    noise: bool,
-    ids: usize,
-    /// The failure event it raised, withdrawn if the joined line replaces it.
-    event: Option<super::log_signals::LogEvent>,
-}
+use crate::traces::correlator::Correlator;
+use crate::traces::instance::per_log::PrevLine;
 
 impl Correlator {
     /// One physical line of an instance's log; returns whether it was used.
-    pub(super) fn on_instance_line(&mut self, src: LogOrigin, raw: &str, at: f64) -> bool {
+    pub(crate) fn on_instance_line(&mut self, src: LogOrigin, raw: &str, at: f64) -> bool {
         let c = self.readers.entry(src).or_default().classify(raw);
         let prev = self.prev_line.remove(&src);
         let Some(line) = c.line else {

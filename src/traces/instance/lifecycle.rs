@@ -1,14 +1,14 @@
 //! Instance events other than a request arriving: KV expiry, engine death
 //! and restart, transfer windows, access lines, id-less errors.
 
-use super::correlator::{Correlator, Style};
-use super::ids::{base_id, external_of_internal};
+use super::events::hop_of;
 use super::inflight::Stop;
-use super::instance_events::hop_of;
-use super::model::{Confidence, Death, Hop, Join, Outcome};
-use super::named::Side;
-use super::store::{Store, failed_prefill};
 use crate::feed::LogOrigin;
+use crate::traces::connector::named::Side;
+use crate::traces::correlator::{Correlator, Style};
+use crate::traces::ids::{base_id, external_of_internal};
+use crate::traces::model::{Confidence, Death, Hop, Join, Outcome};
+use crate::traces::store::{Store, failed_prefill};
 
 /// Lines of one engine death arrive within this long of each other.
 const DEATH_BURST_S: f64 = 5.0;
@@ -24,15 +24,15 @@ fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
 }
 
 impl Correlator {
-    /// The trace of that identity ([`super::Trace::serial`]) while the ring
+    /// The trace of that identity ([`crate::traces::Trace::serial`]) while the ring
     /// holds it: an id names one request per lifetime, a serial names one.
-    pub fn trace(&self, serial: u64) -> Option<&super::Trace> {
+    pub fn trace(&self, serial: u64) -> Option<&crate::traces::Trace> {
         self.store.get(serial).map(|e| &e.trace)
     }
 
     /// A decode request joined a trace whose prefill failed: what decode
     /// did is evidence on that error, not a second verdict. `true` when so.
-    pub(super) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
+    pub(crate) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
         let style = self.style(i);
         let name = self.connector_name(i);
         let Some(e) = self.store.get_mut(s).filter(|e| failed_prefill(e)) else {
@@ -51,7 +51,7 @@ impl Correlator {
     /// `Releasing expired KV blocks for request X which were retrieved by N
     /// decode worker(s)`: the producer (NIXL's, on the log that printed it)
     /// held X's KV until its lease ran out. With N = 0 no decode read it.
-    pub(super) fn on_expired(
+    pub(crate) fn on_expired(
         &mut self,
         src: LogOrigin,
         internal: &str,
@@ -140,7 +140,7 @@ impl Correlator {
         }
     }
 
-    pub(super) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
+    pub(crate) fn on_death(&mut self, src: LogOrigin, text: &str, t: f64, at: f64) {
         // One death prints several lines (the core's, then each request's
         // EngineDeadError): count it once, keep the first (the cause).
         let again = self.stat(src).last_death.as_ref().is_some_and(|d| (t - d.at).abs() <= DEATH_BURST_S);
@@ -161,7 +161,7 @@ impl Correlator {
     /// new API server pid). Its log stopped before: in order (`[shutdown]`),
     /// after its engine died, or with nothing at all (SIGKILL, OOM kill),
     /// which is a death too, at `last`, its old process's last stamp.
-    pub(super) fn on_restart(&mut self, src: LogOrigin, last: Option<f64>, t: f64, at: f64) {
+    pub(crate) fn on_restart(&mut self, src: LogOrigin, last: Option<f64>, t: f64, at: f64) {
         let ran = (last.is_some() && !self.inflight.fresh(src)) || !self.inflight.is_empty(src);
         if self.inflight.stop(src).is_none() && ran {
             let when = last.unwrap_or(t);
@@ -272,7 +272,7 @@ impl Correlator {
     }
 
     /// A `KV Transfer metrics` window: confirms that many param-loaded requests.
-    pub(super) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
+    pub(crate) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
         let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.params_loaded) else {
             return;
         };
@@ -313,7 +313,7 @@ impl Correlator {
         }
     }
 
-    pub(super) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
+    pub(crate) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
         let serial = self.joiner.next_access(src, &self.store);
         let ok = (200..300).contains(&status);
         if let Some(s) = serial {
@@ -389,7 +389,7 @@ impl Correlator {
 
     /// The client went away (`Aborted request(s)`): its own outcome,
     /// whatever the KV did before.
-    pub(super) fn cancel(&mut self, s: u64, src: LogOrigin, t: f64, at: f64) {
+    pub(crate) fn cancel(&mut self, s: u64, src: LogOrigin, t: f64, at: f64) {
         self.end_wait(s, t);
         self.with_phase(s, hop_of(src), src, None, t, |p| {
             p.end.get_or_insert(t);
@@ -408,7 +408,7 @@ impl Correlator {
     }
 
     /// An error no request can be named for: one synthetic trace per burst.
-    pub(super) fn error_trace(&mut self, src: LogOrigin, text: String, t: f64, at: f64) {
+    pub(crate) fn error_trace(&mut self, src: LogOrigin, text: String, t: f64, at: f64) {
         if let Some((s, when)) = self.last_error.get(&src).copied()
             && at - when <= 1.0
             && self.store.get(s).is_some()

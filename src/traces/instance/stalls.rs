@@ -8,20 +8,13 @@
 //! DEBUG ("avoid log noise on an idle production system"). One event per
 //! stall; a line with progress (or nothing running) ends it.
 
-use super::correlator::Correlator;
 use crate::feed::LogOrigin;
 use crate::logs::signal::SignalKind;
 use crate::logs::vllm::EngineStats;
-
-/// The last stats line of one log, and whether its stall was reported.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Stall {
-    last_stats_at: Option<f64>,
-    reported: bool,
-}
+use crate::traces::correlator::Correlator;
 
 impl Correlator {
-    pub(super) fn on_engine_progress(&mut self, src: LogOrigin, s: &EngineStats, t: f64) {
+    pub(crate) fn on_engine_progress(&mut self, src: LogOrigin, s: &EngineStats, t: f64) {
         // Per engine: a data-parallel API server interleaves `Engine 000`/`001` lines.
         let stall = self.facts.stalls.entry((src, s.engine)).or_default();
         let interval = stall.last_stats_at.map(|p| t - p).filter(|d| *d > 0.0);

@@ -10,11 +10,11 @@
 //! access line that follows is that failed request's. The JSON-lines
 //! format carries `request_id` and `ts` and joins by id.
 
-use super::correlator::Correlator;
-use super::instance_events::hop_of;
-use super::model::{Confidence, Hop, Join, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{ProxyErrorKind, ProxyEvent, RequestEvent, Stage};
+use crate::traces::correlator::Correlator;
+use crate::traces::instance::events::hop_of;
+use crate::traces::model::{Confidence, Hop, Join, Outcome};
 
 /// Lines of one proxy failure arrive within this long of each other.
 const ERROR_BURST_S: f64 = 1.0;
@@ -25,7 +25,7 @@ const ERROR_ACCESS_S: f64 = 2.0;
 const ATTACH_SCAN: usize = 256;
 
 impl Correlator {
-    pub(super) fn on_proxy(&mut self, ev: ProxyEvent, at: f64) -> bool {
+    pub(crate) fn on_proxy(&mut self, ev: ProxyEvent, at: f64) -> bool {
         match ev {
             ProxyEvent::Startup { .. } => {
                 self.stat(LogOrigin::Proxy).starts += 1;
@@ -198,7 +198,7 @@ impl Correlator {
             // A decode that cannot be reached: the prefilled request waiting for it.
             if let Some(e) = self.store.get_mut(s) {
                 e.trace.decode = Some(i);
-                e.trace.join = super::model::Join::ByOrder;
+                e.trace.join = crate::traces::model::Join::ByOrder;
             }
             self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
             return;
@@ -236,7 +236,7 @@ impl Correlator {
     }
 
     /// A JSON-lines step: joined by `request_id`, which is the base id.
-    pub(super) fn proxy_request(&mut self, r: RequestEvent, at: f64) {
+    pub(crate) fn proxy_request(&mut self, r: RequestEvent, at: f64) {
         let t = r.ts.filter(|x| x.is_finite()).unwrap_or(at);
         let id = r.request_id.trim();
         if id.is_empty() {

@@ -25,12 +25,12 @@
 //! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
 //! names no request, so it is said on the failed ones when their count is N.
 
-use super::correlator::Correlator;
-use super::ids::{external_of_internal, trace_key};
-use super::instance_events::hop_of;
-use super::model::{Confidence, Hop, Outcome};
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
+use crate::traces::correlator::Correlator;
+use crate::traces::ids::{external_of_internal, trace_key};
+use crate::traces::instance::events::hop_of;
+use crate::traces::model::{Confidence, Hop, Outcome};
 
 /// The scheduler reports a failed load's recovery within a step or two.
 const RECOVERY_WINDOW_S: f64 = 30.0;
@@ -39,7 +39,7 @@ impl Correlator {
     /// The trace an id a line printed names; opened on `src` when none holds
     /// it, on the side the line speaks for (`Side`). `None` for an id the
     /// paster elided (`8f07dfc0-...-a2f0e657`).
-    pub(super) fn trace_named(
+    pub(crate) fn trace_named(
         &mut self,
         src: LogOrigin,
         id: &str,
@@ -75,13 +75,13 @@ impl Correlator {
     }
 
     /// `trace_named` for an id the printing instance ran the request under.
-    pub(super) fn trace_named_own(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
+    pub(crate) fn trace_named_own(&mut self, src: LogOrigin, id: &str, t: f64, at: f64) -> Option<u64> {
         self.trace_named(src, id, Side::Consumer, t, at)
     }
 
     /// A failure line naming requests: each one's connector hop (or, for a
     /// `KeyError`, the instance) erred. `false` when the line names none.
-    pub(super) fn on_named_failure(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_named_failure(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let hop = match sig.kind {
             K::RequestKeyError => hop_of(src),
             K::TransferFailed | K::HandshakeFailed | K::KvLoadFailed | K::InvalidKvRead => Hop::Connector,
@@ -148,7 +148,7 @@ impl Correlator {
     /// `NIXLConnector request_finished(X), request_status=...` on a prefill:
     /// the producer ran X and its connector holds the KV (when
     /// `do_remote_decode`). The decode side judges the rest.
-    pub(super) fn on_prefill_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_prefill_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         for id in &sig.ids {
             if let Some(s) = self.trace_named(src, id, Side::Producer, t, at) {
                 let status = match sig.get("status") {
@@ -169,7 +169,7 @@ impl Correlator {
     /// A connector starting a request's transfer (`Start to transmit X`,
     /// vllm-ascend's `Send request: X to proxy metaserver`): the transfer was
     /// begun on this instance, nothing more; the later lines judge it.
-    pub(super) fn on_transfer_started(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_transfer_started(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let via = match sig.get("connector") {
             Some(Val::Text(c)) => format!(" ({c})"),
             _ => String::new(),
@@ -189,7 +189,7 @@ impl Correlator {
     /// The scheduler's `Finished recving|sending KV transfer for request X`:
     /// the connector is done with X on this instance. A failed load is also
     /// reported as finished, so this ends the wait and proves no outcome.
-    pub(super) fn on_transfer_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_transfer_finished(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let sending = sig.get("dir") == Some(&Val::Text("sending".into()));
         let (side, hop, what) = if sending {
             (Side::Producer, Hop::Producer, "the connector let go of its KV (finished_sending)")
@@ -217,7 +217,7 @@ impl Correlator {
 
     /// P2pNccl on decode: `[PUT]Recv From <prefill>, tensor_id:<id>kv` — the
     /// KV tensor of that request arrived from the prefill.
-    pub(super) fn on_tensor_received(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
+    pub(crate) fn on_tensor_received(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let LogOrigin::Decode(i) = src else {
             return false;
         };
@@ -248,7 +248,7 @@ impl Correlator {
 
     /// `Recovered from KV load failure: N request(s) rescheduled`: when the
     /// loads that failed on this log just before are N, those were recomputed.
-    pub(super) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
+    pub(crate) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
         let Some(n) = sig.get_num("requests") else {
             return;
         };
@@ -278,7 +278,7 @@ impl Correlator {
 
 /// Whose id a line prints, so a trace it opens sits on the right instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
+pub(crate) enum Side {
     /// The instance held the request's KV for a decode to read (a decode
     /// log's index then says nothing of which prefill it was).
     Producer,

@@ -12,19 +12,21 @@
 
 use std::collections::VecDeque;
 
+use crate::traces::store::push_capped;
+
 use crate::feed::LogOrigin;
 
 /// A prefill copy with no proxy line this long after it bypassed the proxy.
-pub(super) const BYPASS_S: f64 = 5.0;
+pub(crate) const BYPASS_S: f64 = 5.0;
 /// Longest a possible miss waits for its proxy access line.
-pub(super) const PROXY_WAIT_S: f64 = 5.0;
+pub(crate) const PROXY_WAIT_S: f64 = 5.0;
 /// A prefill copy read this long after a decode refusal may be its own.
 const REFUSAL_S: f64 = 1.0;
 /// Entries kept in each list below.
 const CAP: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct Flow {
+pub(crate) struct Flow {
     /// `host:port` of each instance, to name the one a proxy error names.
     addrs: Vec<(LogOrigin, String)>,
     /// A prefill copy arrived that no proxy line followed.
@@ -67,11 +69,11 @@ impl Flow {
     }
 
     pub fn watch(&mut self, serial: u64, at: f64) {
-        push_capped(&mut self.watch, (serial, at));
+        push_capped(&mut self.watch, (serial, at), CAP);
     }
 
     pub fn orphan(&mut self, serial: u64) {
-        push_capped(&mut self.orphans, serial);
+        push_capped(&mut self.orphans, serial, CAP);
     }
 
     /// Drops watched copies `seen` says got their proxy line; a copy older
@@ -92,7 +94,7 @@ impl Flow {
     }
 
     pub fn refusal(&mut self, serial: u64, at: f64) {
-        push_capped(&mut self.refusals, (serial, at));
+        push_capped(&mut self.refusals, (serial, at), CAP);
     }
 
     /// The oldest refusal read within `REFUSAL_S` before `at`.
@@ -106,14 +108,6 @@ impl Flow {
         None
     }
 }
-
-fn push_capped<T>(q: &mut VecDeque<T>, v: T) {
-    q.push_back(v);
-    while q.len() > CAP {
-        q.pop_front();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,50 +15,20 @@
 //! only; `missing 'remote_block_ids' field in prefiller response` is a
 //! connector failure (the decode has nothing to pull), an event too.
 
-use std::collections::{HashMap, VecDeque};
-
-use super::correlator::Correlator;
-use super::model::Hop;
-use super::stamp::anchor;
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{RequestEvent, Stage};
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 use crate::logs::vllm::parse_vllm_line;
+use crate::traces::correlator::Correlator;
+use crate::traces::model::Hop;
+use crate::traces::stamp::anchor;
 
-/// Router ids remembered with their forwarded id.
-const ALIASES_CAP: usize = 4096;
 /// An id-less backend error and the `request failed` line with the id come
 /// this close (the same failure, printed by two layers).
 const LEG_WINDOW_S: f64 = 2.0;
 
-#[derive(Debug, Clone, Default)]
-pub(super) struct RouterJoin {
-    forwarded: HashMap<String, String>,
-    order: VecDeque<String>,
-    /// The last backend error that named no request: leg, status, time.
-    last_leg: Option<(String, Option<u16>, f64)>,
-}
-
-impl RouterJoin {
-    fn alias(&mut self, router_id: &str, forwarded: &str) {
-        if self.forwarded.insert(router_id.to_string(), forwarded.to_string()).is_none() {
-            self.order.push_back(router_id.to_string());
-        }
-        while self.order.len() > ALIASES_CAP {
-            if let Some(old) = self.order.pop_front() {
-                self.forwarded.remove(&old);
-            }
-        }
-    }
-
-    /// The name the instances know the request by.
-    fn key(&self, router_id: &str) -> String {
-        self.forwarded.get(router_id).cloned().unwrap_or_else(|| router_id.to_string())
-    }
-}
-
 /// Kinds that only a router or the sidecar prints.
-pub(super) fn is_router_kind(k: K) -> bool {
+pub(crate) fn is_router_kind(k: K) -> bool {
     matches!(
         k,
         K::RouterPrefillResponse
@@ -77,7 +47,7 @@ impl Correlator {
     /// A proxy-log line that is a router's or the sidecar's, read before
     /// the proxy parser (which would take a router ERROR for an anonymous
     /// failure). `None`: not such a line.
-    pub(super) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
+    pub(crate) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
         let l = parse_vllm_line(line)?;
         let sig = l.signal.as_ref().filter(|s| is_router_kind(s.kind))?;
         let year = l.year.map(i32::from).or(self.opts.year);
@@ -86,7 +56,7 @@ impl Correlator {
     }
 
     /// A router line's step on its request's trace (from any log).
-    pub(super) fn on_router_signal(&mut self, sig: &Signal, t: f64, at: f64) {
+    pub(crate) fn on_router_signal(&mut self, sig: &Signal, t: f64, at: f64) {
         let rid = sig.ids.first().map(String::as_str);
         let status = sig.get_num("status").filter(|s| (100.0..600.0).contains(s)).map(|s| s as u16);
         let leg = match sig.get("leg") {

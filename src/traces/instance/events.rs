@@ -1,15 +1,14 @@
 //! Events from a vLLM instance's own log (prefill or decode).
 
-use super::correlator::{Correlator, Style, process_label, push_capped};
-use super::ids::{base_id, external_of_internal, looks_random, trace_key};
-use super::model::{Confidence, Hop, Join, Outcome};
-use super::stamp::anchor;
-use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
+use crate::traces::correlator::{Correlator, process_label};
+use crate::traces::ids::trace_key;
+use crate::traces::model::{Confidence, Hop, Join, Outcome};
+use crate::traces::stamp::anchor;
 
 /// One `Received`/`Added` line, as the handlers need it.
-pub(super) struct Arrival<'a> {
+pub(crate) struct Arrival<'a> {
     pub id: &'a str,
     pub max_tokens: Option<u32>,
     pub params: Option<&'a KvParams>,
@@ -20,18 +19,18 @@ pub(super) struct Arrival<'a> {
 }
 
 /// One `Added request` line (engine id and the id the API server gave).
-struct Added<'a> {
-    internal: &'a str,
-    external: &'a str,
-    t: f64,
-    at: f64,
-    process: Option<String>,
+pub(crate) struct Added<'a> {
+    pub internal: &'a str,
+    pub external: &'a str,
+    pub t: f64,
+    pub at: f64,
+    pub process: Option<String>,
 }
 
 impl Correlator {
     /// Returns whether the line meant anything to the correlator.
     /// `noise`: the line is known to carry nothing (`logs::known`).
-    pub(super) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
+    pub(crate) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
         let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
         let last_stamp = self.facts.last_stamp.get(&src).copied();
         if let Some(t) = stamped {
@@ -92,13 +91,15 @@ impl Correlator {
                     let Some(s) = self.find(id).or_else(|| self.trace_named_own(src, id, t, at)) else {
                         continue;
                     };
-                    if self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src)) {
+                    if self.store.get(s).is_some_and(|e| crate::traces::store::Store::touches(e, src)) {
                         self.cancel(s, src, t, at);
                     }
                 }
             }
             (VllmEvent::RequestFailed { id }, _) => match self.find(id) {
-                Some(s) if self.store.get(s).is_some_and(|e| super::store::Store::touches(e, src)) => {
+                Some(s)
+                    if self.store.get(s).is_some_and(|e| crate::traces::store::Store::touches(e, src)) =>
+                {
                     let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
                     self.fail(s, hop_of(src), src, text, t, at);
                 }
@@ -273,170 +274,14 @@ impl Correlator {
         self.store.index_engine(internal, s);
     }
 
-    fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
-        let src = LogOrigin::Decode(i);
-        let base = trace_key(a.id);
-        let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
-        let takes = |c: &Correlator, s: u64| {
-            c.store.get(s).is_some_and(|e| {
-                e.trace.decode.is_none()
-                    && (e.trace.outcome == Outcome::Pending || e.track.reopenable || failed_prefill(e))
-            })
-        };
-        let mut join = Join::ById;
-        let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
-        if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.joiner.shared(a.t);
-        }
-        if target.is_none()
-            && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())
-        {
-            // The params name the prefill's internal id: an exact join even
-            // when each instance invented its own ids.
-            target = self
-                .store
-                .by_engine(rid)
-                .or_else(|| self.store.latest(base_id(external_of_internal(rid))))
-                .filter(|s| takes(self, *s));
-        }
-        // Whether ids were forwarded before does not matter: the partner
-        // must be a prefill copy whose id was invented too (`joiner.rs`).
-        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) {
-            target = self.order_partner(a.t);
-            if target.is_some() {
-                join = Join::ByOrder;
-            }
-        }
-        let s = match target {
-            Some(s) => {
-                self.reopen(s);
-                if self.store.get(s).is_some_and(|e| e.trace.id != base) {
-                    self.store.alias(&base, s);
-                    // Paired by order: the user knows the decode's id, not the prefill's.
-                    if join == Join::ByOrder
-                        && let Some(e) = self.store.get_mut(s)
-                    {
-                        e.trace.id = base.clone();
-                    }
-                }
-                s
-            }
-            None => self.new_trace(base.clone(), a.at),
-        };
-        let detail = match params {
-            Some(p) => format!(
-                "kv_transfer_params: remote {} tokens in {} blocks from {}",
-                p.remote_num_tokens.map_or("?".into(), |n| n.to_string()),
-                p.remote_block_count.map_or("?".into(), |n| n.to_string()),
-                p.remote_request_id.as_deref().unwrap_or("?"),
-            ),
-            // Only connectors that pull need the params; say so only then.
-            None if self.style(i) == Style::Params => "no kv_transfer_params".to_string(),
-            None => "request received".to_string(),
-        };
-        self.with_phase(s, Hop::Consumer, src, a.process.clone(), a.t, |p| p.detail = detail);
-        let mut prefill = None;
-        if let Some(e) = self.store.get_mut(s) {
-            e.trace.decode = Some(i);
-            e.trace.engine_ids.push((src, a.id.to_string()));
-            if join == Join::ByOrder {
-                e.trace.join = Join::ByOrder;
-                e.trace.confidence = Confidence::Unsure;
-            }
-            e.track.decode_at = Some(a.at);
-            e.track.decode_event_t = Some(a.t);
-            e.track.decode_has_params = params.is_some();
-            e.trace.remote_num_tokens = params.and_then(|p| p.remote_num_tokens);
-            prefill = e.trace.prefill;
-        }
-        if params.is_some() {
-            self.decodes.entry(i).or_default().params_seen = true;
-        }
-        self.mark_open(s);
-        self.joiner.await_access(src, s, self.opts.max_pending);
-        if self.decode_after_failed_prefill(i, s, params.is_some()) {
-            return s;
-        }
-        match (params, prefill) {
-            (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
-            (None, Some(pi)) if self.style(i) == Style::Params => {
-                let ev = format!(
-                    "decode got no kv_transfer_params although prefill#{pi} ran it: {} cannot pull without them{}",
-                    self.connector_name(i),
-                    self.expired_note(s)
-                );
-                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, a.at);
-            }
-            _ => {}
-        }
-        s
-    }
-
-    fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
-        let rid = p.remote_request_id.clone().unwrap_or_else(|| "?".into());
-        let tokens = p.remote_num_tokens.map_or("?".into(), |n| n.to_string());
-        self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |ph| {
-            ph.detail = format!("pull {tokens} tokens from {rid}");
-        });
-        let (conf, ev) = match prefill {
-            Some(pi) => (
-                Confidence::Sure,
-                format!(
-                    "kv_transfer_params from prefill#{pi}: {tokens} tokens in {} blocks ({rid}){}",
-                    p.remote_block_count.map_or("?".into(), |n| n.to_string()),
-                    self.finished_note(s, t)
-                ),
-            ),
-            None => (
-                Confidence::Likely,
-                format!(
-                    "kv_transfer_params name prefill request {rid} ({tokens} tokens), which no prefill log showed"
-                ),
-            ),
-        };
-        // The prefill's expiry line was read first: no decode ever pulled it.
-        if self.store.get(s).is_some_and(|e| e.track.kv_expired_unread && e.trace.join == Join::ById) {
-            let ev = format!(
-                "decode got kv_transfer_params ({rid}) but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt"
-            );
-            self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
-            return;
-        }
-        self.decide(s, Outcome::Loaded, conf, ev, at);
-        let q = &mut self.decodes.entry(i).or_default().params_loaded;
-        push_capped(q, s, self.opts.max_pending);
-    }
-
-    fn decode_added(&mut self, i: usize, added: Added<'_>) {
-        let Added { internal, external, t, at, process } = added;
-        let src = LogOrigin::Decode(i);
-        let base = trace_key(external);
-        let found = self.store.latest(&base).filter(|s| {
-            self.store.get(*s).is_some_and(|e| e.trace.decode == Some(i) && e.track.decode_added_at.is_none())
-        });
-        let s = match found {
-            Some(s) => s,
-            None => {
-                let a = Arrival { id: external, max_tokens: None, params: None, t, at, process };
-                self.decode_arrival(i, &a)
-            }
-        };
-        let seq = self.joiner.next_seq();
-        if let Some(e) = self.store.get_mut(s) {
-            e.track.decode_added_at = Some(at);
-            e.trace.engine_ids.push((src, internal.to_string()));
-        }
-        self.enqueue_for_hit(i, s, at, seq);
-    }
-
-    pub(super) fn connector_name(&self, i: usize) -> String {
+    pub(crate) fn connector_name(&self, i: usize) -> String {
         self.stats
             .get(&LogOrigin::Decode(i))
             .and_then(|s| s.connector.clone())
             .unwrap_or_else(|| "its connector".to_string())
     }
 
-    fn reopen(&mut self, s: u64) {
+    pub(crate) fn reopen(&mut self, s: u64) {
         if let Some(e) = self.store.get_mut(s)
             && e.track.reopenable
         {
@@ -449,7 +294,7 @@ impl Correlator {
     }
 }
 
-pub(super) fn hop_of(src: LogOrigin) -> Hop {
+pub(crate) fn hop_of(src: LogOrigin) -> Hop {
     match src {
         LogOrigin::Prefill(_) => Hop::Producer,
         LogOrigin::Decode(_) => Hop::Consumer,

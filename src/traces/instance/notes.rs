@@ -24,7 +24,7 @@ pub enum InstanceNote {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(super) struct InstanceNotes {
+pub(crate) struct InstanceNotes {
     queue: VecDeque<(LogOrigin, InstanceNote)>,
 }
 
