@@ -226,15 +226,16 @@ fn every_line_that_names_a_request_lists_it() {
             "",
             "no decode log is being read",
         ),
-        // vllm#15806 (pasted): P2pNccl's decode received the request's KV
-        // tensor (the id is vllm-router's composed one, `kv` appended).
+        // vllm#15806 (pasted): P2pNccl's decode waited for the request's KV
+        // tensor and got none: the red WARNING p2p_nccl_engine.py prints when
+        // the tensor is None (the id is vllm-router's composed one, `kv` appended).
         (
             "v0-stats-p2pnccl-decode.log",
             "--decode-log",
             "___prefill_addr_100.64.160.226:21001___decode_addr_100.64.160.226:25001_1025d17ada3146a4aaa0e80fb3820e5e",
-            "loaded",
-            "",
-            "received its KV tensor",
+            "error",
+            "connector",
+            "no KV tensor arrived",
         ),
         // vllm#25562: expired unread; no decode log, so what decode did is unknown.
         (
@@ -281,7 +282,7 @@ fn every_line_that_names_a_request_lists_it() {
             "chatcmpl-10d6276a-60bd-4376-8011-b1ea740baafb",
             "unknown",
             "",
-            "",
+            "whether its KV loaded is not known",
         ),
     ] {
         let r = run(flag, file);

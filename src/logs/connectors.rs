@@ -4,6 +4,7 @@
 //! matcher starts with a cheap `starts_with`, as most lines match none.
 
 use super::mooncake::{transmit, transmit_done};
+use super::p2p_nccl::p2p;
 use super::scan::{dict_bool, dict_num, dict_raw, lead_num, list_len, num_after, py_strs, word_after};
 use super::signal::{Signal, SignalKind as K};
 
@@ -426,19 +427,4 @@ fn v0_error(m: &str) -> Option<Signal> {
 fn waiting_remote(m: &str) -> Option<Signal> {
     let id = m.strip_suffix(" is still in WAITING_FOR_REMOTE_KVS state.")?;
     (!id.contains(' ')).then(|| Signal::new(K::WaitingRemoteKvs).id(id))
-}
-
-/// P2pNcclConnector (V0/V1): `[PUT]Recv From ip:port, tensor_id:ID, duration:0.010ms, rank:0`.
-fn p2p(m: &str) -> Option<Signal> {
-    let i = m.find("]Recv From ")?;
-    let r = &m[i + 11..];
-    let id = word_after(r, "tensor_id:");
-    let mut s = Signal::new(K::P2pTensorReceived)
-        .text("peer", r.split(',').next())
-        .num("ms", num_after(r, "duration:"))
-        .num("rank", num_after(r, "rank:"));
-    if let Some(id) = id {
-        s = s.id(id);
-    }
-    Some(s)
 }

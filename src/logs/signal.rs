@@ -278,7 +278,9 @@ pub fn request_shaped(id: &str) -> bool {
 /// recving_metadata list` (`get_finished`).
 pub(crate) fn key_error(name: &str, text: &str) -> Option<Signal> {
     let key = match name {
-        "KeyError" => text.strip_prefix('\'').and_then(|t| t.strip_suffix('\''))?,
+        // A bare dashed uuid is an engine id or a NIXL agent name
+        // (`str(uuid4())`): the API server prefixes every request id.
+        "KeyError" => text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')).filter(|k| !is_uuid(k))?,
         "AssertionError" => text.strip_suffix(" not found in recving_metadata list")?,
         _ => return None,
     };

@@ -68,6 +68,9 @@ pub(super) struct InstanceFacts {
     pub last_stamp: HashMap<LogOrigin, f64>,
     /// Running requests and no progress, per log and engine (`stalls.rs`).
     pub stalls: HashMap<(LogOrigin, Option<u32>), super::instance::per_log::Stall>,
+    /// `max_log_len` from the instance's `non-default args`: vLLM cuts a
+    /// logged `prompt_token_ids` list to it, so a list that long is no length.
+    pub max_log_len: HashMap<LogOrigin, u32>,
 }
 
 /// How a decode instance's connector shows a load in its log.

@@ -3,7 +3,7 @@
 
 use super::connector::hits::{Claim, Group, Waiting};
 use super::correlator::{Correlator, Style};
-use super::ids::{base_id, looks_random};
+use super::ids::{base_id, invented};
 use super::model::{Confidence, Hop, Join, Outcome};
 use super::proxy::flow::PROXY_WAIT_S;
 use crate::feed::LogOrigin;
@@ -91,7 +91,7 @@ impl Correlator {
                 if !force && now - dat < settle {
                     return false;
                 }
-                let invented = looks_random(base_id(&tr.id));
+                let invented = invented(base_id(&tr.id));
                 let id_known = !invented || self.joiner.ids_shared;
                 // A prefill copy that no decode took, sent about when this
                 // request came: without a shared id it may be this one's.
@@ -161,7 +161,22 @@ impl Correlator {
                 if !force && now - tr.first_seen < self.opts.proxy_only_timeout_s {
                     return false;
                 }
-                let ev = "seen by the proxy only: no instance log names it".to_string();
+                // Lines of an instance named it (a connector's, a wait),
+                // but neither its arrival nor what decode did with it.
+                let named: Vec<String> = tr
+                    .phases
+                    .iter()
+                    .filter(|p| p.hop != Hop::Proxy && !p.detail.is_empty())
+                    .map(|p| format!("{} on {}: {}", p.hop, p.source, p.detail))
+                    .collect();
+                let ev = if named.is_empty() {
+                    "seen by the proxy only: no instance log names it".to_string()
+                } else {
+                    format!(
+                        "no arrival line for it was read, only {}; whether its KV loaded is not known",
+                        named.join("; ")
+                    )
+                };
                 self.decide(s, Outcome::Unknown, Confidence::Unsure, ev, now);
                 self.set_reopenable(s);
             }

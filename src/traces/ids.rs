@@ -59,9 +59,16 @@ pub fn external_of_internal(internal: &str) -> &str {
     }
 }
 
-/// Whether a base id looks invented by vLLM (a uuid, with or without
-/// dashes) rather than forwarded by a proxy. Such ids never match across
-/// instances, so their absence on the prefill side proves nothing.
+/// Whether a base id could be vLLM's own: `random_uuid()` is a uuid4's
+/// 32 hex digits without dashes (16 since 0.12). A dashed uuid is some
+/// proxy's (NIXL's toy proxy forwards `str(uuid4())` to both sides), so it
+/// is shared across instances and never paired by order.
+pub fn invented(base: &str) -> bool {
+    matches!(base.len(), 16 | 32) && base.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether a base id looks random (a uuid, with or without dashes): the
+/// client never chose it, so the trace is named by the response id.
 pub fn looks_random(base: &str) -> bool {
     let hex: usize = base.bytes().filter(|b| *b != b'-').count();
     hex >= 16 && base.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())
@@ -86,6 +93,12 @@ mod tests {
         assert_eq!(external_of_internal("cmpl-a-0"), "cmpl-a-0");
         assert!(looks_random("0123456789abcdef0123456789abcdef"));
         assert!(looks_random("01234567-89ab-cdef-0123-456789abcdef"));
+        // vLLM's own ids carry no dashes; a dashed uuid was forwarded.
+        assert!(invented("0123456789abcdef0123456789abcdef"));
+        assert!(invented("9d3f201b9676b9f3"));
+        assert!(!invented("01234567-89ab-cdef-0123-456789abcdef"));
+        assert!(!invented("lab-steady-3"));
+        assert!(!invented("0123456789abcdef0"));
         assert!(!looks_random("lab-steady-3"));
         assert!(!looks_random("deadbeef"));
     }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::ids::{base_id, external_of_internal, looks_random};
+use super::ids::{base_id, external_of_internal, invented};
 use super::model::{Hop, Outcome};
 use super::store::{Entry, Store, push_capped};
 use crate::feed::LogOrigin;
@@ -64,7 +64,7 @@ impl Joiner {
     /// Whether a request id was forwarded to the instances for this
     /// request: not when the instance invented it, nor before any shared one.
     pub fn forwarded(&self, id: &str) -> bool {
-        self.ids_shared && !looks_random(base_id(id))
+        self.ids_shared && !invented(base_id(id))
     }
 
     /// Whether trace `e` is a prefill copy a decode without a shared id may
@@ -76,7 +76,7 @@ impl Joiner {
             .engine_ids
             .iter()
             .find(|(o, _)| matches!(o, LogOrigin::Prefill(_)))
-            .is_some_and(|(_, id)| looks_random(base_id(external_of_internal(id))));
+            .is_some_and(|(_, id)| invented(base_id(external_of_internal(id))));
         invented && self.shared_at.is_none_or(|s| s < start)
     }
 

@@ -57,6 +57,29 @@ impl Correlator {
         }
         // Both sides' lengths may now settle (or overturn) an order join.
         self.rejoin_by_tokens(s, at);
+        // A prefill's length, once known, may also free the order joins
+        // around it that it kept from being exact.
+        if matches!(src, LogOrigin::Prefill(_))
+            && let Some(e) = self.store.get(s)
+        {
+            let start = e.trace.phase(Hop::Producer).map_or(e.trace.first_seen, |ph| ph.start);
+            let win = self.opts.order_window_s;
+            let near: Vec<u64> = self
+                .window(start + win, s)
+                .into_iter()
+                .chain(self.window(start, s))
+                .filter(|&o| {
+                    self.store.get(o).is_some_and(|x| {
+                        x.trace.join == Join::ByOrder
+                            && x.trace.prompt_tokens.is_some()
+                            && x.trace.prompt_tokens == x.track.prefill_tokens
+                    })
+                })
+                .collect();
+            for o in near {
+                self.rejoin_by_tokens(o, at);
+            }
+        }
     }
 
     /// The one instance that logged `id` (a span's `gen_ai.request.id`,
@@ -82,13 +105,16 @@ impl Correlator {
         if e.trace.decode.is_none() {
             // A prefill copy whose length came late: the order-joined
             // trace of that length in its window may want it.
-            let Some(p) = e.track.prefill_tokens else { return };
+            if e.track.prefill_tokens.is_none() {
+                return;
+            }
             let start = e.trace.phase(Hop::Producer).map_or(e.trace.first_seen, |ph| ph.start);
+            let p = e.track.prefill_tokens;
             let wants = self.window(start, s).into_iter().find(|&o| {
                 self.store.get(o).is_some_and(|x| {
                     x.trace.join == Join::ByOrder
-                        && x.trace.prompt_tokens == Some(p)
-                        && x.track.prefill_tokens.is_some_and(|q| q != p)
+                        && x.trace.prompt_tokens == p
+                        && x.track.prefill_tokens.is_some_and(|q| Some(q) != p)
                 })
             });
             if let Some(o) = wants {
@@ -107,7 +133,15 @@ impl Correlator {
             .collect();
         let Some(p) = p else { return };
         if p == d {
-            if same.is_empty() {
+            // Exact only when no other prefill copy in the window could be
+            // this one's: none of the same length, none whose length no
+            // source gave (a dropped span, no DEBUG line) still free.
+            let unknown = self.window(t, s).into_iter().any(|o| {
+                self.store.get(o).is_some_and(|x| {
+                    x.track.prefill_tokens.is_none() && (x.trace.decode.is_none() || !x.trace.join.exact())
+                })
+            });
+            if same.is_empty() && !unknown {
                 self.confirm(s, d, at);
             }
             return;
@@ -178,7 +212,8 @@ impl Correlator {
             if let (Some(f), Some(t)) = (from, to)
                 && f != t
             {
-                e.trace.evidence = e.trace.evidence.replace(&format!("prefill#{f}"), &format!("prefill#{t}"));
+                e.trace.evidence =
+                    rename_instance(&e.trace.evidence, &format!("prefill#{f}"), &format!("prefill#{t}"));
             }
             let id = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
             if let Some((_, id)) = id
@@ -236,6 +271,21 @@ impl Correlator {
         e.track.prefill_internal = p.internal;
         e.track.prefill_tokens = p.tokens;
     }
+}
+
+/// `text` with every whole `from` (`prefill#1`, not the start of
+/// `prefill#10`) written as `to`.
+fn rename_instance(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(from) {
+        let after = &rest[i + from.len()..];
+        out.push_str(&rest[..i]);
+        out.push_str(if after.starts_with(|c: char| c.is_ascii_digit()) { from } else { to });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -296,5 +346,31 @@ mod tests {
         c.on_prompt_tokens(LogOrigin::Decode(0), d1, 500, at + 2.0);
         // Two prefills of 500 tokens in the window: either could be its.
         assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
+    }
+
+    #[test]
+    fn an_instance_is_renamed_whole() {
+        let t = super::rename_instance("prefill#1 ran; prefill#10 too; prefill#1", "prefill#1", "prefill#2");
+        assert_eq!(t, "prefill#2 ran; prefill#10 too; prefill#2");
+    }
+
+    /// A rival prefill copy whose length no source gave (its span dropped)
+    /// could be the decode's: the join stays by order until it is known.
+    #[test]
+    fn an_unknown_length_in_the_window_keeps_the_join_by_order() {
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let at = 1_796_162_765.0;
+        let (p1, p2) = ("cmpl-a6bd3e434eae2d58-0", "cmpl-ae550443b883b66e-0");
+        let d1 = "cmpl-b182411064cd37e2-0";
+        c.on_line(LogOrigin::Prefill(0), &received(579, "22:06:05", p1, 1), at);
+        c.on_line(LogOrigin::Prefill(1), &received(580, "22:06:05", p2, 1), at);
+        c.on_line(LogOrigin::Decode(0), &received(1721, "22:06:05", d1, 48), at + 0.2);
+        c.on_prompt_tokens(LogOrigin::Prefill(0), p1, 412, at + 1.0);
+        c.on_prompt_tokens(LogOrigin::Decode(0), d1, 412, at + 2.0);
+        assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
+        // The rival's length comes, and differs: now the join is exact.
+        c.on_prompt_tokens(LogOrigin::Prefill(1), p2, 1025, at + 3.0);
+        let t = c.get("cmpl-b182411064cd37e2").unwrap();
+        assert_eq!((t.join, t.prefill), (Join::ByPromptTokens, Some(0)), "{t:?}");
     }
 }

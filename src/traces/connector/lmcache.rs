@@ -13,8 +13,11 @@ use crate::traces::correlator::Correlator;
 use crate::traces::ids::{external_of_internal, trace_key};
 use crate::traces::model::{Confidence, Hop, Outcome};
 
-/// LMCache retrieves a request's KV in the step after its lookup.
-const LOOKUP_TO_LOAD_S: f64 = 10.0;
+/// LMCache retrieves a request's KV in the forward pass after its lookup
+/// (`start_load_kv`): one step, a second or two for a long prefill step.
+/// LMCache stamps to the millisecond, so a longer window would only take in
+/// the lookups of later requests.
+const LOOKUP_TO_LOAD_S: f64 = 2.0;
 
 impl Correlator {
     pub(crate) fn on_lmcache_lookup(&mut self, i: usize, sig: &Signal, t: f64, at: f64) -> bool {

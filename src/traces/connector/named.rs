@@ -97,7 +97,30 @@ impl Correlator {
                 continue;
             };
             any = true;
+            if sig.kind == K::RequestKeyError && self.served_already(s, src) {
+                // The engine lost a request it had already served (vLLM's
+                // `_update_from_kv_xfer_finished` after `finished_sending`):
+                // its own death cuts what was still in flight; this one is done.
+                let note = format!("afterwards its engine failed on it: {text}");
+                self.with_phase(s, hop_of(src), src, None, t, |p| {
+                    if !p.detail.contains(&note) {
+                        p.detail = if p.detail.is_empty() {
+                            note.clone()
+                        } else {
+                            format!("{} · {note}", p.detail)
+                        };
+                    }
+                });
+                continue;
+            }
             self.fail_once(s, hop, src, &text, t, at);
+            // NIXL says "Potentially invalid": the decode may have read
+            // blocks the prefill had freed, or may not.
+            if sig.kind == K::InvalidKvRead
+                && let Some(e) = self.store.get_mut(s)
+            {
+                e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
+            }
             if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)
                 && let Some(e) = self.store.get_mut(s)
             {
@@ -105,6 +128,19 @@ impl Correlator {
             }
         }
         any
+    }
+
+    /// Whether `src` had already done its part of the request: a prefill
+    /// whose KV was read (the decode loaded it) or whose connector let go
+    /// of it, a decode that answered.
+    fn served_already(&self, s: u64, src: LogOrigin) -> bool {
+        self.store.get(s).is_some_and(|e| match src {
+            LogOrigin::Prefill(_) => {
+                e.trace.outcome == Outcome::Loaded
+                    || e.trace.phase(Hop::Producer).is_some_and(|p| p.detail.contains("finished_sending"))
+            }
+            _ => false,
+        })
     }
 
     /// NIXL ≥0.14 `notification_failed`: the decode held every block already
@@ -215,8 +251,9 @@ impl Correlator {
         !sig.ids.is_empty()
     }
 
-    /// P2pNccl on decode: `[PUT]Recv From <prefill>, tensor_id:<id>kv` — the
-    /// KV tensor of that request arrived from the prefill.
+    /// P2pNccl on decode: `🔵[PUT]Recv From <prefill>, tensor_id:<id>` — per
+    /// layer, the KV tensor of that request arrived. (The red WARNING, the
+    /// wait for it returning nothing, is a `transfer_failed`.)
     pub(crate) fn on_tensor_received(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         let LogOrigin::Decode(i) = src else {
             return false;
@@ -225,12 +262,7 @@ impl Correlator {
             Some(Val::Text(p)) => p.clone(),
             _ => "the prefill".to_string(),
         };
-        for printed in &sig.ids {
-            // The tensor id is the request id with `kv` appended (`...-0kv`).
-            let id = printed
-                .strip_suffix("kv")
-                .filter(|b| b.ends_with(|c: char| c.is_ascii_digit()))
-                .unwrap_or(printed);
+        for id in &sig.ids {
             let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
                 continue;
             };
@@ -239,15 +271,20 @@ impl Correlator {
                 p.end.get_or_insert(t);
             });
             if self.store.outcome(s) == Some(Outcome::Pending) {
-                let ev = format!("P2pNccl on decode#{i} received its KV tensor from {peer} ({printed})");
+                let ev = format!("P2pNccl on decode#{i} received its KV tensor from {peer} ({id})");
                 self.decide(s, Outcome::Loaded, Confidence::Likely, ev, at);
             }
         }
         !sig.ids.is_empty()
     }
 
-    /// `Recovered from KV load failure: N request(s) rescheduled`: when the
-    /// loads that failed on this log just before are N, those were recomputed.
+    /// `Recovered from KV load failure: N request(s) rescheduled`
+    /// (`kv_load_failure_policy=recompute`): the scheduler computes those
+    /// requests itself and they answer as usual, so the KV that was to move
+    /// was not used: a miss, not an error, with the failure as its evidence.
+    /// The line names no request: only when the loads that failed on this
+    /// log just before are N is it known which they were; otherwise each
+    /// failed one is at most likely an error.
     pub(crate) fn on_load_recovered(&mut self, src: LogOrigin, sig: &Signal, t: f64) {
         let Some(n) = sig.get_num("requests") else {
             return;
@@ -263,15 +300,28 @@ impl Correlator {
                 })
             })
             .collect();
-        if failed.is_empty() || failed.len() as f64 != n {
+        if failed.is_empty() {
             return;
         }
-        let note = format!("; {src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled)");
+        let matched = failed.len() as f64 == n;
         for s in failed {
-            if let Some(e) = self.store.get_mut(s) {
-                e.track.load_failed = None;
-                e.trace.evidence.push_str(&note);
+            let Some(e) = self.store.get_mut(s) else { continue };
+            if !matched {
+                // Some of the failed loads were recomputed: which is unknown.
+                if e.trace.outcome == Outcome::Error {
+                    e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
+                    e.trace.evidence.push_str(&format!(
+                        "; {src} then rescheduled {n} request(s) to recompute (`Recovered from KV load failure`): this one may be among them"
+                    ));
+                }
+                continue;
             }
+            e.track.load_failed = None;
+            let ev = format!(
+                "{}; {src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled): the transferred KV was not used",
+                e.trace.evidence
+            );
+            self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, t);
         }
     }
 }
@@ -331,7 +381,7 @@ fn describe(sig: &Signal) -> String {
 #[cfg(test)]
 mod tests {
     use crate::feed::LogOrigin;
-    use crate::traces::{Correlator, CorrelatorOptions, Hop, Outcome};
+    use crate::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Outcome};
 
     /// vllm#26171, pasted: the decode's handshake failed for this request.
     const HANDSHAKE: &str = "(EngineCore_DP0 pid=3317003) ERROR 10-07 17:11:06 [distributed/.../v1/nixl_connector.py:832] Handshake failed for request cmpl-6e8a849f-7ec0-4abe-b4c7-38bce04d53d1-0, marking blocks as invalid";
@@ -359,23 +409,79 @@ mod tests {
         let r = recovered(1);
         let c = read(&[HANDSHAKE, &r]);
         let t = c.get(ID).expect("the failed request is a trace");
-        assert_eq!(
-            (t.outcome, t.error_at, t.decode),
-            (Outcome::Error, Some(Hop::Connector), Some(0)),
-            "{t:?}"
-        );
+        // Recomputed: it answered, the KV was not used: a miss, said why.
+        assert_eq!((t.outcome, t.decode), (Outcome::SilentMiss, Some(0)), "{t:?}");
+        assert_eq!(t.confidence, Confidence::Likely);
+        assert!(t.evidence.contains("Handshake failed") || t.evidence.contains("handshake_failed"), "{t:?}");
         assert!(t.evidence.contains("decode#0 then recomputed it"), "{t:?}");
         // Two rescheduled, one failure read: which were recomputed is not known.
         let r = recovered(2);
         let c = read(&[HANDSHAKE, &r]);
         let t = c.get(ID).unwrap();
-        assert_eq!(t.outcome, Outcome::Error);
-        assert!(!t.evidence.contains("recomputed"), "{t:?}");
+        assert_eq!(
+            (t.outcome, t.error_at, t.confidence),
+            (Outcome::Error, Some(Hop::Connector), Confidence::Likely)
+        );
+        assert!(t.evidence.contains("may be among them"), "{t:?}");
         // The same failure printed again (another TP worker) stays one trace,
         // one cause.
         let c = read(&[HANDSHAKE, HANDSHAKE]);
         assert_eq!(c.counts().seen, 1);
         assert!(!c.get(ID).unwrap().evidence.contains("then"), "{:?}", c.get(ID));
+    }
+
+    /// A prefill's scheduler losing a request it had already sent (vllm
+    /// PR #25067, pasted: its `KeyError` line; the `Finished sending` line
+    /// before it rendered with a header from `scheduler.py`'s
+    /// `logger.debug("Finished sending KV transfer for request %s", req_id)`,
+    /// as the paste quoted it without one): the engine failed after the
+    /// request was served; the request did not fail.
+    #[test]
+    fn an_engine_losing_a_request_it_had_sent_does_not_fail_the_request() {
+        let sent = "(EngineCore_DP0 pid=7) DEBUG 09-15 10:00:00 [scheduler.py:1183] Finished sending KV transfer for request cmpl-37c560d3-5680-4bd1-97f9-7ed31a56de60-0";
+        let lost = "KeyError: 'cmpl-37c560d3-5680-4bd1-97f9-7ed31a56de60-0'";
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        c.on_line(LogOrigin::Prefill(0), sent, 1_790_000_000.0);
+        c.on_line(LogOrigin::Prefill(0), lost, 1_790_000_001.0);
+        c.finish(1_790_000_100.0);
+        let t = c.traces().next().expect("the request is listed");
+        assert_ne!(t.outcome, Outcome::Error, "{t:?}");
+        let p = t.phase(Hop::Producer).expect("its prefill hop");
+        assert!(p.detail.contains("afterwards its engine failed on it"), "{t:?}");
+        assert!(p.error.is_none(), "{t:?}");
+        // The same KeyError with nothing served before it is the request's error.
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        c.on_line(LogOrigin::Prefill(0), lost, 1_790_000_001.0);
+        c.finish(1_790_000_100.0);
+        assert_eq!(c.traces().next().map(|t| t.outcome), Some(Outcome::Error));
+        // An engine id in a KeyError is no request.
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        c.on_line(LogOrigin::Decode(0), "KeyError: '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'", 1_790_000_001.0);
+        assert_eq!(c.counts().seen, 0);
+    }
+
+    /// P2pNccl V1 (`p2p_nccl_engine.py`, the blue INFO `🔵[PUT]Recv From %s,
+    /// tensor_id:%s, shape:%s, duration:%.3fms, size:%.3fGB, rank:%d` and the
+    /// red WARNING `🔴[PUT]Recv From %s, tensor_id:%s, duration:%.3fms,
+    /// rank:%d` when the tensor is None), rendered: one line per layer, the
+    /// tensor id `<request id>#<layer>`; one request each.
+    #[test]
+    fn p2p_layers_fold_into_their_request_and_the_red_line_is_a_failure() {
+        let blue = |layer: u32| {
+            format!(
+                "(EngineCore_DP0 pid=7) INFO 06-01 10:00:00 [p2p_nccl_engine.py:256] \u{1f535}[PUT]Recv From 10.0.0.1:21001, tensor_id:cmpl-1f2e3d4c5b6a7988-0-0a1b2c3d#model.layers.{layer}.self_attn.attn, shape:torch.Size([2, 16, 8, 128]), duration:0.120ms, size:0.001GB, rank:0"
+            )
+        };
+        let (b0, b1) = (blue(0), blue(1));
+        let c = read(&[&b0, &b1]);
+        assert_eq!(c.counts().seen, 1, "{:?}", c.traces().collect::<Vec<_>>());
+        let t = c.get("cmpl-1f2e3d4c5b6a7988").expect("the request");
+        assert_eq!((t.outcome, t.confidence), (Outcome::Loaded, Confidence::Likely), "{t:?}");
+        let red = "(EngineCore_DP0 pid=7) WARNING 06-01 10:00:01 [p2p_nccl_engine.py:262] \u{1f534}[PUT]Recv From 10.0.0.1:21001, tensor_id:cmpl-2a2b2c2d2e2f2a2b-0-0a1b2c3d#model.layers.0.self_attn.attn, duration:1000.120ms, rank:0";
+        let c = read(&[red]);
+        let t = c.get("cmpl-2a2b2c2d2e2f2a2b").expect("the request");
+        assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Connector)), "{t:?}");
+        assert!(t.evidence.contains("no KV tensor arrived"), "{t:?}");
     }
 
     /// vLLM `nixl/worker.py` (0016029b, `_read_blocks`), rendered: a full
@@ -403,7 +509,7 @@ mod tests {
         let done = "(EngineCore_DP0 pid=9246) DEBUG 01-06 12:06:07 [v1/core/sched/scheduler.py:1293] Finished recving KV transfer for request chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f";
         let c = read(&[done]);
         let t = c.get("chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f").expect("listed");
-        assert_ne!(t.outcome, Outcome::Loaded, "{t:?}");
+        assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
         let c = read(&[wait, done]);
         let t = c.get("chatcmpl-7817d6df-206c-4aca-bfac-c43df205506f").unwrap();
         assert!(t.phase(Hop::Connector).is_some_and(|p| p.detail.contains("finished_recving")), "{t:?}");

@@ -6,7 +6,7 @@
 use crate::feed::LogOrigin;
 use crate::logs::vllm::KvParams;
 use crate::traces::correlator::{Correlator, Style};
-use crate::traces::ids::{base_id, external_of_internal, looks_random, trace_key};
+use crate::traces::ids::{base_id, external_of_internal, invented, trace_key};
 use crate::traces::instance::events::{Added, Arrival};
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
 use crate::traces::store::failed_prefill;
@@ -41,7 +41,7 @@ impl Correlator {
         }
         // Whether ids were forwarded before does not matter: the partner
         // must be a prefill copy whose id was invented too (`joiner.rs`).
-        if target.is_none() && params.is_none() && looks_random(base_id(a.id)) {
+        if target.is_none() && params.is_none() && invented(base_id(a.id)) {
             target = self.order_partner(a.t);
             if target.is_some() {
                 join = Join::ByOrder;

@@ -64,8 +64,8 @@ impl Correlator {
                     LogOrigin::Proxy => return true,
                 };
                 self.inflight.begin(src, s, t, self.opts.max_pending);
-                if let Some(n) = prompt_tokens {
-                    self.on_prompt_tokens(src, id, *n, at);
+                if let Some(n) = prompt_tokens.filter(|n| self.facts.max_log_len.get(&src) != Some(n)) {
+                    self.on_prompt_tokens(src, id, n, at);
                 }
             }
             (VllmEvent::Added { internal_id, external_id }, LogOrigin::Prefill(i)) => {
@@ -111,8 +111,8 @@ impl Correlator {
             },
             (VllmEvent::StreamError, _) => {}
             (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {
-                if let Some(n) = prompt_tokens {
-                    self.on_prompt_tokens(src, id, *n, at);
+                if let Some(n) = prompt_tokens.filter(|n| self.facts.max_log_len.get(&src) != Some(n)) {
+                    self.on_prompt_tokens(src, id, n, at);
                 }
             }
             (VllmEvent::EngineDead { text }, _) => self.on_death(src, text, t, at),

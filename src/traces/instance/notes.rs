@@ -30,18 +30,29 @@ pub(crate) struct InstanceNotes {
 
 impl InstanceNotes {
     /// One line of an instance's log (`raw`), already parsed.
-    pub fn read(&mut self, src: LogOrigin, raw: &str, line: &VllmLine) {
+    /// Returns the `max_log_len` a start-up line sets, for the correlator.
+    pub fn read(&mut self, src: LogOrigin, raw: &str, line: &VllmLine) -> Option<u32> {
         let note = match &line.event {
             VllmEvent::Aborted { ids } => InstanceNote::Cancelled(ids.len().max(1) as u64),
             _ => match config_message(raw, line) {
                 Some(msg) => InstanceNote::Config(msg),
-                None => return,
+                None => return None,
             },
         };
+        let max_log_len = Self::max_log_len(&note);
         self.queue.push_back((src, note));
         if self.queue.len() > MAX_NOTES {
             self.queue.pop_front();
         }
+        max_log_len
+    }
+
+    /// `'max_log_len': N` of a start-up line, if it is one.
+    pub fn max_log_len(note: &InstanceNote) -> Option<u32> {
+        let InstanceNote::Config(msg) = note else { return None };
+        let rest = &msg[msg.find("'max_log_len': ")? + 15..];
+        let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        rest[..end].parse().ok()
     }
 
     pub fn drain(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
