@@ -868,3 +868,59 @@ fn a_waiting_prefill_copy_keeps_a_decode_from_no_prefill() {
     assert_eq!(d.outcome, Outcome::Unknown, "{d:?}");
     assert!(d.evidence.contains("cmpl-8d18553863d3644d"), "{}", d.evidence);
 }
+
+/// A prefill's `500` the proxy hid, with no id shared: each instance
+/// invents `cmpl-<hex>-0`, so only order (and prompt length) joins the
+/// prefill copy to its decode request. demo-proxy-qwen3 (vLLM 0.26.0,
+/// vLLM's demo proxy, which forwards no id) with the first steady prefill's
+/// access line (`vllm-prefill.log` line 115, `200 OK`, for
+/// cmpl-84fe31d9b20c5eef-0) swapped for the real prefill `500` pasted in
+/// vllm-project/vllm#38911 (vLLM 0.18, `(APIServer pid=2884) INFO:
+/// 100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500
+/// Internal Server Error`), with this log's process prefix (pid 521), as
+/// the same process printed it. The decode log is the capture's own: its
+/// request went on, as proxies other than the demo's do after a prefill
+/// 5xx. One request, an error at prefill, counted once.
+#[test]
+fn a_prefill_error_the_proxy_hid_without_shared_ids_is_one_request() {
+    let dir = "demo-proxy-qwen3";
+    let failed = r#"(APIServer pid=521) INFO:     100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error"#;
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    let mut prefill = instance_lines(&[f("vllm-prefill.log")], hint);
+    assert!(prefill[113].1.contains("Received request cmpl-84fe31d9b20c5eef-0"), "{}", prefill[113].1);
+    assert!(prefill[114].1.contains("POST /v1/completions HTTP/1.1\" 200 OK"), "{}", prefill[114].1);
+    prefill[114].1 = failed.to_string();
+    let decode = || instance_lines(&[f("vllm-decode.log")], hint);
+    let clean = vec![
+        (LogOrigin::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (LogOrigin::Decode(0), decode()),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ];
+    let before = run(clean, CorrelatorOptions::default()).counts();
+    let feeds = vec![
+        (LogOrigin::Prefill(0), prefill),
+        (LogOrigin::Decode(0), decode()),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ];
+    let c = run(feeds, CorrelatorOptions::default());
+    let mine: Vec<&pdtop::traces::Trace> = c
+        .traces()
+        .filter(|t| t.engine_ids.iter().any(|(_, id)| id.starts_with("cmpl-84fe31d9b20c5eef-0")))
+        .collect();
+    assert_eq!(mine.len(), 1, "{:#?}", mine.iter().map(|t| &t.evidence).collect::<Vec<_>>());
+    let t = mine[0];
+    assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Producer)), "{}", t.evidence);
+    // The decode request joined it, by order: no id was shared.
+    assert_eq!((t.prefill, t.decode, t.join), (Some(0), Some(0), Join::ByOrder), "{}", t.evidence);
+    assert!(t.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode#0 received it after the prefill failed"), "{}", t.evidence);
+    // Counted once: as many requests as without the failure, one loaded fewer.
+    let n = c.counts();
+    assert_eq!(
+        (n.seen, n.error, n.loaded),
+        (before.seen, before.error + 1, before.loaded - 1),
+        "{before:?} {n:?}"
+    );
+    assert_eq!(n.no_prefill, before.no_prefill, "{n:?}");
+}

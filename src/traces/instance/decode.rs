@@ -81,7 +81,10 @@ impl Correlator {
             e.trace.engine_ids.push((src, a.id.to_string()));
             if join == Join::ByOrder {
                 e.trace.join = Join::ByOrder;
-                e.trace.confidence = Confidence::Unsure;
+                // A prefill's own error does not rest on the pairing.
+                if !failed_prefill(e) {
+                    e.trace.confidence = Confidence::Unsure;
+                }
             }
             e.track.decode_at = Some(a.at);
             e.track.decode_event_t = Some(a.t);

@@ -39,6 +39,9 @@ impl Correlator {
             return false;
         };
         let mut note = format!("; the proxy went on: decode#{i} received it after the prefill failed");
+        if e.trace.join == Join::ByOrder {
+            note.push_str(" (paired by arrival order: no id was shared)");
+        }
         if style == Style::Params && !params {
             note.push_str(&format!(
                 " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
