@@ -924,3 +924,45 @@ fn a_prefill_error_the_proxy_hid_without_shared_ids_is_one_request() {
     );
     assert_eq!(n.no_prefill, before.no_prefill, "{n:?}");
 }
+
+/// A stream's logged end (`--enable-log-outputs`) takes it out of flight:
+/// a kill after it cuts it no more. demo-proxy-qwen3's decode lines 276-278
+/// (vLLM 0.26.0: chatcmpl-9ae5adeffe24036b received, its stream started,
+/// added), then its restart (line 617, a new API server pid with no
+/// shutdown before: killed). The end line is rendered from
+/// `RequestLogger.log_outputs` at vllm-project/vllm e6643eca
+/// (`vllm/entrypoints/serve/utils/request_logger.py`: `Generated response
+/// %s%s: output: %r, output_token_ids: %s, finish_reason: %s`) with what
+/// `serving_chat.py` passes at a stream's end (`" (streaming complete)"`,
+/// `output_token_ids=None`, `finish_reason="streaming_complete"`, and
+/// `<streaming_complete: N tokens>` as the output where it kept no text;
+/// 48 tokens, as the capture's chat requests answered), with this log's
+/// prefix and a stamp a second after its start. At that commit the call is
+/// line 92 and `Received request` line 63, as this capture prints it.
+#[test]
+fn a_stream_that_logged_its_end_is_not_cut_by_a_later_kill() {
+    let log = capture("demo-proxy-qwen3/vllm-decode.log");
+    let lines: Vec<&str> = log.lines().collect();
+    let done = "(APIServer pid=1010) INFO 12-01 07:29:29 [request_logger.py:92] Generated response chatcmpl-9ae5adeffe24036b (streaming complete): output: '<streaming_complete: 48 tokens>', output_token_ids: None, finish_reason: streaming_complete";
+    let restart = lines[616];
+    assert!(restart.contains("pid=1422") && restart.contains("Starting vLLM server"), "{restart}");
+    let play = |end: Option<&str>| {
+        let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+        let at = 1_796_110_168.0;
+        for l in &lines[275..278] {
+            c.on_line(LogOrigin::Decode(0), l, at);
+        }
+        if let Some(l) = end {
+            c.on_line(LogOrigin::Decode(0), l, at + 1.0);
+        }
+        c.on_line(LogOrigin::Decode(0), restart, at + 55.0);
+        c.finish(at + 60.0);
+        c.get("chatcmpl-9ae5adeffe24036b").map(|t| (t.outcome, t.evidence.clone())).expect("its trace")
+    };
+    // Without its end, the kill cut an open stream.
+    let (cut, ev) = play(None);
+    assert_eq!(cut, Outcome::Error, "{ev}");
+    assert!(ev.contains("with its stream open"), "{ev}");
+    let (kept, ev) = play(Some(done));
+    assert_ne!(kept, Outcome::Error, "{ev}");
+}

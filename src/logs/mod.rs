@@ -7,6 +7,7 @@ pub mod known;
 mod line;
 mod lmcache;
 mod mooncake;
+mod outputs;
 pub mod prefix;
 mod prompt;
 pub mod proxies;
