@@ -407,6 +407,9 @@ impl Correlator {
         };
         let text =
             format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.cancelled_at = Some((src, t));
+        }
         self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
     }
 
