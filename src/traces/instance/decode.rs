@@ -80,11 +80,10 @@ impl Correlator {
             e.trace.decode = Some(i);
             e.trace.engine_ids.push((src, a.id.to_string()));
             if join == Join::ByOrder {
+                // Also for a failed prefill: its error is sure, but that it was
+                // this request's (the trace now bears the decode's id) is a guess.
                 e.trace.join = Join::ByOrder;
-                // A prefill's own error does not rest on the pairing.
-                if !failed_prefill(e) {
-                    e.trace.confidence = Confidence::Unsure;
-                }
+                e.trace.confidence = Confidence::Unsure;
             }
             e.track.decode_at = Some(a.at);
             e.track.decode_event_t = Some(a.t);
