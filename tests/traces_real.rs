@@ -960,12 +960,16 @@ fn a_stream_that_logged_its_end_is_not_cut_by_a_later_kill() {
         }
         c.on_line(LogOrigin::Decode(0), restart, at + 55.0);
         c.finish(at + 60.0);
-        c.get("chatcmpl-9ae5adeffe24036b").map(|t| (t.outcome, t.evidence.clone())).expect("its trace")
+        let t = c.get("chatcmpl-9ae5adeffe24036b").expect("its trace");
+        (t.outcome, t.evidence.clone(), t.phase(Hop::Consumer).and_then(|p| p.end))
     };
     // Without its end, the kill cut an open stream.
-    let (cut, ev) = play(None);
+    let (cut, ev, _) = play(None);
     assert_eq!(cut, Outcome::Error, "{ev}");
     assert!(ev.contains("with its stream open"), "{ev}");
-    let (kept, ev) = play(Some(done));
+    let (kept, ev, end) = play(Some(done));
     assert_ne!(kept, Outcome::Error, "{ev}");
+    // Its decode phase ends at the logged end (07:29:29), not at the kill.
+    let start = pdtop::traces::anchor((12, 1, 7, 29, 28), 1_796_110_168.0, Some(2026)).unwrap();
+    assert_eq!(end, Some(start + 1.0));
 }

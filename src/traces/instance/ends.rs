@@ -4,13 +4,14 @@
 //! it cuts it no more. Without the flag nothing at INFO marks a stream's
 //! end, and `inflight.rs` falls back on the engine's stats lines.
 
+use super::events::hop_of;
 use crate::feed::LogOrigin;
 use crate::logs::signal::Signal;
 use crate::traces::correlator::Correlator;
 use crate::traces::store::Store;
 
 impl Correlator {
-    pub(crate) fn on_response_done(&mut self, src: LogOrigin, sig: &Signal) -> bool {
+    pub(crate) fn on_response_done(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
         let mut used = false;
         for id in &sig.ids {
             let Some(s) =
@@ -19,6 +20,10 @@ impl Correlator {
                 continue;
             };
             self.inflight.answered(src, s, false);
+            // The instance's part of the request ends here.
+            self.with_phase(s, hop_of(src), src, None, t, |p| {
+                p.end.get_or_insert(t);
+            });
             used = true;
         }
         used
