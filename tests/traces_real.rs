@@ -973,3 +973,34 @@ fn a_stream_that_logged_its_end_is_not_cut_by_a_later_kill() {
     let start = pdtop::traces::anchor((12, 1, 7, 29, 28), 1_796_110_168.0, Some(2026)).unwrap();
     assert_eq!(end, Some(start + 1.0));
 }
+
+/// A client's abort leaves its prefilled KV unread: the producer's expiry
+/// 120 s later is the abort's echo, no miss. The NIXL capture (vLLM 0.26.0)
+/// with an abort of lab-noparams-0 spliced into its decode log after the
+/// request's `Added` line (`vllm-decode.log` line 339): demo-proxy-qwen3's
+/// real `Aborted request(s)` line (its `vllm-decode.log` line 330, the same
+/// vLLM), with this log's pid, the stamp of the line before and
+/// lab-noparams-0's internal id. The prefill's real expiry (`vllm-prefill.log`
+/// line 452) then adds to the cancel.
+#[test]
+fn an_expiry_after_the_clients_abort_is_its_echo() {
+    let dir = "nixl-llama-shape";
+    let abort = "(APIServer pid=1088) INFO 11-30 06:39:56 [async_llm.py:721] Aborted request(s) cmpl-lab-noparams-0-0-b0bf8db2.";
+    let clean = run(full_feeds(dir), CorrelatorOptions::default());
+    let mut feeds = full_feeds(dir);
+    let decode = &mut feeds[1].1;
+    let k =
+        decode.iter().position(|(_, l)| l.contains("Added request cmpl-lab-noparams-0-0-b0bf8db2")).unwrap();
+    let at = decode[k].0;
+    decode.insert(k + 1, (at, abort.to_string()));
+    let c = run(feeds, CorrelatorOptions::default());
+    let t = c.get("lab-noparams-0").expect("lab-noparams-0");
+    assert_eq!(t.outcome, Outcome::Cancelled, "{}", t.evidence);
+    assert!(
+        t.evidence.contains("released its KV unread (lease expired) (after the abort)"),
+        "{}",
+        t.evidence
+    );
+    // Not an unnamed miss: the expiry is this cancelled request's.
+    assert_eq!(c.counts().unattributed_misses, clean.counts().unattributed_misses, "{:?}", c.counts());
+}

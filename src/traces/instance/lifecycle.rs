@@ -103,6 +103,8 @@ impl Correlator {
                 self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
             }
             Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
+            // The client's abort left the KV unread: the abort's echo, no miss (`abort.rs`).
+            Outcome::Cancelled => e.trace.evidence.push_str(&format!("; then {note} (after the abort)")),
             // The decode request of the same id ran, and never read this KV:
             // it computed the prompt itself (a failed read would have erred
             // it). "No prefill" was wrong too: this prefill held its KV.
