@@ -274,6 +274,16 @@ fn every_line_that_names_a_request_lists_it() {
             "",
             "aborted the request",
         ),
+        // tenstorrent/vllm#145: the client's abort, then the engine's
+        // `KeyError` on the aborted id as it drops it: the abort's echo.
+        (
+            "v0-aborted-keyerror-repr-crlf.log",
+            "--decode-log",
+            "chatcmpl-2fdd35648efc418db366c6690c29c4da",
+            "cancelled",
+            "",
+            "KeyError` on its id ending a traceback: the engine no longer held it (after the abort)",
+        ),
         // vllm-ascend#5404 (held-out): the layerwise Mooncake decode asks for a
         // request's KV; nothing after it says whether it came.
         (

@@ -868,3 +868,139 @@ fn a_waiting_prefill_copy_keeps_a_decode_from_no_prefill() {
     assert_eq!(d.outcome, Outcome::Unknown, "{d:?}");
     assert!(d.evidence.contains("cmpl-8d18553863d3644d"), "{}", d.evidence);
 }
+
+/// A prefill's `500` the proxy hid, with no id shared: each instance
+/// invents `cmpl-<hex>-0`, so only order (and prompt length) joins the
+/// prefill copy to its decode request. demo-proxy-qwen3 (vLLM 0.26.0,
+/// vLLM's demo proxy, which forwards no id) with the first steady prefill's
+/// access line (`vllm-prefill.log` line 115, `200 OK`, for
+/// cmpl-84fe31d9b20c5eef-0) swapped for the real prefill `500` pasted in
+/// vllm-project/vllm#38911 (vLLM 0.18, `(APIServer pid=2884) INFO:
+/// 100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500
+/// Internal Server Error`), with this log's process prefix (pid 521), as
+/// the same process printed it. The decode log is the capture's own: its
+/// request went on, as proxies other than the demo's do after a prefill
+/// 5xx. One request, an error at prefill, counted once.
+#[test]
+fn a_prefill_error_the_proxy_hid_without_shared_ids_is_one_request() {
+    let dir = "demo-proxy-qwen3";
+    let failed = r#"(APIServer pid=521) INFO:     100.124.195.xxx:51156 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error"#;
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    let mut prefill = instance_lines(&[f("vllm-prefill.log")], hint);
+    assert!(prefill[113].1.contains("Received request cmpl-84fe31d9b20c5eef-0"), "{}", prefill[113].1);
+    assert!(prefill[114].1.contains("POST /v1/completions HTTP/1.1\" 200 OK"), "{}", prefill[114].1);
+    prefill[114].1 = failed.to_string();
+    let decode = || instance_lines(&[f("vllm-decode.log")], hint);
+    let clean = vec![
+        (LogOrigin::Prefill(0), instance_lines(&[f("vllm-prefill.log")], hint)),
+        (LogOrigin::Decode(0), decode()),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ];
+    let before = run(clean, CorrelatorOptions::default()).counts();
+    let feeds = vec![
+        (LogOrigin::Prefill(0), prefill),
+        (LogOrigin::Decode(0), decode()),
+        (LogOrigin::Proxy, proxy_lines(dir)),
+    ];
+    let c = run(feeds, CorrelatorOptions::default());
+    let mine: Vec<&pdtop::traces::Trace> = c
+        .traces()
+        .filter(|t| t.engine_ids.iter().any(|(_, id)| id.starts_with("cmpl-84fe31d9b20c5eef-0")))
+        .collect();
+    assert_eq!(mine.len(), 1, "{:#?}", mine.iter().map(|t| &t.evidence).collect::<Vec<_>>());
+    let t = mine[0];
+    assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Producer)), "{}", t.evidence);
+    // The decode request joined it, by order: no id was shared.
+    assert_eq!((t.prefill, t.decode, t.join), (Some(0), Some(0), Join::ByOrder), "{}", t.evidence);
+    assert!(t.evidence.starts_with("prefill on prefill#0: answered HTTP 500"), "{}", t.evidence);
+    assert!(t.evidence.contains("decode#0 received it after the prefill failed"), "{}", t.evidence);
+    // The error is sure; that it was this decode request's rests on order
+    // (Likely once the proxy's flow vouches that every request was prefilled).
+    assert_ne!(t.confidence, Confidence::Sure);
+    // Counted once: as many requests as without the failure, one loaded fewer.
+    let n = c.counts();
+    assert_eq!(
+        (n.seen, n.error, n.loaded),
+        (before.seen, before.error + 1, before.loaded - 1),
+        "{before:?} {n:?}"
+    );
+    assert_eq!(n.no_prefill, before.no_prefill, "{n:?}");
+}
+
+/// A stream's logged end (`--enable-log-outputs`) takes it out of flight:
+/// a kill after it cuts it no more. demo-proxy-qwen3's decode lines 276-278
+/// (vLLM 0.26.0: chatcmpl-9ae5adeffe24036b received, its stream started,
+/// added), then its restart (line 617, a new API server pid with no
+/// shutdown before: killed). The end line is rendered from
+/// `RequestLogger.log_outputs` at vllm-project/vllm e6643eca
+/// (`vllm/entrypoints/serve/utils/request_logger.py`: `Generated response
+/// %s%s: output: %r, output_token_ids: %s, finish_reason: %s`) with what
+/// `serving_chat.py` passes at a stream's end (`" (streaming complete)"`,
+/// `output_token_ids=None`, `finish_reason="streaming_complete"`, and
+/// `<streaming_complete: N tokens>` as the output where it kept no text;
+/// 48 tokens, as the capture's chat requests answered), with this log's
+/// prefix and a stamp a second after its start. At that commit the call is
+/// line 92 and `Received request` line 63, as this capture prints it.
+#[test]
+fn a_stream_that_logged_its_end_is_not_cut_by_a_later_kill() {
+    let log = capture("demo-proxy-qwen3/vllm-decode.log");
+    let lines: Vec<&str> = log.lines().collect();
+    let done = "(APIServer pid=1010) INFO 12-01 07:29:29 [request_logger.py:92] Generated response chatcmpl-9ae5adeffe24036b (streaming complete): output: '<streaming_complete: 48 tokens>', output_token_ids: None, finish_reason: streaming_complete";
+    let restart = lines[616];
+    assert!(restart.contains("pid=1422") && restart.contains("Starting vLLM server"), "{restart}");
+    let play = |end: Option<&str>| {
+        let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+        let at = 1_796_110_168.0;
+        for l in &lines[275..278] {
+            c.on_line(LogOrigin::Decode(0), l, at);
+        }
+        if let Some(l) = end {
+            c.on_line(LogOrigin::Decode(0), l, at + 1.0);
+        }
+        c.on_line(LogOrigin::Decode(0), restart, at + 55.0);
+        c.finish(at + 60.0);
+        let t = c.get("chatcmpl-9ae5adeffe24036b").expect("its trace");
+        (t.outcome, t.evidence.clone(), t.phase(Hop::Consumer).and_then(|p| p.end))
+    };
+    // Without its end, the kill cut an open stream.
+    let (cut, ev, _) = play(None);
+    assert_eq!(cut, Outcome::Error, "{ev}");
+    assert!(ev.contains("with its stream open"), "{ev}");
+    let (kept, ev, end) = play(Some(done));
+    assert_ne!(kept, Outcome::Error, "{ev}");
+    // Its decode phase ends at the logged end (07:29:29), not at the kill.
+    let start = pdtop::traces::anchor((12, 1, 7, 29, 28), 1_796_110_168.0, Some(2026)).unwrap();
+    assert_eq!(end, Some(start + 1.0));
+}
+
+/// A client's abort leaves its prefilled KV unread: the producer's expiry
+/// 120 s later is the abort's echo, no miss. The NIXL capture (vLLM 0.26.0)
+/// with an abort of lab-noparams-0 spliced into its decode log after the
+/// request's `Added` line (`vllm-decode.log` line 339): demo-proxy-qwen3's
+/// real `Aborted request(s)` line (its `vllm-decode.log` line 330, the same
+/// vLLM), with this log's pid, the stamp of the line before and
+/// lab-noparams-0's internal id. The prefill's real expiry (`vllm-prefill.log`
+/// line 452) then adds to the cancel.
+#[test]
+fn an_expiry_after_the_clients_abort_is_its_echo() {
+    let dir = "nixl-llama-shape";
+    let abort = "(APIServer pid=1088) INFO 11-30 06:39:56 [async_llm.py:721] Aborted request(s) cmpl-lab-noparams-0-0-b0bf8db2.";
+    let clean = run(full_feeds(dir), CorrelatorOptions::default());
+    let mut feeds = full_feeds(dir);
+    let decode = &mut feeds[1].1;
+    let k =
+        decode.iter().position(|(_, l)| l.contains("Added request cmpl-lab-noparams-0-0-b0bf8db2")).unwrap();
+    let at = decode[k].0;
+    decode.insert(k + 1, (at, abort.to_string()));
+    let c = run(feeds, CorrelatorOptions::default());
+    let t = c.get("lab-noparams-0").expect("lab-noparams-0");
+    assert_eq!(t.outcome, Outcome::Cancelled, "{}", t.evidence);
+    assert!(
+        t.evidence.contains("released its KV unread (lease expired) (after the abort)"),
+        "{}",
+        t.evidence
+    );
+    // Not an unnamed miss: the expiry is this cancelled request's.
+    assert_eq!(c.counts().unattributed_misses, clean.counts().unattributed_misses, "{:?}", c.counts());
+}

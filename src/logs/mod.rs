@@ -7,6 +7,7 @@ pub mod known;
 mod line;
 mod lmcache;
 mod mooncake;
+mod outputs;
 mod p2p_nccl;
 pub mod prefix;
 mod prompt;

@@ -29,6 +29,7 @@ kinds! {
     RequestAdded => "request_added",
     RequestFailed => "request_failed",
     RequestAborted => "request_aborted",
+    ResponseDone => "response_done",
     RequestDetails => "request_details",
     ServerStarted => "server_started",
     KvConfig => "kv_config",

@@ -19,6 +19,7 @@ use super::connectors::parse_connector;
 use super::header::split_foreign;
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
 use super::lmcache::parse_lmcache;
+use super::outputs::response_done;
 use super::prefix::peel;
 use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
 pub use super::signal::{Signal, SignalKind, Val};
@@ -238,6 +239,7 @@ fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
         .or_else(|| parse_lmcache(msg))
         .or_else(|| parse_proxy_text(msg))
         .or_else(|| aborted_echo(msg))
+        .or_else(|| response_done(msg))
 }
 
 /// `Request <id> aborted.`: the API server's echo of `Aborted request(s)`

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use super::abort::Order;
 use super::connector::decode_log::DecodeLog;
 use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
@@ -321,10 +322,23 @@ impl Correlator {
             return;
         };
         let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
-        e.track.asked = Some(confidence);
         let t = &mut e.trace;
         let was_miss = t.outcome == Outcome::SilentMiss;
         let (mut outcome, mut evidence) = (outcome, evidence);
+        let (mut confidence, old) = (confidence, t.evidence.clone());
+        match super::abort::order(t.outcome, outcome, &evidence, &old, &e.track) {
+            Some(Order::Keep { note, confidence: c }) => {
+                t.evidence.push_str(&note);
+                t.confidence = c.map_or(t.confidence, |c| c.max(t.confidence));
+                return;
+            }
+            Some(Order::Replace { note, confidence: c }) => {
+                evidence.push_str(&note);
+                confidence = c.map_or(confidence, |c| c.max(confidence));
+            }
+            None => {}
+        }
+        e.track.asked = Some(confidence);
         if t.join == Join::ByOrder && outcome == Outcome::SilentMiss && !guaranteed {
             outcome = Outcome::Unknown;
             evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
@@ -399,8 +413,11 @@ impl Correlator {
             Some((Outcome::Pending | Outcome::Error, _)) | None => what,
             Some((o, ev)) => format!("{what} (was {o:?}: {ev})"),
         };
-        self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
         if let Some(e) = self.store.get_mut(serial) {
+            e.track.failed_at = Some((src, t));
+        }
+        self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
+        if let Some(e) = self.store.get_mut(serial).filter(|e| e.trace.outcome == Outcome::Error) {
             e.trace.error_at = Some(hop);
         }
     }

@@ -331,6 +331,12 @@ impl Correlator {
                 e.trace
                     .evidence
                     .push_str(&format!("; decode#{i} loaded KV for it nonetheless (External Cache Hit)"));
+                // A failed prefill stores nothing: paired by order, the KV
+                // says the decode may have been another request's.
+                if e.trace.join == Join::ByOrder {
+                    e.trace.evidence.push_str(", which speaks against the order pairing");
+                    e.trace.confidence = Confidence::Unsure;
+                }
             }
             e.track.hit = true;
             e.track.in_hit_queue = false;

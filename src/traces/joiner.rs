@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 
 use super::ids::{base_id, external_of_internal, invented};
 use super::model::{Hop, Outcome};
-use super::store::{Entry, Store, push_capped};
+use super::store::{Entry, Store, failed_prefill, push_capped};
 use crate::feed::LogOrigin;
 
 /// Longest a request waits for its access line before its slot is dropped.
@@ -28,6 +28,10 @@ pub(super) struct Joiner {
     /// started before it was sent while ids were forwarded, and waits for
     /// its decode under its own id, not for an order partner.
     shared_at: Option<f64>,
+    /// The proxy's log said it failed a request at its prefill stage
+    /// (`disagg_proxy_demo.py` and the NIXL toy proxy raise on a prefill
+    /// 5xx): its failed prefill copies wait for no decode.
+    pub proxy_stops_at_prefill_error: bool,
 }
 
 impl Joiner {
@@ -80,6 +84,16 @@ impl Joiner {
         invented && self.shared_at.is_none_or(|s| s < start)
     }
 
+    /// Whether trace `e` still waits for its decode request: pending, or a
+    /// prefill copy that failed where the proxy may have gone on to decode
+    /// (proxies other than vLLM's demo and toy ones do; `lifecycle.rs`
+    /// then keeps the error at prefill with decode's recompute as evidence).
+    fn awaits_decode(&self, e: &Entry) -> bool {
+        e.trace.decode.is_none()
+            && (e.trace.outcome == Outcome::Pending
+                || (failed_prefill(e) && !self.proxy_stops_at_prefill_error))
+    }
+
     /// A prefill copy still waiting for its decode that started within
     /// `win` before `t` (or a second after), taken or not by `partner`'s
     /// rules: while one exists, a decode request without a shared id is
@@ -87,9 +101,8 @@ impl Joiner {
     pub fn waiting(&self, store: &Store, t: f64, win: f64) -> Option<u64> {
         self.unpaired.iter().copied().find(|s| {
             store.get(*s).is_some_and(|e| {
-                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start);
-                fresh && start.is_some_and(|st| st >= t - win && st <= t + 1.0)
+                self.awaits_decode(e) && start.is_some_and(|st| st >= t - win && st <= t + 1.0)
             })
         })
     }
@@ -107,7 +120,7 @@ impl Joiner {
         let mut k = 0;
         while let Some(s) = self.unpaired.get(k).copied() {
             let usable = store.get(s).and_then(|e| {
-                let fresh = e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending;
+                let fresh = self.awaits_decode(e);
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
                 fresh.then_some((start, self.order_candidate(e, start)))
             });
@@ -135,8 +148,7 @@ impl Joiner {
     /// long run (they are capped regardless).
     pub fn prune(&mut self, store: &Store, now: f64) {
         while let Some(s) = self.unpaired.front().copied() {
-            let live =
-                store.get(s).is_some_and(|e| e.trace.decode.is_none() && e.trace.outcome == Outcome::Pending);
+            let live = store.get(s).is_some_and(|e| self.awaits_decode(e));
             if live {
                 break;
             }

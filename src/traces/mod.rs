@@ -22,6 +22,7 @@
 //!   confidence and the evidence in words; `store.rs` is the ring that owns
 //!   the traces; `model.rs` is the vocabulary.
 
+mod abort;
 mod connector;
 mod correlator;
 mod decide;

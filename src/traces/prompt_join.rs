@@ -9,6 +9,7 @@
 use super::correlator::Correlator;
 use super::ids::{external_of_internal, trace_key};
 use super::model::{Hop, Join, Outcome, Phase};
+use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 
 /// How far back (in ring entries) a prompt length looks for its partner.
@@ -149,6 +150,12 @@ impl Correlator {
         // Its prefill was another request's: take the one of this length,
         // if exactly one fits (one not known to be another decode's own).
         let [o] = same[..] else { return };
+        // A failed prefill's error is its trace's verdict: moving prefill
+        // sides would leave it on the other request, so it stays by order.
+        let failed = |c: &Correlator, x: u64| c.store.get(x).is_some_and(failed_prefill);
+        if failed(self, s) || failed(self, o) {
+            return;
+        }
         let fits = self.store.get(o).is_some_and(|x| !x.trace.join.exact() || x.trace.decode.is_none());
         let theirs = self.store.get(o).and_then(|x| x.trace.decode.and(x.trace.prompt_tokens));
         if !fits || theirs.is_some_and(|q| q == d) {

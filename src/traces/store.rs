@@ -53,6 +53,10 @@ pub(crate) struct Track {
     /// A line named this request's KV load as failed (log, event time),
     /// until a `Recovered from KV load failure` line accounts for it.
     pub load_failed: Option<(LogOrigin, f64)>,
+    /// The log and event time of the client's abort, and of the last
+    /// failure named for this request (`abort.rs` orders the two).
+    pub cancelled_at: Option<(LogOrigin, f64)>,
+    pub failed_at: Option<(LogOrigin, f64)>,
 }
 
 #[derive(Clone)]

@@ -63,6 +63,8 @@ impl Correlator {
                     }
                 }
             }
+            // The instance logged the response's end (`--enable-log-outputs`).
+            K::ResponseDone => return self.on_response_done(src, sig, t),
             K::ConnectorCreated => {
                 if let Some(Val::Text(c)) = sig.get("connector") {
                     let c = c.clone();

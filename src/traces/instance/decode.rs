@@ -80,6 +80,8 @@ impl Correlator {
             e.trace.decode = Some(i);
             e.trace.engine_ids.push((src, a.id.to_string()));
             if join == Join::ByOrder {
+                // Also for a failed prefill: its error is sure, but that it was
+                // this request's (the trace now bears the decode's id) is a guess.
                 e.trace.join = Join::ByOrder;
                 e.trace.confidence = Confidence::Unsure;
             }

@@ -4,11 +4,12 @@
 //!
 //! uvicorn prints an access line when the response *starts*. A plain
 //! response starts once it is complete, after the request's `Added` line;
-//! a stream starts right away, before its `Added` line, and nothing vLLM
-//! prints at INFO marks its end. So a request is finished on an instance
-//! by its access line if that line followed its `Added` line, by an abort
-//! or a failure, or by an engine stats line: with N running or waiting,
-//! no more than N of those that arrived before it were still in flight.
+//! a stream starts right away, before its `Added` line, and only
+//! `--enable-log-outputs` prints its end (`ends.rs`). So a request is
+//! finished on an instance by its access line if that line followed its
+//! `Added` line, by its logged end, by an abort or a failure, or by an
+//! engine stats line: with N running or waiting, no more than N of those
+//! that arrived before it were still in flight.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 

@@ -39,6 +39,9 @@ impl Correlator {
             return false;
         };
         let mut note = format!("; the proxy went on: decode#{i} received it after the prefill failed");
+        if e.trace.join == Join::ByOrder {
+            note.push_str(" (paired by arrival order: no id was shared)");
+        }
         if style == Style::Params && !params {
             note.push_str(&format!(
                 " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
@@ -100,6 +103,8 @@ impl Correlator {
                 self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
             }
             Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
+            // The client's abort left the KV unread: the abort's echo, no miss (`abort.rs`).
+            Outcome::Cancelled => e.trace.evidence.push_str(&format!("; then {note} (after the abort)")),
             // The decode request of the same id ran, and never read this KV:
             // it computed the prompt itself (a failed read would have erred
             // it). "No prefill" was wrong too: this prefill held its KV.
@@ -404,6 +409,9 @@ impl Correlator {
         };
         let text =
             format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.cancelled_at = Some((src, t));
+        }
         self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
     }
 

@@ -3,6 +3,7 @@
 //! and what a log says of its instance.
 
 pub(super) mod decode;
+pub(super) mod ends;
 pub(super) mod events;
 pub(super) mod inflight;
 pub(super) mod lifecycle;

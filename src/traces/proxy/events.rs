@@ -191,6 +191,10 @@ impl Correlator {
             // line says no more than that; the access line says the answer.
             what = "the proxy failed the request before decode (its prefill stage): `Error occurred in disagg proxy server`".into();
         }
+        if hop == Hop::Producer {
+            // This proxy fails a request whose prefill failed: it sends no decode.
+            self.joiner.proxy_stops_at_prefill_error = true;
+        }
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
             && !self.joiner.ids_shared
             && let Some(s) = self.order_partner(at)
