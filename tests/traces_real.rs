@@ -735,7 +735,7 @@ fn a_death_cascade_is_named_as_one() {
     assert_eq!(ev[0], (LogOrigin::Decode(0), "EngineCore encountered a fatal error.".to_string()));
     assert_eq!(ev[1].0, LogOrigin::Prefill(0));
     assert!(
-        ev[1].1.starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then its transfer peer prefill#0 in the same second"),
+        ev[1].1.starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then prefill#0 on the other side of the pair within a second"),
         "{}",
         ev[1].1
     );

@@ -419,6 +419,11 @@ impl Correlator {
         self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
         if let Some(e) = self.store.get_mut(serial).filter(|e| e.trace.outcome == Outcome::Error) {
             e.trace.error_at = Some(hop);
+            // The proxy's line names no request: on a request paired by
+            // order the failure is certain, whose it was is not.
+            if src == LogOrigin::Proxy && e.trace.join == Join::ByOrder {
+                e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
+            }
         }
     }
 }

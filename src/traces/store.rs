@@ -208,6 +208,20 @@ impl Store {
     }
 }
 
+/// Event time of the latest thing a trace's lines said: an arrival of the
+/// same id much later than this is a new request (a looping lab, a driver
+/// that reuses ids), not this one's other side.
+pub(crate) fn last_event(e: &Entry) -> f64 {
+    e.trace.phases.iter().map(|p| p.end.unwrap_or(p.start).max(p.start)).fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Whether a decided trace is still recent enough, at event time `t` and
+/// read time `at`, to take the other side of its request: on both clocks,
+/// since a replayed loop repeats its stamps and a pasted log has no read time.
+pub(crate) fn recent(e: &Entry, t: f64, at: f64, window: f64) -> bool {
+    last_event(e) >= t - window && e.trace.decided_at.unwrap_or(e.trace.first_seen) >= at - window
+}
+
 /// The prefill answered an error and a decode request of the same id came
 /// after it: the proxy went on (it hid the failure). One request, an error
 /// at prefill, whatever decode did.

@@ -9,18 +9,22 @@ use crate::traces::correlator::{Correlator, Style};
 use crate::traces::ids::{base_id, external_of_internal, invented, trace_key};
 use crate::traces::instance::events::{Added, Arrival};
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
-use crate::traces::store::failed_prefill;
 use crate::traces::store::push_capped;
+use crate::traces::store::{Entry, failed_prefill, recent};
 
 impl Correlator {
     pub(crate) fn decode_arrival(&mut self, i: usize, a: &Arrival) -> u64 {
         let src = LogOrigin::Decode(i);
         let base = trace_key(a.id);
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
+        // A decided trace takes a late decode only while it is recent: the
+        // same id much later is another request.
+        let fresh = |e: &Entry| recent(e, a.t, a.at, self.opts.prefill_only_timeout_s);
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
                 e.trace.decode.is_none()
-                    && (e.trace.outcome == Outcome::Pending || e.track.reopenable || failed_prefill(e))
+                    && (e.trace.outcome == Outcome::Pending
+                        || ((e.track.reopenable || failed_prefill(e)) && fresh(e)))
             })
         };
         let mut join = Join::ById;

@@ -239,12 +239,10 @@ impl Correlator {
             } else {
                 ((src, t, text), (p, pt, ptext.as_str()))
             };
-            let gap = if tb - ta < 0.001 {
-                "in the same second".to_string()
-            } else {
-                format!("{:.3} s later", tb - ta)
-            };
-            format!("death cascade: {a} died ({xa}), then its transfer peer {b} {gap} ({xb})")
+            // vLLM stamps to the second: closer than that cannot be said.
+            let gap =
+                if tb - ta < 1.0 { "within a second".to_string() } else { format!("{:.0} s later", tb - ta) };
+            format!("death cascade: {a} died ({xa}), then {b} on the other side of the pair {gap} ({xb})")
         });
         let st = self.stat(src);
         st.deaths += 1;
