@@ -341,3 +341,37 @@ pub fn moved(ledger: &mut Ledger) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Writer, first_of};
+
+    fn w(start: f64, end: Option<f64>) -> Writer {
+        let (from, to) = (start - 1.0, start + 3.0);
+        Writer {
+            req: 0,
+            kind: "prefill",
+            from,
+            to,
+            start,
+            end,
+            exact: None,
+            claimed: None,
+            last: false,
+            read: false,
+            taken: false,
+        }
+    }
+
+    /// Two writers of one size: the earlier takes the earlier folder only
+    /// when it ran before the other (spans), or started a stamp-second
+    /// earlier (logs); two that ran together settle nothing.
+    #[test]
+    fn who_ran_first() {
+        assert_eq!(first_of(&[w(10.0, Some(10.3)), w(10.5, Some(10.9))], &[0, 1]), Some(0));
+        assert_eq!(first_of(&[w(10.5, Some(10.9)), w(10.0, Some(10.3))], &[0, 1]), Some(1));
+        assert_eq!(first_of(&[w(10.0, Some(10.6)), w(10.2, Some(10.9))], &[0, 1]), None);
+        assert_eq!(first_of(&[w(10.0, None), w(11.0, None)], &[0, 1]), Some(0));
+        assert_eq!(first_of(&[w(10.0, None), w(10.0, None)], &[0, 1]), None);
+    }
+}
