@@ -109,6 +109,7 @@ fn a_2p2d_capture_replays_with_every_outcome_and_pairing_right() {
     // but the cancelled stream (its decode exported no span): by order.
     assert_eq!((right, unknown), (68, 0));
     assert_eq!((exact, by_order), (63, 1));
+    folders_against_truth(&r, &truth);
     // The same folder imported as a recording plays the same.
     let file = std::env::temp_dir().join(format!("pdtop-replay-2p2d-{}.rec", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
@@ -118,4 +119,51 @@ fn a_2p2d_capture_replays_with_every_outcome_and_pairing_right() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(check(&file.display().to_string()), r);
     std::fs::remove_file(&file).ok();
+}
+
+/// Each request's connector folder (`kv.requests[].folder`) against the
+/// one the capture computed from its prompt (`store_folder`: the md5 of its
+/// first `(n - 1) // 16 * 16` token ids). A missing decode rewrites its
+/// prefill's folder (the same key) and makes none of its own; a request
+/// sent straight to decode stores its own. Every folder is the request's
+/// own or unknown; with the spans' prompt lengths and the directory's
+/// scans, every one is known.
+fn folders_against_truth(r: &serde_json::Value, truth: &str) {
+    let kv = r["kv"]["requests"].as_array().unwrap();
+    let traces = r["traces"].as_array().unwrap();
+    let (mut right, mut wrong) = (0, Vec::new());
+    for line in truth.lines() {
+        let q: serde_json::Value = serde_json::from_str(line).unwrap();
+        let Some(d) = q["decode_request_id"].as_str() else { continue };
+        let t = traces
+            .iter()
+            .find(|t| t["vllm_ids"].as_array().unwrap().iter().any(|v| v["id"].as_str() == Some(d)))
+            .unwrap();
+        let k = kv.iter().find(|k| k["id"] == t["id"]).unwrap_or_else(|| panic!("{}: no kv entry", q["id"]));
+        let want = q["store_folder"].as_str().unwrap();
+        match k["folder"].as_str() {
+            Some(f) if f == want => right += 1,
+            got => wrong.push(format!("{}: {got:?}, truth {want} ({})", q["id"], k["note"])),
+        }
+        // A loaded request read its folder: the bytes the connector's
+        // files hold, `layers x (tokens x bytes per layer-token + 88)`.
+        if q["outcome"] == "loaded" {
+            assert_eq!(k["observed"].as_f64(), q["folder_bytes"].as_f64(), "{}: {k}", q["id"]);
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // 67 requests reached decode (the 68th failed at the proxy).
+    assert_eq!(right, 67);
+    let f = &r["kv"]["folders"];
+    assert_eq!((f["stored"].as_u64(), f["matched"].as_u64()), (Some(67), Some(67)), "{f}");
+    // Never read: the 9 misses' prefill folders and the 3 direct requests'.
+    let unread: std::collections::BTreeSet<String> =
+        f["unread"].as_array().unwrap().iter().filter_map(|n| n.as_str().map(String::from)).collect();
+    let want: std::collections::BTreeSet<String> = truth
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|q| ["silent_miss", "no_prefill"].contains(&q["outcome"].as_str().unwrap()))
+        .map(|q| q["store_folder"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(unread, want);
 }

@@ -460,7 +460,7 @@ proptest! {
 
 /// Two prefilled requests added in the same instant, one hit: FIFO gives
 /// it to the older, but the younger may be its owner. Neither is called a
-/// miss; the miss is counted, unattributed.
+/// miss nor loaded; the miss is counted, unattributed.
 #[test]
 fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     let mut c = Correlator::new(CorrelatorOptions::default());
@@ -492,9 +492,13 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     assert_eq!(c.get("b").map(|t| t.outcome), Some(Outcome::Pending));
     c.on_tick(at + 2.0);
     let n = c.counts();
-    assert_eq!((n.silent_miss, n.loaded, n.unknown, n.unattributed_misses), (0, 1, 1, 1), "{n:?}");
-    let b = c.get("b").expect("trace");
-    assert!(b.evidence.contains("one of them did not load"), "{}", b.evidence);
+    // The hit may be b's (a scheduled a step earlier and missed): neither
+    // is named, neither is called loaded.
+    assert_eq!((n.silent_miss, n.loaded, n.unknown, n.unattributed_misses), (0, 0, 2, 1), "{n:?}");
+    for id in ["a", "b"] {
+        let t = c.get(id).expect("trace");
+        assert!(t.evidence.contains("did not load KV, and the logs cannot say which"), "{}", t.evidence);
+    }
     assert!(c.drain_new_misses().is_empty());
     // The same pair one at a time is sure: b alone, with no hit, missed.
     c.on_line(

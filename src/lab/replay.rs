@@ -86,6 +86,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut last_scrape = vec![f64::MIN; capture.instances.len().max(2)];
     let mut last_link = f64::MIN;
     let mut next_spans = 0;
+    let mut next_scan = 0;
     let end = capture.t0 + secs;
     let mut t = capture.t0;
     while t <= end {
@@ -126,6 +127,12 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
             out.push(Msg::Spans { at: t, spans: spans.clone(), counts });
             next_spans += 1;
         }
+        // Each recorded listing of the connector directory at its own time:
+        // when a folder first appeared bounds when its writer ran.
+        while let Some((st, scan)) = capture.kvdir_scans.get(next_scan).filter(|(st, _)| *st <= t) {
+            out.push(Msg::KvDir { at: *st, scan: Ok(scan.clone()) });
+            next_scan += 1;
+        }
         if t - last_link >= 0.99 {
             last_link = t;
             out.extend(link_messages(capture, t));
@@ -145,12 +152,8 @@ fn link_messages(capture: &Capture, t: f64) -> Vec<Msg> {
         let read = parse_net_dev(&capture.netdev[i - 1].1).map_err(|e| e.to_string());
         out.push(Msg::NetDev { at: t, read });
     }
-    if !capture.kvdir_scans.is_empty() {
-        // The directory as it was scanned then.
-        let k = capture.kvdir_scans.partition_point(|(st, _)| *st <= t);
-        let scan = k.checked_sub(1).map(|k| capture.kvdir_scans[k].1.clone()).unwrap_or_default();
-        out.push(Msg::KvDir { at: t, scan: Ok(scan) });
-    } else if !capture.kvdir_created.is_empty() {
+    // Recorded listings (`kvdir_scans`) are sent at their own times.
+    if capture.kvdir_scans.is_empty() && !capture.kvdir_created.is_empty() {
         let due = capture.kvdir_created.partition_point(|(ct, _)| *ct <= t);
         let scan: KvDirSnapshot = capture.kvdir_created[..due]
             .iter()

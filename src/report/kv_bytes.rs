@@ -115,9 +115,19 @@ pub fn build(state: &AppState) -> Ledger {
     });
     for t in &traces {
         let should_move = t.prefill.is_some() && matches!(t.outcome, Outcome::Loaded | Outcome::SilentMiss);
-        let (mut tokens, mut tokens_source) = match (t.remote_num_tokens, t.inject_tokens) {
-            (Some(n), _) => (Some(u64::from(n)), Some("kv_transfer_params remote_num_tokens")),
-            (None, Some(n)) => (Some(u64::from(n)), Some("decode's Inject KV cache line (stored tokens)")),
+        // A prompt length vLLM reported for this request (its spans, its DEBUG log).
+        let spans = state.spans.timings_for(t);
+        let prompt = [spans.prefill, spans.decode].into_iter().flatten().find_map(|s| s.prompt_tokens);
+        // An `Inject` line is this request's only once it is called loaded
+        // (one shared by requests scheduled together leaves them unknown).
+        let inject = t.inject_tokens.filter(|_| matches!(t.outcome, Outcome::Loaded | Outcome::Cancelled));
+        let (mut tokens, mut tokens_source) = match (t.remote_num_tokens, inject, prompt, t.prompt_tokens) {
+            (Some(n), ..) => (Some(u64::from(n)), Some("kv_transfer_params remote_num_tokens")),
+            (None, Some(n), ..) => {
+                (Some(u64::from(n)), Some("decode's Inject KV cache line (stored tokens)"))
+            }
+            (None, None, Some(n), _) => (Some(u64::from(n)), Some("the request's spans (prompt tokens)")),
+            (None, None, None, Some(n)) => (Some(u64::from(n)), Some("vLLM's log (prompt tokens)")),
             _ => (None, None),
         };
         if let Some(s) = start_of(t, Hop::Producer) {
@@ -135,9 +145,8 @@ pub fn build(state: &AppState) -> Ledger {
             tokens = decode_tokens;
             tokens_source = decode_tokens.map(|_| "decode metrics (one request in the scrape)");
         }
-        let stored = |n: u64| {
-            if t.inject_tokens.is_some() { Some(n) } else { example_connector_saved_tokens(n, block) }
-        };
+        let stored =
+            |n: u64| if inject.is_some() { Some(n) } else { example_connector_saved_tokens(n, block) };
         let predicted = match (tokens, bpt) {
             (Some(n), Some(b)) if kvdir && !nixl => stored(n).map(|s| match layers {
                 Some(ly) => (ly * (s * b / ly + SAFETENSORS_KV_HEADER_BYTES)) as f64,
@@ -174,7 +183,8 @@ pub fn build(state: &AppState) -> Ledger {
     if nixl {
         crate::report::kv_nixl::attribute(state, &traces, &mut ledger);
     } else if kvdir {
-        ledger.folders = match_folders(state, &traces, &ledger.index, &mut ledger.requests, bpt, layers);
+        ledger.folders =
+            match_folders(state, &traces, &ledger.index, &mut ledger.requests, bpt, layers, block);
         crate::report::kv_folders::moved(&mut ledger);
     } else {
         crate::report::kv_nixl::by_interface_only(state, &traces, &mut ledger);

@@ -1,23 +1,36 @@
 //! The ExampleConnector's folders matched to the requests that wrote them.
 //!
-//! A folder appears in the first scan after its writer stored it: the
-//! prefill of a request, or decode itself after it computed a prompt it
-//! found no folder for (the connector stores whatever it did not load).
-//! Each is matched to a writer that started before it, by size when the
-//! writer's token count is known (`layers x (tokens x bytes per
-//! layer-token + 88)`), else by order. Read by decode: the prefill folder of a request
-//! that loaded. Everything else is written and never read.
+//! What the connector does (`example_connector.py`): a prefill stores the
+//! prompt's KV under the hash of its first `(n - 1) // bs * bs` tokens, one
+//! `<layer>.safetensors` per layer, `layers x (tokens x bytes per
+//! layer-token + 88)` bytes in all, written during its forward pass; a
+//! decode looks up `(n - 2) // bs * bs` tokens. A decode that finds nothing
+//! stores the prompt again under the same `(n - 1) // bs * bs` key: the
+//! prefill's folder, rewritten, never a folder of its own. Only a decode
+//! with no prefill before it makes a new folder.
+//!
+//! So each folder has one writer: a prefill, or a decode that had none. It
+//! was created between the scan before the one that first listed it and
+//! that scan, while its writer ran. A folder goes to the one writer whose
+//! run overlaps that interval and whose stored size is exactly the
+//! folder's (the size known from the prompt length its spans report, or
+//! from its `Inject` line); else to the one writer of unknown size there.
+//! Two candidates that fit equally leave the folder unknown. Matches are
+//! repeated until none is added, so each one taken narrows the others.
 
-use crate::kv::SAFETENSORS_KV_HEADER_BYTES;
+use crate::kv::{SAFETENSORS_KV_HEADER_BYTES, example_connector_saved_tokens};
 use crate::report::kv_ledger::{FolderMatch, Ledger, RequestBytes, set_observed};
 use crate::state::AppState;
-use crate::traces::{Outcome, Trace};
+use crate::traces::{Hop, Outcome, Trace};
 
-/// A writer's request may start this long before the scan preceding its
+/// A log-stamped writer may start this long before the scan preceding its
 /// folder (a long prompt's store takes time; stamps are to the second).
 const BEFORE_PREV_SCAN_S: f64 = 3.0;
 /// Scan-to-stamp slack: vLLM stamps are floored to the second.
 const STAMP_SLACK_S: f64 = 1.0;
+/// Scan-to-span slack: both are wall-clock times to the millisecond; this
+/// covers clocks kept by NTP and the listing's own duration.
+const SPAN_SLACK_S: f64 = 0.25;
 
 /// Stored tokens of a folder: `(bytes / files - 88) / bytes per layer-token`.
 fn folder_tokens(bytes: u64, files: u64, per_layer_token: Option<u64>) -> Option<u64> {
@@ -27,6 +40,150 @@ fn folder_tokens(bytes: u64, files: u64, per_layer_token: Option<u64>) -> Option
     (bytes.is_multiple_of(files) && body.is_multiple_of(per)).then_some(body / per)
 }
 
+/// A request that may have made a folder.
+struct Writer {
+    /// Index into the requests.
+    req: usize,
+    kind: &'static str,
+    /// When its folder can have been created (its run, widened by its clock's slack).
+    from: f64,
+    to: f64,
+    /// When it started, and (from its span) ended.
+    start: f64,
+    end: Option<f64>,
+    /// The folder's bytes, from stored tokens known exactly (a prompt
+    /// length vLLM reported, its own `Inject` line)...
+    exact: Option<u64>,
+    /// ... or from a scrape interval with one request, given by order.
+    claimed: Option<u64>,
+    /// A decode after a prefill: a folder of its own only if no prefill
+    /// accounts for one (tried last).
+    last: bool,
+    /// Its decode loaded the folder (an `Inject` line of its own).
+    read: bool,
+    taken: bool,
+}
+
+/// The folder sizes the run can make.
+struct Shape {
+    block: u64,
+    layers: Option<u64>,
+    per_layer_token: Option<u64>,
+}
+
+impl Shape {
+    fn bytes_of_stored(&self, stored: u64) -> Option<u64> {
+        Some(self.layers? * (stored * self.per_layer_token? + SAFETENSORS_KV_HEADER_BYTES))
+    }
+
+    fn bytes_of_prompt(&self, n: u64) -> Option<u64> {
+        self.bytes_of_stored(example_connector_saved_tokens(n, self.block)?)
+    }
+}
+
+/// Of several writers that fit a folder equally, the one that ran before
+/// all the others (its folder was made first): with spans, it ended before
+/// each other one started; by log stamps, it started a second earlier or
+/// more. None when two ran together.
+fn first_of(writers: &[Writer], cands: &[usize]) -> Option<usize> {
+    let &w = cands.iter().min_by(|a, b| writers[**a].start.total_cmp(&writers[**b].start))?;
+    let a = &writers[w];
+    let before = |b: &Writer| match (a.end, b.end) {
+        (Some(end), Some(_)) => end <= b.start + SPAN_SLACK_S,
+        _ => b.start >= a.start + STAMP_SLACK_S,
+    };
+    cands.iter().filter(|&&c| c != w).all(|&c| before(&writers[c])).then_some(w)
+}
+
+/// The writers of trace `t`'s folders: its prefill (or its decode when no
+/// prefill ran), and its decode as well when its prompt is known to differ
+/// from the prefill's (a different prompt is a different key).
+fn writers_of(state: &AppState, t: &Trace, req: usize, r: &RequestBytes, shape: &Shape) -> Vec<Writer> {
+    let spans = state.spans.timings_for(t);
+    let tokens = |s: Option<&crate::feed::RequestSpan>| s.and_then(|s| s.prompt_tokens).map(u64::from);
+    // Prompt lengths vLLM reported (spans, DEBUG log), and those a scrape
+    // with one request gave (by order: claims, not exact).
+    let decode_prompt = tokens(spans.decode).or(t.prompt_tokens.map(u64::from));
+    let prefill_prompt = tokens(spans.prefill).or(decode_prompt);
+    let claimed = |src: &str| r.tokens.filter(|_| r.tokens_source.is_some_and(|s| s.contains(src)));
+    let prefill_claim = claimed("prefill metrics");
+    let decode_claim = r.decode_tokens.or(claimed("decode metrics"));
+    // Loaded, or cancelled after its load: the `Inject` line gives the stored tokens.
+    let loaded =
+        t.outcome == Outcome::Loaded || (t.outcome == Outcome::Cancelled && t.inject_tokens.is_some());
+    let inject = t.inject_tokens.filter(|_| loaded).map(u64::from);
+    let window = |span: Option<&crate::feed::RequestSpan>, start: f64| match span {
+        Some(s) => (s.start - SPAN_SLACK_S, s.end + SPAN_SLACK_S, s.start, Some(s.end)),
+        None => (start - STAMP_SLACK_S, start + BEFORE_PREV_SCAN_S, start, None),
+    };
+    let failed_prefill = t.outcome == Outcome::Error && t.error_at == Some(Hop::Producer);
+    let mut out = Vec::new();
+    if t.prefill.is_some() && !failed_prefill {
+        let Some(start) = r.prefill_at else { return out };
+        let (from, to, start, end) = window(spans.prefill, start);
+        let exact = prefill_prompt
+            .and_then(|n| shape.bytes_of_prompt(n))
+            .or(inject.and_then(|s| shape.bytes_of_stored(s)));
+        let claimed = prefill_claim.and_then(|n| shape.bytes_of_prompt(n));
+        out.push(Writer {
+            req,
+            kind: "prefill",
+            from,
+            to,
+            start,
+            end,
+            exact,
+            claimed,
+            last: false,
+            read: loaded,
+            taken: false,
+        });
+        // A decode that computed a prompt other than the prefill's.
+        let p = tokens(spans.prefill).or(prefill_claim);
+        let d = tokens(spans.decode).or(t.prompt_tokens.map(u64::from)).or(decode_claim);
+        if let (Some(p), Some(d), Some(start), false) = (p, d, r.decode_at, loaded)
+            && p != d
+        {
+            let (from, to, start, end) = window(spans.decode, start);
+            let bytes = shape.bytes_of_prompt(d);
+            let exact_d = tokens(spans.decode).or(t.prompt_tokens.map(u64::from)).is_some();
+            let (exact, claimed) = if exact_d { (bytes, None) } else { (None, bytes) };
+            out.push(Writer {
+                req,
+                kind: "decode",
+                from,
+                to,
+                start,
+                end,
+                exact,
+                claimed,
+                last: true,
+                read: false,
+                taken: false,
+            });
+        }
+    } else if t.prefill.is_none() && t.decode.is_some() && !loaded {
+        let Some(start) = r.decode_at else { return out };
+        let (from, to, start, end) = window(spans.decode, start);
+        let exact = decode_prompt.and_then(|n| shape.bytes_of_prompt(n));
+        let claimed = decode_claim.or(r.tokens).and_then(|n| shape.bytes_of_prompt(n));
+        out.push(Writer {
+            req,
+            kind: "decode",
+            from,
+            to,
+            start,
+            end,
+            exact,
+            claimed,
+            last: false,
+            read: false,
+            taken: false,
+        });
+    }
+    out
+}
+
 pub fn match_folders(
     state: &AppState,
     traces: &[&Trace],
@@ -34,51 +191,95 @@ pub fn match_folders(
     requests: &mut [RequestBytes],
     bpt: Option<u64>,
     layers: Option<u64>,
+    block: u64,
 ) -> Vec<FolderMatch> {
     let per_layer_token = bpt.zip(layers).map(|(b, l)| b / l.max(1));
-    let block = 16;
-    // (start, request index, writer, expected bytes, taken)
-    let mut writers: Vec<(f64, usize, &'static str, Option<u64>, bool)> = Vec::new();
-    for t in traces {
-        let Some(&i) = index.get(&t.id) else { continue };
-        if let Some(p) = requests[i].prefill_at {
-            writers.push((p, i, "prefill", requests[i].predicted.map(|b| b as u64), false));
-        }
-        if let Some(d) = requests[i].decode_at
-            && t.outcome != Outcome::Loaded
-        {
-            let r = &requests[i];
-            let folder_of = |n: u64| {
-                let s = crate::kv::example_connector_saved_tokens(n, block)?;
-                Some(layers? * (s * per_layer_token? + SAFETENSORS_KV_HEADER_BYTES))
-            };
-            // The same prompt as the prefill's: decode rewrites that folder.
-            if t.prefill.is_some() && r.decode_tokens.is_some() && r.decode_tokens == r.tokens {
-                continue;
-            }
-            writers.push((d, i, "decode", r.decode_tokens.and_then(folder_of), false));
-        }
-    }
-    writers.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let shape = Shape { block, layers, per_layer_token };
+    let mut writers: Vec<Writer> = traces
+        .iter()
+        .filter_map(|t| Some((t, *index.get(&t.id)?)))
+        .flat_map(|(t, i)| writers_of(state, t, i, &requests[i], &shape))
+        .collect();
     let mut folders: Vec<(&String, &crate::state::link::FolderSeen)> = state.link.folders.iter().collect();
     folders.sort_by(|a, b| a.1.first_seen.total_cmp(&b.1.first_seen).then(a.0.cmp(b.0)));
+    // Per folder: (writer, matched by size, a rival fitted too).
+    let mut pick: Vec<Option<(usize, bool, bool)>> = vec![None; folders.len()];
+    // By size (exact or claimed), then by time alone (a claim given by
+    // order may be another request's), then decodes after a prefill; each
+    // pass until nothing changes.
+    for pass in 0..3 {
+        loop {
+            let mut added = false;
+            for (k, (_, f)) in folders.iter().enumerate() {
+                if pick[k].is_some() {
+                    continue;
+                }
+                let t0 = f.prev_scan.unwrap_or(f.first_seen - 10.0);
+                let near: Vec<usize> = (0..writers.len())
+                    .filter(|&w| {
+                        let x = &writers[w];
+                        !x.taken && (!x.last || pass == 2) && x.from <= f.first_seen && x.to >= t0
+                    })
+                    .collect();
+                // A decode after a prefill only where no prefill of unknown
+                // size is left that may have written it.
+                if pass == 2 && near.iter().any(|&w| !writers[w].last && writers[w].exact.is_none()) {
+                    continue;
+                }
+                let of = |keep: &dyn Fn(&Writer) -> bool| -> Vec<usize> {
+                    near.iter().copied().filter(|&w| keep(&writers[w])).collect()
+                };
+                let exact = of(&|w| w.exact == Some(f.bytes));
+                let claimed = of(&|w| w.exact.is_none() && w.claimed == Some(f.bytes));
+                let open = of(&|w| w.exact.is_none() && (w.claimed.is_none() || pass >= 1));
+                let first = |c: &[usize]| first_of(&writers, c);
+                // Equal sizes: the one that ran first; else the one whose
+                // size is exact over those given by order.
+                let fit: Vec<usize> = exact.iter().chain(&claimed).copied().collect();
+                let found = match (&fit[..], &exact[..]) {
+                    ([w], _) => Some((*w, true, !open.is_empty() || claimed.contains(w))),
+                    ([_, ..], [e]) => Some((first(&fit).unwrap_or(*e), true, true)),
+                    ([_, ..], _) => first(&fit).map(|w| (w, true, true)),
+                    ([], _) if pass >= 1 => first(&open).map(|w| (w, false, true)),
+                    _ => None,
+                };
+                if let Some((w, _, _)) = found {
+                    writers[w].taken = true;
+                    pick[k] = found;
+                    added = true;
+                }
+            }
+            if !added {
+                break;
+            }
+        }
+    }
+    // Writers left out where a folder fitted them and another request alike.
+    let mut shared = vec![0usize; writers.len()];
+    for (k, (_, f)) in folders.iter().enumerate() {
+        let t0 = f.prev_scan.unwrap_or(f.first_seen - 10.0);
+        if pick[k].is_none() {
+            for (w, x) in writers.iter().enumerate() {
+                if !x.taken
+                    && x.from <= f.first_seen
+                    && x.to >= t0
+                    && x.exact.or(x.claimed).is_none_or(|b| b == f.bytes)
+                {
+                    shared[w] += 1;
+                }
+            }
+        }
+    }
+    for (w, n) in writers.iter().zip(shared).filter(|(_, n)| *n > 0) {
+        let r = &mut requests[w.req];
+        let note = format!(
+            "{n} folder(s) stored while its {} ran fit it as well as another request's: which is its own is not known",
+            w.kind
+        );
+        r.note = if r.note.is_empty() { note } else { format!("{}; {note}", r.note) };
+    }
     let mut out = Vec::new();
-    for (name, f) in folders {
-        let lo = f.prev_scan.unwrap_or(f.first_seen - 10.0) - BEFORE_PREV_SCAN_S;
-        let hi = f.first_seen + STAMP_SLACK_S;
-        // Writers are in time order: only those inside the window.
-        let from = writers.partition_point(|w| w.0 < lo);
-        let upto = writers.partition_point(|w| w.0 <= hi).max(from);
-        let near = &writers[from..upto];
-        let by_size = near.iter().position(|w| !w.4 && w.3 == Some(f.bytes)).map(|i| i + from);
-        // By time alone only a writer whose size is not known: one whose
-        // size is known and differs did not write this folder.
-        let by_time = near.iter().position(|w| !w.4 && w.3.is_none()).map(|i| i + from);
-        let (pick, matched_by) = match (by_size, by_time) {
-            (Some(i), _) => (Some(i), "time and size"),
-            (None, Some(i)) => (Some(i), "time"),
-            _ => (None, "none"),
-        };
+    for ((name, f), found) in folders.into_iter().zip(pick) {
         let mut m = FolderMatch {
             name: name.clone(),
             files: f.files,
@@ -87,22 +288,22 @@ pub fn match_folders(
             tokens: folder_tokens(f.bytes, f.files, per_layer_token),
             writer: "unknown",
             request: None,
-            matched_by,
+            matched_by: "none",
             predicted: None,
             read: false,
         };
-        if let Some(wi) = pick {
-            writers[wi].4 = true;
-            let (start, ri, writer, expected, _) = writers[wi];
-            m.writer = writer;
-            m.predicted = expected;
-            let r = &mut requests[ri];
+        if let Some((wi, by_size, rival)) = found {
+            let w = &writers[wi];
+            m.writer = w.kind;
+            m.predicted = w.exact.or(w.claimed);
+            m.matched_by = if by_size { "time and size" } else { "time" };
+            let r = &mut requests[w.req];
             m.request = Some(r.id.clone());
-            let confidence = if matched_by == "time and size" { "sure" } else { "likely" };
-            if writer == "prefill" {
-                r.folder = Some(name.clone());
-                r.window = Some([start, f.first_seen]);
-                if r.outcome == "loaded" {
+            r.folder = Some(name.clone());
+            let confidence = if by_size && !rival { "sure" } else { "likely" };
+            if w.kind == "prefill" {
+                r.window = Some([r.prefill_at.unwrap_or(f.first_seen), f.first_seen]);
+                if w.read {
                     m.read = true;
                     set_observed(r, f.bytes as f64, "kv_dir", confidence);
                 } else if r.should_move {
@@ -113,7 +314,13 @@ pub fn match_folders(
                     );
                 }
             } else {
-                let note = format!("decode stored its own folder {name} after computing the prompt");
+                let note = if w.last {
+                    format!(
+                        "decode computed a prompt other than its prefill's and stored it in its own folder {name}"
+                    )
+                } else {
+                    format!("decode stored its own folder {name}: no prefill ran for it")
+                };
                 r.note = if r.note.is_empty() { note } else { format!("{}; {note}", r.note) };
             }
         }
@@ -132,5 +339,39 @@ pub fn moved(ledger: &mut Ledger) {
             ledger.windows.push((a, b));
             ledger.moved += o;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Writer, first_of};
+
+    fn w(start: f64, end: Option<f64>) -> Writer {
+        let (from, to) = (start - 1.0, start + 3.0);
+        Writer {
+            req: 0,
+            kind: "prefill",
+            from,
+            to,
+            start,
+            end,
+            exact: None,
+            claimed: None,
+            last: false,
+            read: false,
+            taken: false,
+        }
+    }
+
+    /// Two writers of one size: the earlier takes the earlier folder only
+    /// when it ran before the other (spans), or started a stamp-second
+    /// earlier (logs); two that ran together settle nothing.
+    #[test]
+    fn who_ran_first() {
+        assert_eq!(first_of(&[w(10.0, Some(10.3)), w(10.5, Some(10.9))], &[0, 1]), Some(0));
+        assert_eq!(first_of(&[w(10.5, Some(10.9)), w(10.0, Some(10.3))], &[0, 1]), Some(1));
+        assert_eq!(first_of(&[w(10.0, Some(10.6)), w(10.2, Some(10.9))], &[0, 1]), None);
+        assert_eq!(first_of(&[w(10.0, None), w(11.0, None)], &[0, 1]), Some(0));
+        assert_eq!(first_of(&[w(10.0, None), w(10.0, None)], &[0, 1]), None);
     }
 }

@@ -29,7 +29,8 @@ pub struct RequestBytes {
     /// "as_predicted", "moved_nothing", "short", "too_much", "not_expected", "unknown".
     pub verdict: &'static str,
     pub note: String,
-    /// The connector folder its prefill stored (ExampleConnector).
+    /// The connector folder its prefill stored, or its decode when no
+    /// prefill ran (ExampleConnector).
     pub folder: Option<String>,
     /// The transfer window (unix seconds) and the carrier's bytes in it.
     pub window: Option<[f64; 2]>,

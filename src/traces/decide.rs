@@ -1,7 +1,7 @@
 //! Deadlines and verdict wording: what `on_tick`/`finish` conclude, and how
 //! a hit (or its absence) becomes a verdict.
 
-use super::connector::hits::{Claim, Group, Waiting};
+use super::connector::hits::{Claim, Waiting};
 use super::correlator::{Correlator, Style};
 use super::ids::{base_id, invented};
 use super::model::{Confidence, Hop, Join, Outcome};
@@ -204,46 +204,14 @@ impl Correlator {
         if e.trace.outcome != Outcome::Pending {
             return;
         }
-        let (join, id) = (e.trace.join, e.trace.id.clone());
+        let join = e.trace.join;
         if capped {
             let ev = format!("decode#{i} had too many requests waiting for a hit to follow this one");
             self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
             return;
         }
         if !w.rivals.is_empty() {
-            let rivals: Vec<String> =
-                w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
-            let ev = format!(
-                "no External Cache Hit of its own, but hits went to {} added alongside it ({}): one of them did not load KV, and the logs cannot say which until their prompt lengths are known (vLLM's DEBUG request log or its spans)",
-                if rivals.len() == 1 {
-                    "the request".to_string()
-                } else {
-                    format!("{} requests", rivals.len())
-                },
-                rivals.join(", ")
-            );
-            let counted = join.exact() || self.flow.established();
-            if counted {
-                self.unattributed_misses += 1;
-            }
-            self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
-            let mut members = w.rivals.clone();
-            members.push(w.serial);
-            let hits =
-                w.rivals.iter().map(|r| self.store.get(*r).and_then(|e| e.trace.inject_tokens)).collect();
-            for r in &w.rivals {
-                if let Some(re) = self.store.get_mut(*r)
-                    && re.trace.outcome == Outcome::Loaded
-                {
-                    // FIFO gave it the hit; the step's other request may own it.
-                    re.trace.confidence = Confidence::Unsure;
-                    re.trace
-                        .evidence
-                        .push_str(&format!("; its hit may have been {id}'s (one of them missed)"));
-                }
-            }
-            // Last: prompt lengths already known settle it now, over the above.
-            self.open_group(i, Group { members, hits, counted }, now);
+            self.shared_step_unknown(i, w, join, now);
             return;
         }
         if join == Join::ByOrder
@@ -347,11 +315,7 @@ impl Correlator {
         for r in &c.rivals {
             if let Some(re) = self.store.get_mut(*r) {
                 re.track.contested = re.track.contested.saturating_sub(1);
-                if re.track.contested == 0
-                    && re.trace.outcome == Outcome::Loaded
-                    && re.trace.join.exact()
-                    && !re.trace.evidence.contains("may have been")
-                {
+                if re.track.contested == 0 && re.trace.outcome == Outcome::Loaded && re.trace.join.exact() {
                     re.trace.confidence = Confidence::Sure;
                 }
             }

@@ -201,7 +201,6 @@ impl Correlator {
             let ev = format!("{rest} (prefill paired by prompt length: {n} tokens)");
             self.decide(s, Outcome::SilentMiss, asked.unwrap_or(super::model::Confidence::Likely), ev, at);
         } else if outcome != Outcome::Pending
-            && !evidence.contains("may have been")
             && let Some(c) = asked
         {
             e.trace.confidence = c;

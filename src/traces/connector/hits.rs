@@ -18,13 +18,16 @@
 //!   scheduled in that step, hit or not, unless the engine is queueing:
 //!   once the step's `Inject` lines come it can take no later hit.
 //!
-//! The one thing order cannot tell: with two requests waiting and one hit,
-//! FIFO gives the hit to the older, but if the older had been scheduled
-//! already and missed, the hit was the younger's. So every hit taken while
-//! younger requests wait records the taker as their *rival*; a request that
-//! then goes without a hit while it has rivals is ambiguous (one of them
-//! missed, unknown which) and is never called a miss by name, until the
-//! sizes of the loads settle it (`groups.rs`).
+//! The one thing order cannot tell: the scheduler asks the connector
+//! (`get_num_new_matched_tokens`) for each waiting request in turn and a
+//! miss prints nothing, so with two requests waiting and one hit, "the
+//! older hit, the younger missed" and "the older missed (a step earlier or
+//! just before), the younger hit" print the same lines. FIFO hands the hit
+//! to the older only provisionally: every hit taken while younger requests
+//! wait records the taker as their *rival*; a request that then goes
+//! without a hit while it has rivals makes all of them unknown (one
+//! missed, which is not known), until the sizes of the loads settle it
+//! (`groups.rs`).
 
 use std::collections::VecDeque;
 
