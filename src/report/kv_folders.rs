@@ -200,8 +200,18 @@ pub fn match_folders(
         .filter_map(|t| Some((t, *index.get(&t.id)?)))
         .flat_map(|(t, i)| writers_of(state, t, i, &requests[i], &shape))
         .collect();
+    // Sorted by when they began: a folder looks only at the writers whose
+    // run can overlap its window (the ring holds thousands; this runs per frame).
+    writers.sort_by(|a, b| a.from.total_cmp(&b.from));
+    let longest = writers.iter().map(|w| w.to - w.from).fold(0.0_f64, f64::max);
+    let span = |t0: f64, t1: f64| {
+        let lo = writers.partition_point(|w| w.from < t0 - longest);
+        lo..writers.partition_point(|w| w.from <= t1).max(lo)
+    };
     let mut folders: Vec<(&String, &crate::state::link::FolderSeen)> = state.link.folders.iter().collect();
     folders.sort_by(|a, b| a.1.first_seen.total_cmp(&b.1.first_seen).then(a.0.cmp(b.0)));
+    let spans: Vec<std::ops::Range<usize>> =
+        folders.iter().map(|(_, f)| span(f.prev_scan.unwrap_or(f.first_seen - 10.0), f.first_seen)).collect();
     // Per folder: (writer, matched by size, a rival fitted too).
     let mut pick: Vec<Option<(usize, bool, bool)>> = vec![None; folders.len()];
     // By size (exact or claimed), then by time alone (a claim given by
@@ -215,7 +225,8 @@ pub fn match_folders(
                     continue;
                 }
                 let t0 = f.prev_scan.unwrap_or(f.first_seen - 10.0);
-                let near: Vec<usize> = (0..writers.len())
+                let near: Vec<usize> = spans[k]
+                    .clone()
                     .filter(|&w| {
                         let x = &writers[w];
                         !x.taken && (!x.last || pass == 2) && x.from <= f.first_seen && x.to >= t0
@@ -259,7 +270,8 @@ pub fn match_folders(
     for (k, (_, f)) in folders.iter().enumerate() {
         let t0 = f.prev_scan.unwrap_or(f.first_seen - 10.0);
         if pick[k].is_none() {
-            for (w, x) in writers.iter().enumerate() {
+            for w in spans[k].clone() {
+                let x = &writers[w];
                 if !x.taken
                     && x.from <= f.first_seen
                     && x.to >= t0

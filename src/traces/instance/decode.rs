@@ -17,14 +17,16 @@ impl Correlator {
         let src = LogOrigin::Decode(i);
         let base = trace_key(a.id);
         let params = a.params.filter(|p| p.do_remote_prefill == Some(true));
-        // A decided trace takes a late decode only while it is recent: the
-        // same id much later is another request.
+        // A request whose prefill failed ended there, unless the proxy went
+        // on at once: the same id much later is another request. One whose
+        // decode side never came stays open to it, however late.
         let fresh = |e: &Entry| recent(e, a.t, a.at, self.opts.prefill_only_timeout_s);
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
                 e.trace.decode.is_none()
                     && (e.trace.outcome == Outcome::Pending
-                        || ((e.track.reopenable || failed_prefill(e)) && fresh(e)))
+                        || e.track.reopenable
+                        || (failed_prefill(e) && fresh(e)))
             })
         };
         let mut join = Join::ById;

@@ -6,7 +6,6 @@ use crate::traces::correlator::{Correlator, process_label};
 use crate::traces::ids::trace_key;
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
 use crate::traces::stamp::anchor;
-use crate::traces::store::recent;
 
 /// One `Received`/`Added` line, as the handlers need it.
 pub(crate) struct Arrival<'a> {
@@ -187,9 +186,7 @@ impl Correlator {
         let base = trace_key(a.id);
         let reuse = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| {
-                e.trace.prefill.is_none()
-                    && (e.trace.outcome == Outcome::Pending
-                        || (e.track.reopenable && recent(e, a.t, a.at, self.opts.prefill_only_timeout_s)))
+                e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
             })
         });
         // A decode refusal read just before this copy (the two logs are read
