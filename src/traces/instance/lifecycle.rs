@@ -38,10 +38,17 @@ impl Correlator {
         let Some(e) = self.store.get_mut(s).filter(|e| failed_prefill(e)) else {
             return false;
         };
-        let mut note = format!("; the proxy went on: decode#{i} received it after the prefill failed");
-        if e.trace.join == Join::ByOrder {
-            note.push_str(" (paired by arrival order: no id was shared)");
-        }
+        let mut note = if e.trace.join == Join::ByOrder {
+            // Most proxies stop at a prefill error: then this decode was the
+            // next request's, and that request's copy is left unpaired.
+            e.trace.confidence = Confidence::Unsure;
+            format!(
+                "; decode#{i} received a request next, paired with it by arrival order (no id was shared): \
+                 the proxy went on after the failure, or stopped there and this decode is the next request's"
+            )
+        } else {
+            format!("; the proxy went on: decode#{i} received it after the prefill failed")
+        };
         if style == Style::Params && !params {
             note.push_str(&format!(
                 " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
