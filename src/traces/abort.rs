@@ -36,8 +36,10 @@ pub(super) fn order(
     track: &Track,
 ) -> Option<Order> {
     let (c, f) = (track.cancelled_at?, track.failed_at?);
+    // In one log the line read later came later: the new verdict's.
+    let failure_is_new = new == Outcome::Error;
     let failure_later = |(cs, ct): (LogOrigin, f64), (fs, ft): (LogOrigin, f64)| {
-        if ft == ct && fs != cs { None } else { Some(ft > ct || (ft == ct && fs == cs)) }
+        if ft == ct && fs != cs { None } else { Some(ft > ct || (ft == ct && failure_is_new)) }
     };
     match (current, new) {
         (Outcome::Cancelled, Outcome::Error) => {
@@ -101,6 +103,9 @@ mod tests {
         // A failure first, its abort after: the error stays.
         let err_then_abort = order(e, c, "aborted", "KeyError", &track((D, 11.0), (D, 10.0)));
         assert!(matches!(err_then_abort, Some(Order::Keep { confidence: None, .. })));
+        // The same, in one second on one log: the line read first came first.
+        let same_second = order(e, c, "aborted", "engine dead", &track((D, 10.0), (D, 10.0)));
+        assert!(matches!(same_second, Some(Order::Keep { confidence: None, .. })));
         // Nothing to order without both.
         assert!(order(c, e, "x", "y", &Track::default()).is_none());
     }
