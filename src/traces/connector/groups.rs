@@ -53,8 +53,10 @@ impl Correlator {
         let rivals: Vec<String> =
             w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
         let ev = format!(
-            "{SHARED} (decode#{i} printed no External Cache Hit for it, but {} for {} added alongside it; {WHY})",
-            if rivals.len() == 1 { "one".to_string() } else { rivals.len().to_string() },
+            "{SHARED} (decode#{i} printed {} External Cache Hit(s) for {} requests added together, {} and {}, which arrival order alone gave to the others; {WHY})",
+            rivals.len(),
+            rivals.len() + 1,
+            id,
             rivals.join(", ")
         );
         let counted = join.exact() || self.flow.established();
@@ -70,7 +72,7 @@ impl Correlator {
             }
             let n = re.trace.inject_tokens.map_or(String::new(), |n| format!(", Inject {n} tokens,"));
             let ev = format!(
-                "{SHARED} (an External Cache Hit{n} printed on decode#{i} while {id} was waiting too, and {id} got none; {WHY})"
+                "{SHARED} (an External Cache Hit{n} printed on decode#{i} while {id} was waiting too, which arrival order alone gave to this one; {WHY})"
             );
             self.decide(r, Outcome::Unknown, Confidence::Unsure, ev, now);
         }
