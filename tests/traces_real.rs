@@ -967,10 +967,13 @@ fn a_stream_that_logged_its_end_is_not_cut_by_a_later_kill() {
         let t = c.get("chatcmpl-9ae5adeffe24036b").expect("its trace");
         (t.outcome, t.evidence.clone(), t.phase(Hop::Consumer).and_then(|p| p.end))
     };
-    // Without its end, the kill cut an open stream.
+    // Without its end, and with no stats line to date the kill (these lines
+    // carry none, as with `--disable-log-stats`), the kill lies anywhere in
+    // the 55 s up to the restart: the stream may have ended before it.
     let (cut, ev, _) = play(None);
-    assert_eq!(cut, Outcome::Error, "{ev}");
-    assert!(ev.contains("with its stream open"), "{ev}");
+    assert_eq!(cut, Outcome::Unknown, "{ev}");
+    assert!(ev.contains("decode#0 was killed") && ev.contains("in the 55 s between"), "{ev}");
+    assert!(ev.contains("had ended before is unknown"), "{ev}");
     let (kept, ev, end) = play(Some(done));
     assert_ne!(kept, Outcome::Error, "{ev}");
     // Its decode phase ends at the logged end (07:29:29), not at the kill.
