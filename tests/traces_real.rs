@@ -1011,3 +1011,44 @@ fn an_expiry_after_the_clients_abort_is_its_echo() {
     // Not an unnamed miss: the expiry is this cancelled request's.
     assert_eq!(c.counts().unattributed_misses, clean.counts().unattributed_misses, "{:?}", c.counts());
 }
+
+/// `AsyncLLM.generate`'s other two failure lines name the request: an error
+/// at that instance, and after the client's abort its echo. demo-proxy-qwen3's
+/// decode lines 276-278 (vLLM 0.26.0: chatcmpl-9ae5adeffe24036b received,
+/// its stream started, added); the failure and abort lines rendered from the
+/// format strings of `AsyncLLM.generate` at vllm-project/vllm 8ef0b5f5
+/// (`vllm/v1/engine/async_llm.py`: `Request %s failed (bad request).`,
+/// `Request %s failed.`) with this log's prefix and the bracket of its own
+/// `failed (engine dead)` line (line 423; the calls sit a few lines apart in
+/// the same function). The abort is the log's real `Aborted request(s)` line
+/// (line 330) with this request's internal id (its `Added` line).
+#[test]
+fn a_bad_request_or_a_failed_generate_is_an_error_at_that_instance() {
+    let log = capture("demo-proxy-qwen3/vllm-decode.log");
+    let lines: Vec<&str> = log.lines().collect();
+    let id = "chatcmpl-9ae5adeffe24036b";
+    let line =
+        |msg: &str| format!("(APIServer pid=1010) INFO 12-01 07:29:35 [async_llm.py:601] Request {id} {msg}");
+    let play = |tail: &[String]| {
+        let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+        let at = 1_796_110_168.0;
+        for l in &lines[275..278] {
+            c.on_line(LogOrigin::Decode(0), l, at);
+        }
+        for l in tail {
+            c.on_line(LogOrigin::Decode(0), l, at + 1.0);
+        }
+        c.finish(at + 60.0);
+        let t = c.get(id).expect("its trace");
+        (t.outcome, t.error_at, t.evidence.clone())
+    };
+    for (msg, what) in [("failed (bad request).", "bad request"), ("failed.", "was aborted")] {
+        let (o, at, ev) = play(&[line(msg)]);
+        assert_eq!((o, at), (Outcome::Error, Some(Hop::Consumer)), "{ev}");
+        assert!(ev.contains(what), "{ev}");
+        // After the client's abort the failure is its echo.
+        let abort = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) chatcmpl-9ae5adeffe24036b-b9da0961.";
+        let (o, _, ev) = play(&[abort.to_string(), line(msg)]);
+        assert_eq!(o, Outcome::Cancelled, "{ev}");
+    }
+}
