@@ -1052,3 +1052,61 @@ fn a_bad_request_or_a_failed_generate_is_an_error_at_that_instance() {
         assert_eq!(o, Outcome::Cancelled, "{ev}");
     }
 }
+
+/// NIXL's `notification_failed` says the decode held every block in its own
+/// prefix cache and could not notify the prefill, which then expires them
+/// with 0 readers: that expiry is evidence only, never a miss. The NIXL
+/// capture (vLLM 0.26.0) with lab-steady-3 (loaded) given the prefill's real
+/// expiry line (`vllm-prefill.log` line 452, with lab-steady-3's prefill
+/// internal id from its line 351) and, on decode, a notification failure
+/// rendered from `_read_blocks` at vllm-project/vllm 0016029b
+/// (`vllm/distributed/kv_transfer/kv_connector/v1/nixl/worker.py`, as in
+/// `connector/named.rs`'s test) with this log's EngineCore prefix and
+/// lab-steady-3's decode internal id (`vllm-decode.log` line 388).
+#[test]
+fn an_expiry_after_a_failed_notification_is_no_miss() {
+    let dir = "nixl-llama-shape";
+    let expiry = "(EngineCore pid=767) WARNING 11-30 06:40:26 [base_worker.py:2036] Releasing expired KV blocks for request cmpl-lab-steady-3-0-900f8f8d which were retrieved by 0 remote worker(s) before lease expired.";
+    let notify = "(EngineCore pid=1176) ERROR 11-30 06:40:06 [worker.py:620] NIXL transfer failure: notification_failed. P worker blocks will be freed after timeout. This may indicate network issues. | Context: {'failure_type': 'notification_failed', 'request_id': 'cmpl-lab-steady-3-0-8173c54c', 'engine_id': '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d', 'dst_engine_id': '1f2e3d4c-5b6a-4798-8a7b-6c5d4e3f2a1b', 'remote_rank': 0, 'remote_agent_name': 'b8c1e2d3-0a9f-4e8d-9c7b-6a5f4e3d2c1b'}";
+    let play = |notify_at: Option<bool>| {
+        let mut feeds = full_feeds(dir);
+        let p = &mut feeds[0].1;
+        let k = p
+            .iter()
+            .position(|(_, l)| l.contains("Releasing expired KV blocks for request cmpl-lab-noparams-0"))
+            .unwrap();
+        let expiry_t = p[k].0;
+        p.insert(k + 1, (expiry_t, expiry.to_string()));
+        let d = &mut feeds[1].1;
+        match notify_at {
+            // In its place, after the decode's `Added` line.
+            Some(true) => {
+                let k = d
+                    .iter()
+                    .position(|(_, l)| l.contains("Added request cmpl-lab-steady-3-0-8173c54c"))
+                    .unwrap();
+                let t = d[k].0;
+                d.insert(k + 1, (t, notify.to_string()));
+            }
+            // Read after the expiry (a log read file by file).
+            Some(false) => {
+                let k = d.iter().position(|(t, _)| *t > expiry_t).unwrap();
+                d.insert(k, (expiry_t + 0.5, notify.to_string()));
+            }
+            None => {}
+        }
+        let c = run(feeds, CorrelatorOptions::default());
+        let t = c.get("lab-steady-3").expect("steady-3").clone();
+        (t.outcome, t.confidence, t.evidence)
+    };
+    // Alone, the expiry makes a miss of a request loaded by its params.
+    let (o, conf, ev) = play(None);
+    assert_eq!((o, conf), (Outcome::SilentMiss, Confidence::Sure), "{ev}");
+    let (o, _, ev) = play(Some(true));
+    assert_eq!(o, Outcome::Loaded, "{ev}");
+    assert!(ev.contains("released its KV unread") && ev.contains("failed notification"), "{ev}");
+    // Read the other way round, the miss it made falls to unknown.
+    let (o, _, ev) = play(Some(false));
+    assert_eq!(o, Outcome::Unknown, "{ev}");
+    assert!(ev.contains("own prefix cache"), "{ev}");
+}

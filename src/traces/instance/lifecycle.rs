@@ -79,6 +79,13 @@ impl Correlator {
             return;
         };
         let note = format!("{src} released its KV unread (lease expired)");
+        if let Some(e) = self.store.get_mut(s).filter(|e| e.track.kv_notify_failed) {
+            // The decode's failed notification said this would come: no miss.
+            if !e.trace.evidence.contains(&note) {
+                e.trace.evidence.push_str(&format!("; then {note}, as the failed notification left it"));
+            }
+            return;
+        }
         self.with_phase(s, Hop::Connector, src, None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
