@@ -34,7 +34,7 @@ impl Correlator {
                 && let Some(restart) = undated
             {
                 let text = format!(
-                    "{cause} some time in the {:.0} s between its last line and the restart, and no engine stats line near its end dates it: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
+                    "{cause} some time in the {:.0} s between its last line and the restart, and its log prints no engine stats to date it: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
                     restart - t
                 );
                 let ev = match self.store.get(o.serial).map(|e| (e.trace.outcome, e.trace.evidence.clone())) {

@@ -14,9 +14,6 @@ use crate::traces::store::{Store, failed_prefill};
 const DEATH_BURST_S: f64 = 5.0;
 /// A transfer peer's death this close to another's is one failure.
 const CASCADE_S: f64 = 1.0;
-/// Twice `VLLM_LOG_STATS_INTERVAL`'s default (10 s; the log does not say
-/// it): a busy engine's last stats line is at most this old at its death.
-const STATS_GAP_S: f64 = 20.0;
 
 /// A prefill and a decode instance move KV between them.
 fn is_peer(a: LogOrigin, b: LogOrigin) -> bool {
@@ -182,10 +179,12 @@ impl Correlator {
             let when = last.unwrap_or(t);
             let text = "its log stopped with no shutdown and a new process started (killed)";
             self.record_death(src, text, when);
-            // Nothing was printed for its open streams either. A busy engine
-            // prints a stats line every interval: one near the log's end
-            // dates the kill; without one it lies anywhere up to the restart.
-            let dated = self.inflight.last_stats(src).is_some_and(|ts| when - ts <= STATS_GAP_S);
+            // Nothing was printed for its open streams either. Where the
+            // process logs stats, an interval that generated tokens prints a
+            // line (`VLLM_LOG_STATS_INTERVAL`), and a stream's end generates
+            // some: none since the last kept open streams open up to the
+            // kill. Without stats the kill lies anywhere up to the restart.
+            let dated = self.inflight.last_stats(src).is_some();
             let cause = format!("{src} was killed ({text})");
             self.cut_off(src, &cause, true, (!dated).then_some(t), when, at);
         } else if self.inflight.stop(src) == Some(Stop::Orderly) {
