@@ -17,9 +17,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use crate::feed::LogOrigin;
 
 /// A stream open longer than this was ended by its client: vLLM's demo
-/// proxies give a request `aiohttp.ClientTimeout(total=6 * 60 * 60)`
-/// (`disagg_proxy_demo.py`, the toy proxies) or `--timeout 21600`
-/// (`disagg_prefill_proxy_server.py`), and a closed connection aborts it.
+/// proxy gives a request `aiohttp.ClientTimeout(total=6 * 60 * 60)`
+/// (`disagg_proxy_demo.py`) and the benchmark proxy `--timeout 21600`
+/// (`disagg_prefill_proxy_server.py`, 0.14 to 0.18), the longest such
+/// bounds vLLM ships; a closed connection aborts the request.
 pub(crate) const STREAM_LIFE_S: f64 = 6.0 * 3600.0;
 
 /// One request in flight on one instance.
