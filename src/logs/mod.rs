@@ -2,6 +2,7 @@
 //! Pure functions over one line each; the tailer in `sources::logtail` feeds them.
 
 mod connectors;
+mod failed;
 mod header;
 pub mod known;
 mod line;

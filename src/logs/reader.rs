@@ -106,8 +106,8 @@ pub fn describe(l: &VllmLine, raw: &str) -> Option<Signal> {
         VllmEvent::EngineDead { text } => {
             Signal::new(K::EngineDead).text("process", l.process.as_deref()).text("reason", Some(text))
         }
-        VllmEvent::RequestFailed { id } => {
-            Signal::new(K::RequestFailed).id(id).text("reason", Some("engine dead"))
+        VllmEvent::RequestFailed { id, reason } => {
+            Signal::new(K::RequestFailed).id(id).text("reason", Some(reason))
         }
         VllmEvent::StreamError => {
             let endpoint = if raw.contains("chat completion stream") { "chat" } else { "completion" };

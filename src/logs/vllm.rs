@@ -16,6 +16,7 @@
 //! whatever a process writes to its stdout.
 
 use super::connectors::parse_connector;
+use super::failed::request_failed;
 use super::header::split_foreign;
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
 use super::lmcache::parse_lmcache;
@@ -101,10 +102,12 @@ pub enum VllmEvent {
     EngineDead {
         text: String,
     },
-    /// `Request <external id> failed (engine dead).`: the API server's word
-    /// that this request died with its engine (0.2x).
+    /// `Request <external id> failed (engine dead).`, `failed (bad
+    /// request).` or `failed.`: the API server's word that this request
+    /// failed, and why (`failed.rs`).
     RequestFailed {
         id: String,
+        reason: &'static str,
     },
     /// `Error in completion stream generator.` (or chat): a stream broke;
     /// the line names no request.
@@ -329,10 +332,8 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::KvTransferMetrics(parse_kv_metrics(r));
     }
     if let Some(r) = msg.strip_prefix("Request ") {
-        if let Some(id) =
-            r.strip_suffix(" failed (engine dead).").or_else(|| r.strip_suffix(" failed (engine dead)"))
-        {
-            return VllmEvent::RequestFailed { id: id.to_string() };
+        if let Some((id, reason)) = request_failed(msg) {
+            return VllmEvent::RequestFailed { id: id.to_string(), reason };
         }
         if let Some((id, rest)) = r.split_once(" details: ") {
             return VllmEvent::RequestDetails { id: id.to_string(), prompt_tokens: count_token_ids(rest) };
@@ -521,7 +522,10 @@ mod tests {
     #[test]
     fn engine_dead_requests_and_details() {
         let l = "(APIServer pid=1010) INFO 12-01 07:29:35 [async_llm.py:601] Request cmpl-be795e55122ce50d-0 failed (engine dead).";
-        assert_eq!(ev(l), VllmEvent::RequestFailed { id: "cmpl-be795e55122ce50d-0".into() });
+        assert_eq!(
+            ev(l),
+            VllmEvent::RequestFailed { id: "cmpl-be795e55122ce50d-0".into(), reason: "engine dead" }
+        );
         let s = "(APIServer pid=1010) ERROR 12-01 07:29:35 [serving.py:495] Error in completion stream generator.";
         assert_eq!(ev(s), VllmEvent::StreamError);
         let d = "(APIServer pid=1) DEBUG 11-30 06:25:31 [request_logger.py:50] Request cmpl-x-0 details: prompt: 'a, prompt_token_ids: [9]', prompt_token_ids: [1, 2, 3], prompt_embeds shape: None.";

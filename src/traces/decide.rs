@@ -33,7 +33,10 @@ impl Correlator {
         }
         self.joiner.prune(&self.store, now);
         let store = &self.store;
-        self.inflight.prune(|s| store.get(s).is_none());
+        // An error or a cancel is final: no later death changes it.
+        self.inflight.prune(|s| {
+            store.get(s).is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled))
+        });
         if self.proxy_read() {
             let store = &self.store;
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));

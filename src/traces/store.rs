@@ -35,6 +35,10 @@ pub(crate) struct Track {
     /// Younger requests that could still claim the hit this one took.
     pub contested: u32,
     pub kv_expired_unread: bool,
+    /// NIXL `notification_failed`: the decode read nothing (its prefix
+    /// cache held every block) and could not tell the prefill, whose
+    /// unread expiry follows from that, not from a miss.
+    pub kv_notify_failed: bool,
     pub proxy_seen: bool,
     /// Last step the proxy's JSON lines reported, to name the failing hop.
     pub proxy_stage: Option<crate::logs::proxy::Stage>,

@@ -9,7 +9,7 @@
 //! | `Handshake failed for request X, marking blocks as invalid` (nixl worker) | decode | error at the connector |
 //! | `pulling kv_caches for ['X'] failed: <why>`, `MooncakeAgentMetadata transfer failed for ['X']`, `Error happens during tranfering kvcache for ['X']` (mooncake connector) | decode | error at the connector |
 //! | `Mooncake transfer failed for request X`, `Failed to transfer KV cache for request X` (vllm-ascend) | either | error at the connector |
-//! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout |
+//! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout, so its unread expiry is evidence only |
 //! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
 //! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
 //! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`), `Request X timed out after N seconds without being sent` (mooncake) | prefill | the KV was never read: a miss where decode ran it, else unknown |
@@ -155,7 +155,18 @@ impl Correlator {
             let Some(e) = self.store.get_mut(s) else {
                 continue;
             };
-            if e.trace.outcome == Outcome::Pending && e.trace.prefill.is_none() && e.track.decode_at.is_none()
+            e.track.kv_notify_failed = true;
+            if e.trace.outcome == Outcome::SilentMiss && e.track.kv_expired_unread {
+                // The miss rested on the prefill's unread expiry (read first),
+                // which this explains: the decode recomputed nothing.
+                let ev = format!(
+                    "{note}, so the prefill's unread expiry is no miss; what it was is unknown (was SilentMiss: {})",
+                    e.trace.evidence
+                );
+                self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+            } else if e.trace.outcome == Outcome::Pending
+                && e.trace.prefill.is_none()
+                && e.track.decode_at.is_none()
             {
                 // Only this line names it: nothing later will judge it.
                 self.decide(s, Outcome::Unknown, Confidence::Likely, note, at);

@@ -96,16 +96,20 @@ impl Correlator {
                     }
                 }
             }
-            (VllmEvent::RequestFailed { id }, _) => match self.find(id) {
+            (VllmEvent::RequestFailed { id, reason }, _) => match self.find(id) {
                 Some(s)
                     if self.store.get(s).is_some_and(|e| crate::traces::store::Store::touches(e, src)) =>
                 {
-                    let text = "engine died with it in flight (`failed (engine dead)`)".to_string();
-                    self.fail(s, hop_of(src), src, text, t, at);
+                    let text = match *reason {
+                        "engine dead" => "engine died with it in flight (`failed (engine dead)`)",
+                        "bad request" => "refused it as a bad request (`failed (bad request)`)",
+                        _ => "its generation raised an error and was aborted (`Request <id> failed.`)",
+                    };
+                    self.fail(s, hop_of(src), src, text.to_string(), t, at);
                 }
                 _ => {
                     self.stat(src).unattributed_errors += 1;
-                    let text = format!("request_failed {id} (engine dead)");
+                    let text = format!("request_failed {id} ({reason})");
                     self.push_log_event(src, crate::logs::signal::SignalKind::RequestFailed, text, t);
                 }
             },

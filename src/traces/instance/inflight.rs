@@ -9,11 +9,19 @@
 //! finished on an instance by its access line if that line followed its
 //! `Added` line, by its logged end, by an abort or a failure, or by an
 //! engine stats line: with N running or waiting, no more than N of those
-//! that arrived before it were still in flight.
+//! that arrived before it were still in flight. With `--disable-log-stats`
+//! no such line comes, so a stream's life is bounded too ([`STREAM_LIFE_S`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::feed::LogOrigin;
+
+/// A stream open longer than this was ended by its client: vLLM's demo
+/// proxy gives a request `aiohttp.ClientTimeout(total=6 * 60 * 60)`
+/// (`disagg_proxy_demo.py`) and the benchmark proxy `--timeout 21600`
+/// (`disagg_prefill_proxy_server.py`, 0.14 to 0.18), the longest such
+/// bounds vLLM ships; a closed connection aborts the request.
+pub(crate) const STREAM_LIFE_S: f64 = 6.0 * 3600.0;
 
 /// One request in flight on one instance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,6 +43,8 @@ pub(crate) struct InFlight {
     fresh: HashSet<LogOrigin>,
     /// Logs that print stats per engine (data parallel): `Engine 001` seen.
     many_engines: HashSet<LogOrigin>,
+    /// The current process's last engine stats line (event time).
+    stats_at: HashMap<LogOrigin, f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +63,7 @@ impl InFlight {
             return;
         }
         q.push_back(Open { serial, since: t, streaming: false });
+        q.retain(|o| !o.streaming || t - o.since <= STREAM_LIFE_S);
         while q.len() > cap.max(1) {
             q.pop_front();
         }
@@ -77,6 +88,7 @@ impl InFlight {
     /// streams of different lengths). `engine`: the line's engine index;
     /// with several engines one line does not see them all.
     pub fn engine_busy(&mut self, src: LogOrigin, engine: Option<u32>, busy: u32, t: f64) {
+        self.stats_at.insert(src, t);
         if engine.is_some_and(|k| k > 0) {
             self.many_engines.insert(src);
         }
@@ -105,20 +117,29 @@ impl InFlight {
         self.stopped.get(&src).copied()
     }
 
-    /// The instance stopped: what it had in flight, oldest first.
-    pub fn take(&mut self, src: LogOrigin) -> Vec<Open> {
-        self.per.remove(&src).map(Vec::from).unwrap_or_default()
+    /// When the current process last printed an engine stats line.
+    pub fn last_stats(&self, src: LogOrigin) -> Option<f64> {
+        self.stats_at.get(&src).copied()
+    }
+
+    /// The instance stopped at `t`: what it had in flight, oldest first,
+    /// less the streams that outlived any client ([`STREAM_LIFE_S`]).
+    pub fn take(&mut self, src: LogOrigin, t: f64) -> Vec<Open> {
+        let q = self.per.remove(&src).unwrap_or_default();
+        q.into_iter().filter(|o| !o.streaming || t - o.since <= STREAM_LIFE_S).collect()
     }
 
     /// A new process of the instance started: its past is closed.
     pub fn started(&mut self, src: LogOrigin) {
         self.per.remove(&src);
         self.stopped.remove(&src);
+        self.stats_at.remove(&src);
         self.fresh.insert(src);
     }
 
     /// Drops entries whose trace left the ring or was decided for good
-    /// (`gone`), so a long run keeps only what is open.
+    /// (`gone`: an error or a cancel, which no death changes), so a long
+    /// run keeps only what is open.
     pub fn prune(&mut self, gone: impl Fn(u64) -> bool) {
         for q in self.per.values_mut() {
             q.retain(|o| !gone(o.serial));
@@ -151,9 +172,9 @@ mod tests {
         f.answered(D, 2, true);
         // Stats at 15: nothing running, so request 2's stream had ended.
         f.engine_busy(D, Some(0), 0, 15.0);
-        let left = f.take(D);
+        let left = f.take(D, 40.0);
         assert_eq!(left.iter().map(|o| o.serial).collect::<Vec<_>>(), vec![3]);
-        assert!(f.take(D).is_empty());
+        assert!(f.take(D, 40.0).is_empty());
     }
 
     #[test]
@@ -166,12 +187,34 @@ mod tests {
         // One unanswered request, older than every stream: it runs for sure.
         f.begin(D, 9, 9.0, 8);
         f.engine_busy(D, Some(0), 2, 15.0);
-        assert_eq!(f.take(D).iter().map(|o| o.serial).collect::<Vec<_>>(), vec![3, 4, 9]);
+        assert_eq!(f.take(D, 40.0).iter().map(|o| o.serial).collect::<Vec<_>>(), vec![3, 4, 9]);
         // Data parallel: engine 0's line does not see engine 1's requests.
         f.begin(D, 5, 30.0, 8);
         f.engine_busy(D, Some(1), 0, 31.0);
         f.engine_busy(D, Some(0), 0, 32.0);
-        assert_eq!(f.take(D).len(), 1);
+        assert_eq!(f.take(D, 40.0).len(), 1);
+    }
+
+    #[test]
+    fn a_stream_older_than_any_client_timeout_is_no_longer_in_flight() {
+        let mut f = InFlight::default();
+        f.begin(D, 1, 0.0, 8);
+        f.answered(D, 1, true);
+        f.begin(D, 2, 0.0, 8);
+        // No stats line ever came (`--disable-log-stats`).
+        let hour = f.clone().take(D, 3600.0);
+        assert_eq!(hour.len(), 2);
+        // Past the proxies' timeout the stream is gone; an unanswered
+        // plain request would have been answered or failed in the log.
+        let late = f.clone().take(D, STREAM_LIFE_S + 1.0);
+        assert_eq!(late.iter().map(|o| o.serial).collect::<Vec<_>>(), vec![2]);
+        f.begin(D, 3, STREAM_LIFE_S + 1.0, 8);
+        assert_eq!(f.take(D, STREAM_LIFE_S + 2.0).iter().map(|o| o.serial).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(f.last_stats(D), None);
+        f.engine_busy(D, Some(0), 1, 5.0);
+        assert_eq!(f.last_stats(D), Some(5.0));
+        f.started(D);
+        assert_eq!(f.last_stats(D), None);
     }
 
     #[test]

@@ -83,6 +83,13 @@ impl Correlator {
             return;
         };
         let note = format!("{src} released its KV unread (lease expired)");
+        if let Some(e) = self.store.get_mut(s).filter(|e| e.track.kv_notify_failed) {
+            // The decode's failed notification said this would come: no miss.
+            if !e.trace.evidence.contains(&note) {
+                e.trace.evidence.push_str(&format!("; then {note}, as the failed notification left it"));
+            }
+            return;
+        }
         self.with_phase(s, Hop::Connector, src, None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
@@ -163,7 +170,7 @@ impl Correlator {
         // The API server lives on and names each open stream it fails
         // (`Request <id> failed (engine dead)`): only what had no answer yet
         // is cut here.
-        self.cut_off(src, &format!("engine died: {text}"), false, t, at);
+        self.cut_off(src, &format!("engine died: {text}"), false, None, t, at);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
         }
@@ -179,12 +186,18 @@ impl Correlator {
             let when = last.unwrap_or(t);
             let text = "its log stopped with no shutdown and a new process started (killed)";
             self.record_death(src, text, when);
-            // Nothing was printed for its open streams either.
-            self.cut_off(src, &format!("{src} was killed ({text})"), true, when, at);
+            // Nothing was printed for its open streams either. Where the
+            // process logs stats, an interval that generated tokens prints a
+            // line (`VLLM_LOG_STATS_INTERVAL`), and a stream's end generates
+            // some: none since the last kept open streams open up to the
+            // kill. Without stats the kill lies anywhere up to the restart.
+            let dated = self.inflight.last_stats(src).is_some();
+            let cause = format!("{src} was killed ({text})");
+            self.cut_off(src, &cause, true, (!dated).then_some(t), when, at);
         } else if self.inflight.stop(src) == Some(Stop::Orderly) {
             // A shutdown drains or aborts what runs: open streams stay as they were.
             let cause = format!("{src} shut down (`[shutdown]`) and restarted");
-            self.cut_off(src, &cause, false, last.unwrap_or(t), at);
+            self.cut_off(src, &cause, false, None, last.unwrap_or(t), at);
         }
         self.inflight.started(src);
         self.joiner.forget_access(src);
@@ -192,38 +205,6 @@ impl Correlator {
             self.reset_hits(i, at);
             if let Some(d) = self.decodes.get_mut(&i) {
                 d.busy_until = None;
-            }
-        }
-    }
-
-    /// Every request the instance had in flight when it stopped is an error
-    /// there, whatever was loaded before. A stream that had started is cut
-    /// only with `streams`, and only `Likely` (its end is never logged).
-    fn cut_off(&mut self, src: LogOrigin, cause: &str, streams: bool, t: f64, at: f64) {
-        let cascade = self.stat(src).last_death.as_ref().and_then(|d| d.cascade.clone());
-        for o in self.inflight.take(src) {
-            let done = self
-                .store
-                .get(o.serial)
-                .is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled));
-            if done || (o.streaming && !streams) {
-                continue;
-            }
-            let mut text = if o.streaming {
-                format!(
-                    "{cause}, with its stream open (HTTP 200 had started it and no end was logged; a stream that ended just before would read the same)"
-                )
-            } else {
-                format!("{cause}, before it answered")
-            };
-            if let Some(c) = &cascade {
-                text.push_str(&format!("; {c}"));
-            }
-            self.fail(o.serial, hop_of(src), src, text, t, at);
-            if o.streaming
-                && let Some(e) = self.store.get_mut(o.serial)
-            {
-                e.trace.confidence = Confidence::Likely;
             }
         }
     }

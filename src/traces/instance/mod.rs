@@ -2,6 +2,7 @@
 //! restarts, requests in flight, waits for remote KV, stalls, wrapped lines,
 //! and what a log says of its instance.
 
+pub(super) mod cut;
 pub(super) mod decode;
 pub(super) mod ends;
 pub(super) mod events;

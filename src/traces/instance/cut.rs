@@ -1,0 +1,65 @@
+//! What an instance's death cuts off: each request it had in flight.
+
+use super::events::hop_of;
+use crate::feed::LogOrigin;
+use crate::traces::correlator::Correlator;
+use crate::traces::model::{Confidence, Outcome};
+
+impl Correlator {
+    /// Every request the instance had in flight when it stopped at `t` is
+    /// an error there, whatever was loaded before. A stream that had started
+    /// is cut only with `streams`, and only `Likely` (its end is never
+    /// logged). `undated`: the restart, when nothing dates the death closer
+    /// than between `t` and it; a stream may have ended in that window, so
+    /// it is unknown.
+    pub(super) fn cut_off(
+        &mut self,
+        src: LogOrigin,
+        cause: &str,
+        streams: bool,
+        undated: Option<f64>,
+        t: f64,
+        at: f64,
+    ) {
+        let cascade = self.stat(src).last_death.as_ref().and_then(|d| d.cascade.clone());
+        for o in self.inflight.take(src, t) {
+            let done = self
+                .store
+                .get(o.serial)
+                .is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled));
+            if done || (o.streaming && !streams) {
+                continue;
+            }
+            if o.streaming
+                && let Some(restart) = undated
+            {
+                let text = format!(
+                    "{cause} some time in the {:.0} s between its last line and the restart, and its log prints no engine stats to date it: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
+                    restart - t
+                );
+                let ev = match self.store.get(o.serial).map(|e| (e.trace.outcome, e.trace.evidence.clone())) {
+                    Some((Outcome::Pending, _)) | None => text,
+                    Some((was, old)) => format!("{text} (was {was:?}: {old})"),
+                };
+                self.decide(o.serial, Outcome::Unknown, Confidence::Likely, ev, at);
+                continue;
+            }
+            let mut text = if o.streaming {
+                format!(
+                    "{cause}, with its stream open (HTTP 200 had started it and no end was logged; a stream that ended just before would read the same)"
+                )
+            } else {
+                format!("{cause}, before it answered")
+            };
+            if let Some(c) = &cascade {
+                text.push_str(&format!("; {c}"));
+            }
+            self.fail(o.serial, hop_of(src), src, text, t, at);
+            if o.streaming
+                && let Some(e) = self.store.get_mut(o.serial)
+            {
+                e.trace.confidence = Confidence::Likely;
+            }
+        }
+    }
+}
