@@ -1014,7 +1014,8 @@ fn an_expiry_after_the_clients_abort_is_its_echo() {
 }
 
 /// `AsyncLLM.generate`'s other two failure lines name the request: an error
-/// at that instance, and after the client's abort its echo. demo-proxy-qwen3's
+/// at that instance; after an abort, `failed (bad request).` is the
+/// client's abort's echo and `failed.` the engine's own abort's reason. demo-proxy-qwen3's
 /// decode lines 276-278 (vLLM 0.26.0: chatcmpl-9ae5adeffe24036b received,
 /// its stream started, added); the failure and abort lines rendered from the
 /// format strings of `AsyncLLM.generate` at vllm-project/vllm 8ef0b5f5
@@ -1043,14 +1044,19 @@ fn a_bad_request_or_a_failed_generate_is_an_error_at_that_instance() {
         let t = c.get(id).expect("its trace");
         (t.outcome, t.error_at, t.evidence.clone())
     };
-    for (msg, what) in [("failed (bad request).", "bad request"), ("failed.", "was aborted")] {
+    let abort = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) chatcmpl-9ae5adeffe24036b-b9da0961.";
+    // After an abort: `failed (bad request).` is the client's abort's echo;
+    // `failed.` follows the abort generate() makes itself on an unexpected
+    // error (a client's abort ends `Request <id> aborted.` instead): an error.
+    for (msg, what, after_abort) in [
+        ("failed (bad request).", "bad request", Outcome::Cancelled),
+        ("failed.", "was aborted", Outcome::Error),
+    ] {
         let (o, at, ev) = play(&[line(msg)]);
         assert_eq!((o, at), (Outcome::Error, Some(Hop::Consumer)), "{ev}");
         assert!(ev.contains(what), "{ev}");
-        // After the client's abort the failure is its echo.
-        let abort = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) chatcmpl-9ae5adeffe24036b-b9da0961.";
         let (o, _, ev) = play(&[abort.to_string(), line(msg)]);
-        assert_eq!(o, Outcome::Cancelled, "{ev}");
+        assert_eq!(o, after_abort, "{ev}");
     }
 }
 

@@ -18,6 +18,12 @@ use super::model::{Confidence, Outcome};
 use super::store::Track;
 use crate::feed::LogOrigin;
 
+/// `AsyncLLM.generate`'s words for an unexpected error: it aborts the
+/// request itself (`Aborted request(s) X`) and then logs `Request X
+/// failed.`, so on one log that abort is the engine's, not the client's.
+pub(crate) const GENERATE_FAILED: &str =
+    "its generation raised an error and was aborted (`Request <id> failed.`)";
+
 /// How a verdict about to be set meets an earlier cancel or failure.
 pub(super) enum Order {
     /// The new verdict does not replace the old: its words join the evidence.
@@ -48,6 +54,13 @@ pub(super) fn order(
             if old.contains(what) {
                 // The same failure again (its repr, then the traceback's end).
                 return Some(Order::Keep { note: String::new(), confidence: None });
+            }
+            if evidence.contains(GENERATE_FAILED) && c.0 == f.0 && f.1 - c.1 <= 1.0 {
+                return Some(Order::Replace {
+                    note: "; the abort before it was vLLM's own, on that error (a client's ends `Request <id> aborted.`)"
+                        .to_string(),
+                    confidence: None,
+                });
             }
             match failure_later(c, f) {
                 Some(true) => {
@@ -106,6 +119,9 @@ mod tests {
         // The same, in one second on one log: the line read first came first.
         let same_second = order(e, c, "aborted", "engine dead", &track((D, 10.0), (D, 10.0)));
         assert!(matches!(same_second, Some(Order::Keep { confidence: None, .. })));
+        // vLLM's own abort on an unexpected error: abort, then `failed.`.
+        let own = order(c, e, GENERATE_FAILED, "aborted", &track((D, 10.0), (D, 10.0)));
+        assert!(matches!(own, Some(Order::Replace { confidence: None, .. })));
         // Nothing to order without both.
         assert!(order(c, e, "x", "y", &Track::default()).is_none());
     }

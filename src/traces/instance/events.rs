@@ -103,7 +103,7 @@ impl Correlator {
                     let text = match *reason {
                         "engine dead" => "engine died with it in flight (`failed (engine dead)`)",
                         "bad request" => "refused it as a bad request (`failed (bad request)`)",
-                        _ => "its generation raised an error and was aborted (`Request <id> failed.`)",
+                        _ => crate::traces::abort::GENERATE_FAILED,
                     };
                     self.fail(s, hop_of(src), src, text.to_string(), t, at);
                 }
