@@ -9,15 +9,16 @@ impl Correlator {
     /// Every request the instance had in flight when it stopped at `t` is
     /// an error there, whatever was loaded before. A stream that had started
     /// is cut only with `streams`, and only `Likely` (its end is never
-    /// logged). `undated`: the restart, when nothing dates the death closer
-    /// than between `t` and it; a stream may have ended in that window, so
-    /// it is unknown.
+    /// logged). `kill`: the restart and the last stats line of a killed
+    /// process; a stream no stats line showed running (it began after the
+    /// last, or there is none) may have ended anywhere before the restart,
+    /// so it is unknown.
     pub(super) fn cut_off(
         &mut self,
         src: LogOrigin,
         cause: &str,
         streams: bool,
-        undated: Option<f64>,
+        kill: Option<(f64, Option<f64>)>,
         t: f64,
         at: f64,
     ) {
@@ -30,11 +31,17 @@ impl Correlator {
             if done || (o.streaming && !streams) {
                 continue;
             }
+            let undated = kill.filter(|(_, stats)| stats.is_none_or(|st| o.since > st));
             if o.streaming
-                && let Some(restart) = undated
+                && let Some((restart, stats)) = undated
             {
+                let why = if stats.is_some() {
+                    "no engine stats line came after this stream began"
+                } else {
+                    "its log prints no engine stats to date it"
+                };
                 let text = format!(
-                    "{cause} some time in the {:.0} s between its last line and the restart, and its log prints no engine stats to date it: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
+                    "{cause} some time in the {:.0} s between its last line and the restart, and {why}: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
                     restart - t
                 );
                 let ev = match self.store.get(o.serial).map(|e| (e.trace.outcome, e.trace.evidence.clone())) {

@@ -189,11 +189,13 @@ impl Correlator {
             // Nothing was printed for its open streams either. Where the
             // process logs stats, an interval that generated tokens prints a
             // line (`VLLM_LOG_STATS_INTERVAL`), and a stream's end generates
-            // some: none since the last kept open streams open up to the
-            // kill. Without stats the kill lies anywhere up to the restart.
-            let dated = self.inflight.last_stats(src).is_some();
+            // some: a stream a stats line showed running, with none since,
+            // was open up to the kill. One that began after the last stats
+            // line (or with no stats at all) may have ended before the kill,
+            // which lies anywhere up to the restart.
+            let dated = self.inflight.last_stats(src);
             let cause = format!("{src} was killed ({text})");
-            self.cut_off(src, &cause, true, (!dated).then_some(t), when, at);
+            self.cut_off(src, &cause, true, Some((t, dated)), when, at);
         } else if self.inflight.stop(src) == Some(Stop::Orderly) {
             // A shutdown drains or aborts what runs: open streams stay as they were.
             let cause = format!("{src} shut down (`[shutdown]`) and restarted");
