@@ -124,6 +124,12 @@ impl LogState {
         state: TailState,
         counts: TailCounts,
     ) {
+        // A truncated or rotated file: what was in flight is no longer
+        // followed, and a process starting in the new file is no sign that
+        // the old one was killed.
+        if counts.truncations + counts.rotations > 0 {
+            self.correlator.on_log_reset(source);
+        }
         for line in lines {
             self.correlator.on_line(source, line, at);
         }

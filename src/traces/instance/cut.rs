@@ -42,7 +42,7 @@ impl Correlator {
                 };
                 let text = format!(
                     "{cause} some time in the {:.0} s between its last line and the restart, and {why}: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
-                    restart - t
+                    (restart - t).max(0.0)
                 );
                 let ev = match self.store.get(o.serial).map(|e| (e.trace.outcome, e.trace.evidence.clone())) {
                     Some((Outcome::Pending, _)) | None => text,
