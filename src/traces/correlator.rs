@@ -238,12 +238,6 @@ impl Correlator {
         self.store.traces().filter(|t| t.outcome == Outcome::SilentMiss).map(|t| t.id.clone()).collect()
     }
 
-    /// The log's file was truncated or rotated (a restart script, logrotate,
-    /// the demo's loop): its open requests are no longer followed there.
-    pub fn on_log_reset(&mut self, src: LogOrigin) {
-        self.inflight.started(src);
-    }
-
     /// Start-up lines and cancellations read since the last call, per log.
     pub fn drain_instance_notes(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
         self.notes.drain()

@@ -11,6 +11,12 @@ use crate::traces::correlator::Correlator;
 use crate::traces::store::Store;
 
 impl Correlator {
+    /// The log's file was truncated or rotated (a restart script, logrotate,
+    /// the demo's loop): its open requests are no longer followed there.
+    pub fn on_log_reset(&mut self, src: LogOrigin) {
+        self.inflight.started(src);
+    }
+
     pub(crate) fn on_response_done(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
         let mut used = false;
         for id in &sig.ids {
