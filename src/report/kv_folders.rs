@@ -117,69 +117,42 @@ fn writers_of(state: &AppState, t: &Trace, req: usize, r: &RequestBytes, shape: 
         None => (start - STAMP_SLACK_S, start + BEFORE_PREV_SCAN_S, start, None),
     };
     let failed_prefill = t.outcome == Outcome::Error && t.error_at == Some(Hop::Producer);
+    let writer = |kind, (from, to, start, end), exact, claimed, last, read| Writer {
+        req,
+        kind,
+        from,
+        to,
+        start,
+        end,
+        exact,
+        claimed,
+        last,
+        read,
+        taken: false,
+    };
     let mut out = Vec::new();
     if t.prefill.is_some() && !failed_prefill {
         let Some(start) = r.prefill_at else { return out };
-        let (from, to, start, end) = window(spans.prefill, start);
         let exact = prefill_prompt
             .and_then(|n| shape.bytes_of_prompt(n))
             .or(inject.and_then(|s| shape.bytes_of_stored(s)));
         let claimed = prefill_claim.and_then(|n| shape.bytes_of_prompt(n));
-        out.push(Writer {
-            req,
-            kind: "prefill",
-            from,
-            to,
-            start,
-            end,
-            exact,
-            claimed,
-            last: false,
-            read: loaded,
-            taken: false,
-        });
+        out.push(writer("prefill", window(spans.prefill, start), exact, claimed, false, loaded));
         // A decode that computed a prompt other than the prefill's.
         let p = tokens(spans.prefill).or(prefill_claim);
-        let d = tokens(spans.decode).or(t.prompt_tokens.map(u64::from)).or(decode_claim);
+        let d = decode_prompt.or(decode_claim);
         if let (Some(p), Some(d), Some(start), false) = (p, d, r.decode_at, loaded)
             && p != d
         {
-            let (from, to, start, end) = window(spans.decode, start);
             let bytes = shape.bytes_of_prompt(d);
-            let exact_d = tokens(spans.decode).or(t.prompt_tokens.map(u64::from)).is_some();
-            let (exact, claimed) = if exact_d { (bytes, None) } else { (None, bytes) };
-            out.push(Writer {
-                req,
-                kind: "decode",
-                from,
-                to,
-                start,
-                end,
-                exact,
-                claimed,
-                last: true,
-                read: false,
-                taken: false,
-            });
+            let (exact, claimed) = if decode_prompt.is_some() { (bytes, None) } else { (None, bytes) };
+            out.push(writer("decode", window(spans.decode, start), exact, claimed, true, false));
         }
     } else if t.prefill.is_none() && t.decode.is_some() && !loaded {
         let Some(start) = r.decode_at else { return out };
-        let (from, to, start, end) = window(spans.decode, start);
         let exact = decode_prompt.and_then(|n| shape.bytes_of_prompt(n));
         let claimed = decode_claim.or(r.tokens).and_then(|n| shape.bytes_of_prompt(n));
-        out.push(Writer {
-            req,
-            kind: "decode",
-            from,
-            to,
-            start,
-            end,
-            exact,
-            claimed,
-            last: false,
-            read: false,
-            taken: false,
-        });
+        out.push(writer("decode", window(spans.decode, start), exact, claimed, false, false));
     }
     out
 }
