@@ -1,0 +1,145 @@
+//! The metrics path on the real recordings: the parser keeps every `vllm:`
+//! sample, the decode restart is one restart with no negative rate, and the
+//! metrics-only miss detector finds the misses the phase tables describe.
+
+use crate::common;
+
+use pdtop::metrics::model::{Counter, Hist, InstanceSample};
+use pdtop::metrics::parse::parse;
+use pdtop::report::{Report, Verdict};
+
+#[test]
+fn parser_keeps_every_vllm_sample_of_every_scrape() {
+    for cap in common::CAPTURES {
+        let rows = common::scrapes(cap);
+        let mut bodies = 0;
+        for (_, _, body, _) in &rows {
+            let Some(body) = body else { continue };
+            bodies += 1;
+            let expected = body.lines().filter(|l| l.starts_with("vllm:")).count();
+            let all_samples = body.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count();
+            let e = parse(body);
+            let kept = e.samples.iter().filter(|s| s.name.starts_with("vllm:")).count();
+            assert_eq!(kept, expected, "{cap}: vllm samples kept");
+            assert_eq!(e.samples.len(), all_samples, "{cap}: all samples kept");
+            assert_eq!(e.bad_line_count, 0, "{cap}: bad lines in a real scrape");
+            assert!(expected > 100, "{cap}: a real scrape has many vllm samples");
+        }
+        assert!(bodies > 200, "{cap}: {bodies} scrapes");
+    }
+}
+
+#[test]
+fn exact_values_from_decode_metrics_end() {
+    let text =
+        std::fs::read_to_string(common::capture_dir("qwen3-shape-restart").join("decode-metrics-end.txt"))
+            .unwrap();
+    let e = parse(&text);
+    let find = |name: &str, label: Option<(&str, &str)>| {
+        e.samples
+            .iter()
+            .find(|s| s.name == name && label.is_none_or(|(k, v)| s.label(k).as_deref() == Some(v)))
+            .map(|s| s.value)
+    };
+    assert_eq!(find("vllm:external_prefix_cache_hits_total", None), Some(17920.0));
+    assert_eq!(find("vllm:prompt_tokens_by_source_total", Some(("source", "local_compute"))), Some(80.0));
+    assert_eq!(find("vllm:time_to_first_token_seconds_sum", None), Some(2.395949125289917));
+    assert_eq!(find("process_start_time_seconds", None), Some(1.79602001199e9));
+    let sample = InstanceSample::from_exposition(&e);
+    assert_eq!(sample.block_size, Some(16));
+    assert_eq!(sample.model_name.as_deref(), Some("lab-8b"));
+    assert_eq!(sample.kv_usage, Some(0.0));
+    assert_eq!(sample.counters[&Counter::PromptExternal], 17920.0);
+    assert_eq!(sample.counters[&Counter::RequestsOk], 12.0);
+    assert_eq!(sample.hists[&Hist::Ttft].total(), 12.0);
+    assert_eq!(sample.tpot_source, Some("vllm:request_time_per_output_token_seconds"));
+    // The computed-token histogram that the miss detector reads.
+    assert_eq!(sample.hists[&Hist::KvComputedTokens].sum, 80.0);
+}
+
+#[test]
+fn decode_restart_is_one_restart_and_no_rate_is_negative() {
+    for cap in common::CAPTURES {
+        let st = common::replay_scrapes(cap);
+        let decode = &st.instances[1];
+        assert_eq!(decode.health.restarts, 1, "{cap}");
+        assert_eq!(st.instances[0].health.restarts, 0, "{cap}: prefill never restarted");
+        assert!(decode.health.scrapes_failed > 50, "{cap}: about 53 s down at 0.5 s");
+        for inst in &st.instances {
+            for iv in &inst.history {
+                for (c, v) in &iv.counters {
+                    assert!(*v >= 0.0, "{cap}: {c:?} delta {v} at {}", iv.t);
+                }
+                for (h, hist) in &iv.hists {
+                    assert!(hist.counts.iter().all(|c| *c >= 0.0), "{cap}: {h:?} at {}", iv.t);
+                    assert!(hist.count >= 0.0 && hist.sum >= 0.0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn metrics_alone_find_the_silent_misses() {
+    let st = common::replay_scrapes("qwen3-shape-restart");
+    let r = Report::from_state(&st);
+    // Truth (README phase table): 8 misses (edge_block + mismatch), 8
+    // decode-only requests (warmup + baseline), 60 loaded.
+    assert_eq!(r.requests.silent_miss, 8);
+    assert_eq!(r.requests.no_prefill, 8);
+    assert!((59..=60).contains(&r.requests.loaded), "{:?}", r.requests);
+    assert_eq!(r.verdict, Verdict::SilentMisses);
+    // The steady phase's signature: transferred KV dwarfs local compute.
+    assert!(r.decode_prompt_tokens.external_kv_transfer > 80_000.0);
+
+    let st = common::replay_scrapes("nixl-llama-shape");
+    let r = Report::from_state(&st);
+    assert_eq!(r.requests.silent_miss, 4);
+    assert_eq!(r.requests.no_prefill, 8);
+    // Over loopback TCP the transfer made decode TTFT worse than computing.
+    let (loaded, computed) = (r.decode_ttft_ms_loaded.unwrap(), r.decode_ttft_ms_computed.unwrap());
+    assert!(loaded.p50 > 4.0 * computed.p50, "{loaded:?} vs {computed:?}");
+}
+
+/// Replays the scrapes as a scraper with its own timing would see them:
+/// every `stride`-th recorded tick, the decode instance read `skew` seconds
+/// after (or before) the prefill instance.
+fn replay_skewed(cap: &str, skew: f64, stride: usize) -> pdtop::state::AppState {
+    use pdtop::feed::Msg;
+    let mut st = pdtop::state::AppState::new(common::pair_endpoints(), 60.0);
+    let mut rows: Vec<(f64, usize, Option<String>)> = common::scrapes(cap)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| (i / 2) % stride == 0)
+        .map(|(_, (t, inst, body, _))| {
+            let decode = inst == "decode";
+            let at = if decode { t + skew.max(0.0) } else { t - skew.min(0.0) };
+            (at, usize::from(decode), body)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (at, instance, body) in rows {
+        st.apply(match body {
+            Some(body) => Msg::Scrape { instance, at, body },
+            None => Msg::ScrapeFailed { instance, at, error: "refused".into() },
+        });
+    }
+    st
+}
+
+#[test]
+fn metrics_detector_never_cries_wolf_whatever_the_scrape_timing() {
+    // Skews up to the recording's 0.5 s resolution, scrapes every 0.5-1.5 s.
+    for (cap, truth) in [("qwen3-shape-restart", 8), ("nixl-llama-shape", 4)] {
+        for skew in [-0.5, -0.25, 0.0, 0.25, 0.5] {
+            for stride in 1..=3 {
+                let o = replay_skewed(cap, skew, stride).misses.outcomes;
+                assert!(o.silent_miss <= truth, "{cap} skew {skew} stride {stride}: {o:?}");
+                assert!(o.silent_miss >= truth / 2, "{cap} skew {skew} stride {stride}: {o:?}");
+                if skew >= 0.0 {
+                    assert_eq!(o.silent_miss, truth, "{cap} skew {skew} stride {stride}: {o:?}");
+                }
+            }
+        }
+    }
+}

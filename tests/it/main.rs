@@ -1,0 +1,44 @@
+//! One integration test binary: tokio, tonic and reqwest link once.
+
+mod common;
+
+mod app_loop;
+mod capture_metrics;
+mod collector_clock;
+mod connector_metrics_http;
+mod connector_ui;
+mod e2e_check;
+mod e2e_demo_proxy;
+mod e2e_prometheus;
+mod faults_files;
+mod faults_http;
+mod faults_metrics;
+mod faults_netdev;
+mod fleet_ui;
+mod from_logs;
+mod known_noise;
+mod kv_bytes;
+mod latency_series;
+mod link_bytes;
+mod log_corpus;
+mod mismatch_http;
+mod mismatch_screen;
+mod otlp_e2e;
+mod otlp_receiver;
+mod parsers_never_panic;
+mod prompts;
+mod real_logs;
+mod recovery_real;
+mod replay_capture;
+mod replay_logs;
+mod router_http;
+mod router_ui;
+mod security;
+mod stuck_requests;
+mod terminal;
+mod traces_bad_input;
+mod traces_demo_proxy;
+mod traces_real;
+mod ui_snapshots;
+mod waterfall_ui;
+mod wrapped_lines;
