@@ -36,30 +36,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    // Scrapes as often in recording time as a live pdtop's, within reason.
-    let interval = Duration::from_secs_f64((1.0 / args.speed.max(0.01)).clamp(0.05, 1.0));
-    let session = Session {
-        started: t0,
-        endpoints: lab_endpoints(&handle),
-        router: None,
-        logs: lab_logs(&handle),
-        iface: handle.net_dev_file.as_ref().map(|_| "lo".to_string()),
-        kv_model: model,
-        kv_cache_dtype: None,
-        window_secs: settings.window_secs,
-        clock_speed: args.speed,
-        show_prompts: false,
-        collect: Some(Collect {
-            scrape: ScrapeOptions { interval, timeout: settings.timeout, bearer_token: None },
-            prometheus: None,
-            kv_dir: handle.kv_dir.clone(),
-            net_dev: handle.net_dev_file.clone().map(NetDevPath::File),
-            sys: None,
-            log_poll: Duration::from_millis(50),
-            link_interval: interval,
-            otlp: Default::default(),
-        }),
-    };
+    let session = lab_session(&handle, t0, model, args.speed, &settings);
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0, args.speed));
     let mut feed = Feed::live(&session, clock)?;
@@ -71,8 +48,43 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     result
 }
 
+/// What a live pdtop watches of a running lab: its two instances, its logs,
+/// its link files, scraped as often in recording time as a live pdtop's.
+pub fn lab_session(
+    handle: &LabHandle,
+    t0: f64,
+    model: Option<KvModel>,
+    speed: f64,
+    settings: &crate::config::Settings,
+) -> Session {
+    // Scrapes as often in recording time as a live pdtop's, within reason.
+    let interval = Duration::from_secs_f64((1.0 / speed.max(0.01)).clamp(0.05, 1.0));
+    Session {
+        started: t0,
+        endpoints: lab_endpoints(handle),
+        router: None,
+        logs: lab_logs(handle),
+        iface: handle.net_dev_file.as_ref().map(|_| "lo".to_string()),
+        kv_model: model,
+        kv_cache_dtype: None,
+        window_secs: settings.window_secs,
+        clock_speed: speed,
+        show_prompts: false,
+        collect: Some(Collect {
+            scrape: ScrapeOptions { interval, timeout: settings.timeout, bearer_token: None },
+            prometheus: None,
+            kv_dir: handle.kv_dir.clone(),
+            net_dev: handle.net_dev_file.clone().map(NetDevPath::File),
+            sys: None,
+            log_poll: Duration::from_millis(50),
+            link_interval: interval,
+            otlp: Default::default(),
+        }),
+    }
+}
+
 /// The lab's servers and files, on a thread of their own.
-fn start_lab(capture: Capture, opts: LabOptions) -> Result<LabHandle> {
+pub fn start_lab(capture: Capture, opts: LabOptions) -> Result<LabHandle> {
     let (tx, rx) = std::sync::mpsc::channel();
     run_on_thread("pdtop-lab", move || async move {
         let _ = tx.send(lab::start(capture, opts).await.map_err(|e| e.to_string()));

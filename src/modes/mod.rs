@@ -12,7 +12,7 @@ mod screenshots;
 
 pub use check::{check, summary};
 pub use dashboard::dashboard;
-pub use demo::demo;
+pub use demo::{demo, lab_session};
 pub use record::{import_lab, record};
 pub use replay::{replay, replay_app};
 pub use screenshots::screenshots;
