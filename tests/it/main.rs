@@ -16,6 +16,7 @@ mod faults_metrics;
 mod faults_netdev;
 mod fleet_ui;
 mod from_logs;
+mod keys;
 mod known_noise;
 mod kv_bytes;
 mod latency_series;
