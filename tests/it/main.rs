@@ -10,6 +10,7 @@ mod connector_ui;
 mod e2e_check;
 mod e2e_demo_proxy;
 mod e2e_prometheus;
+mod exit_codes;
 mod faults_files;
 mod faults_http;
 mod faults_metrics;
