@@ -4,6 +4,7 @@ mod common;
 
 mod app_loop;
 mod capture_metrics;
+mod check_text;
 mod collector_clock;
 mod connector_metrics_http;
 mod connector_ui;
