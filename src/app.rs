@@ -109,6 +109,15 @@ impl App {
         let v = &mut self.view;
         match action {
             Action::ForceQuit => self.quit = true,
+            Action::Quit => {
+                if v.help {
+                    v.help = false;
+                } else {
+                    self.quit = true;
+                }
+            }
+            // Closes the innermost thing open; with nothing open it does
+            // nothing (the footer says `q quit`).
             Action::Back => {
                 if v.help {
                     v.help = false;
@@ -119,8 +128,6 @@ impl App {
                     v.followed = None;
                 } else if in_requests && !v.search.is_empty() {
                     v.search.clear();
-                } else {
-                    self.quit = true;
                 }
             }
             Action::Help => v.help = !v.help,
@@ -160,12 +167,19 @@ impl App {
                     v.detail = !v.detail;
                 }
             }
+            // Follow only: the trace pane stays open on the same request
+            // when following stops (it used to close with the follow).
             Action::Follow => {
-                if v.followed.is_some() {
-                    v.followed = None;
+                let state = v.frozen.as_deref().unwrap_or(&self.state);
+                if let Some(serial) = v.followed.take() {
+                    if let Some(row) = ui::requests::visible(state, v).iter().position(|t| t.serial == serial)
+                    {
+                        v.selected = row;
+                    }
+                    v.detail = true;
                 } else if in_requests {
-                    let state = v.frozen.as_deref().unwrap_or(&self.state);
                     v.followed = ui::requests::visible(state, v).get(v.selected).map(|t| t.serial);
+                    v.detail |= v.followed.is_some();
                 }
             }
             Action::Freeze => {

@@ -13,7 +13,10 @@ use crate::kv::KvArgs;
     version,
     about = "A terminal dashboard for a vLLM disaggregated-prefill pair: TTFT/TPOT of both sides, KV usage, \
              where decode's prompt tokens came from, and the silent miss (decode recomputed the prompt and nothing errored).",
-    after_help = "Try `pdtop demo` for a recorded lab, no GPU needed."
+    after_help = concat!(
+        "Try `pdtop demo` for a recorded lab, no GPU needed.\n\n",
+        exit_status!(screen "no instance found through --prometheus")
+    )
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -30,24 +33,85 @@ pub struct Cli {
 pub enum Command {
     /// The dashboard against an embedded lab: a real vLLM pair's recording
     /// served on loopback (127.0.0.1 only).
+    #[command(after_help = exit_status!(screen "a lab that did not start"))]
     Demo(DemoArgs),
-    /// No screen: watch for a while, print a verdict, exit 0 (fine), 1
-    /// (silent misses, an instance unreachable or restarted, failed
-    /// requests) or 2 (bad usage).
+    /// No screen: watch for a while, print a verdict and exit by it (0 ok,
+    /// 1 silent misses or degraded).
+    #[command(after_help = exit_status!(check))]
     Check(Box<CheckArgs>),
     /// KV-cache bytes per token and per prompt from a model's config.json.
+    #[command(after_help = exit_status!(usage_only))]
     Kv(KvArgs),
     /// Record everything pdtop sees (same inputs as the dashboard) to one
     /// compressed file; stops after --duration or on Ctrl-C.
+    #[command(after_help = exit_status!(file))]
     Record(Box<RecordArgs>),
     /// The dashboard on a recording, or on log files after the fact
     /// (`--from-logs`): p pauses, ←/→ seek 10 s, +/- speed.
+    #[command(after_help = exit_status!(screen "a damaged recording"))]
     Replay(ReplayArgs),
     /// Turn a capture in the lab-captures layout into a recording.
+    #[command(after_help = exit_status!(file))]
     ImportLab(ImportLabArgs),
     /// Writes the README's screenshots (SVG) from the embedded recording.
     #[command(hide = true)]
     Screenshots(ScreenshotArgs),
+}
+
+/// The `Exit status` paragraph of a subcommand's `--help`: the README's
+/// table, in the words of that subcommand (`src/error.rs` holds the codes).
+macro_rules! exit_status {
+    (@usage) => {
+        "  2  bad usage: flags that do not fit, a value out of range (a port, a speed), a file\n     \
+         given that cannot be read\n"
+    };
+    (@runtime $what:literal) => {
+        concat!("  3  a runtime failure: ", $what, "\n")
+    };
+    (screen $what:literal) => {
+        concat!(
+            "Exit status:\n  0  quit by the user (q, Ctrl-C, a signal)\n",
+            exit_status!(@usage),
+            exit_status!(@runtime "no terminal (stdout is not one) or one that cannot be set up,"),
+            "     ",
+            $what,
+            "\n"
+        )
+    };
+    (check) => {
+        concat!(
+            "Exit status:\n  0  verdict ok or no_data\n  1  verdict silent_misses or degraded\n",
+            exit_status!(@usage),
+            exit_status!(@runtime "a damaged recording, no instance found through --prometheus")
+        )
+    };
+    (file) => {
+        concat!(
+            "Exit status:\n  0  written\n",
+            exit_status!(@usage),
+            exit_status!(@runtime "the recording cannot be written, a source that cannot start")
+        )
+    };
+    (usage_only) => {
+        concat!("Exit status:\n  0  printed\n", exit_status!(@usage))
+    };
+}
+use exit_status;
+
+/// `--prefill`, `--decode`, `--router`: HOST:PORT (port 1 to 65535) or an
+/// http(s) URL, checked when the flags are parsed so that a typo is bad
+/// usage, not an instance that is always DOWN.
+fn endpoint(s: &str) -> Result<String, String> {
+    crate::feed::Endpoint::parse(crate::feed::Role::Prefill, s).map(|_| s.to_string())
+}
+
+/// A speed: a finite number above 0 (0 would never move, below 0 back).
+fn speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err(format!("{s}: a speed is a number above 0")),
+        Err(e) => Err(format!("{s}: {e}")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -61,14 +125,14 @@ pub struct ScreenshotArgs {
 #[derive(Debug, Args, Clone, Default)]
 pub struct Inputs {
     /// Prefill (kv_producer) instances: HOST:PORT or URL, one or more.
-    #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
+    #[arg(long, num_args = 1.., value_name = "HOST:PORT", value_parser = endpoint)]
     pub prefill: Vec<String>,
     /// Decode (kv_consumer) instances: HOST:PORT or URL, one or more.
-    #[arg(long, num_args = 1.., value_name = "HOST:PORT")]
+    #[arg(long, num_args = 1.., value_name = "HOST:PORT", value_parser = endpoint)]
     pub decode: Vec<String>,
     /// A vllm-router in PD mode: its Prometheus address (`--prometheus-port`,
     /// default 29000), HOST:PORT or URL. Also `router = "..."` in the config file.
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", value_parser = endpoint)]
     pub router: Option<String>,
     /// The prefill instances' logs, in the order of --prefill (`-` = stdin).
     #[arg(long, num_args = 1.., value_name = "FILE")]
@@ -180,8 +244,8 @@ pub struct UiArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Lab seconds per real second [default: 2].
-    #[arg(long, default_value_t = 2.0)]
+    /// Lab seconds per real second.
+    #[arg(long, default_value_t = 2.0, value_parser = speed)]
     pub speed: f64,
     /// A capture folder in the lab-captures layout instead of the embedded one.
     #[arg(long, value_name = "DIR")]
@@ -232,7 +296,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "SECS")]
     pub stuck_after: Option<f64>,
     /// Recording seconds per real second.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = speed)]
     pub speed: f64,
     #[command(flatten)]
     pub ui: UiArgs,

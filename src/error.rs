@@ -10,8 +10,8 @@ pub enum Error {
     /// given on the command line that cannot be read. Exit 2.
     Usage(String),
     /// Something went wrong while running: no instance found through
-    /// Prometheus, a corrupt recording, the terminal, a lab that did not
-    /// start. Exit 3.
+    /// Prometheus, a corrupt recording, no terminal or one that cannot be
+    /// set up, a lab that did not start. Exit 3.
     Runtime(String),
 }
 

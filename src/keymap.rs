@@ -7,7 +7,11 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 pub enum Action {
     /// Ctrl-C: always quits, whatever is open.
     ForceQuit,
-    /// `q`/Esc: closes an overlay first, then quits.
+    /// `q`: closes the help overlay first, then quits.
+    Quit,
+    /// Esc: closes what is open (overlay, instance, trace pane, filter) and
+    /// never quits: htop, k9s and bottom users press it to get out of
+    /// things, not out of the program.
     Back,
     Help,
     NextView,
@@ -27,8 +31,8 @@ pub enum Action {
 /// (key, modifiers, action, what the help overlay says).
 pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('c'), KeyModifiers::CONTROL, Action::ForceQuit, "quit, always"),
-    (KeyCode::Char('q'), KeyModifiers::NONE, Action::Back, "close overlay / quit"),
-    (KeyCode::Esc, KeyModifiers::NONE, Action::Back, "close overlay / quit"),
+    (KeyCode::Char('q'), KeyModifiers::NONE, Action::Quit, "quit (closes the help first)"),
+    (KeyCode::Esc, KeyModifiers::NONE, Action::Back, "close: help, instance, trace, filter"),
     (KeyCode::Char('?'), KeyModifiers::NONE, Action::Help, "this help"),
     (KeyCode::Tab, KeyModifiers::NONE, Action::NextView, "next view"),
     (KeyCode::BackTab, KeyModifiers::SHIFT, Action::PrevView, "previous view"),
@@ -45,8 +49,8 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
     (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
     (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
-    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: the trace / one instance's panels"),
-    (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request"),
+    (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: a trace / an instance's panels"),
+    (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request / stop"),
     (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances, requests: next sort column"),
 ];
 
@@ -105,6 +109,21 @@ pub fn help_lines() -> Vec<(String, &'static str)> {
     out
 }
 
+/// The README's key table (between its `<!-- keys -->` markers), from the
+/// same tables as the help overlay; `tests/it/keys.rs` fails when the
+/// README drifts from it.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| key | does |\n| --- | --- |\n");
+    let cell = |k: &str| k.split(' ').map(|k| format!("`{k}`")).collect::<Vec<_>>().join(" ");
+    for (k, text) in help_lines() {
+        out.push_str(&format!("| {} | {text} |\n", cell(&k)));
+    }
+    for (code, _, text) in REPLAY_BINDINGS {
+        out.push_str(&format!("| {} | {text} |\n", cell(&key_name(*code, KeyModifiers::NONE))));
+    }
+    out
+}
+
 fn key_name(code: KeyCode, mods: KeyModifiers) -> String {
     let base = match code {
         KeyCode::Char(' ') => "space".to_string(),
@@ -133,7 +152,8 @@ mod tests {
     #[test]
     fn keys_map_to_actions() {
         assert_eq!(action_for(&press(KeyCode::Char('c'), KeyModifiers::CONTROL)), Some(Action::ForceQuit));
-        assert_eq!(action_for(&press(KeyCode::Char('q'), KeyModifiers::NONE)), Some(Action::Back));
+        assert_eq!(action_for(&press(KeyCode::Char('q'), KeyModifiers::NONE)), Some(Action::Quit));
+        assert_eq!(action_for(&press(KeyCode::Esc, KeyModifiers::NONE)), Some(Action::Back));
         assert_eq!(action_for(&press(KeyCode::Char('j'), KeyModifiers::NONE)), Some(Action::Down));
         assert_eq!(action_for(&press(KeyCode::Down, KeyModifiers::NONE)), Some(Action::Down));
         assert_eq!(action_for(&press(KeyCode::Char('G'), KeyModifiers::SHIFT)), Some(Action::Bottom));
@@ -155,7 +175,8 @@ mod tests {
     #[test]
     fn help_groups_keys_of_one_action() {
         let lines = help_lines();
-        assert!(lines.iter().any(|(k, t)| k == "q Esc" && *t == "close overlay / quit"));
+        assert!(lines.iter().any(|(k, _)| k == "q"));
+        assert!(lines.iter().any(|(k, _)| k == "Esc"));
         assert!(lines.iter().any(|(k, _)| k == "Ctrl-c"));
     }
 }

@@ -60,7 +60,36 @@ impl Endpoint {
             format!("http://{}", s.trim_end_matches('/'))
         };
         let display = base.trim_start_matches("http://").trim_start_matches("https://").to_string();
+        check_authority(display.split('/').next().unwrap_or_default(), s.contains("://"))
+            .map_err(|e| format!("{s}: {e}"))?;
         Ok(Endpoint { role, display, base_url: base })
+    }
+}
+
+/// `host[:port]` of an endpoint: a host, and a port of 1 to 65535 (one
+/// out of range used to become an instance that is always DOWN).
+fn check_authority(auth: &str, url: bool) -> Result<(), String> {
+    let auth = auth.rsplit_once('@').map_or(auth, |(_, a)| a);
+    let (host, port) = match auth.strip_prefix('[') {
+        Some(v6) => {
+            let (host, rest) = v6.split_once(']').ok_or("unclosed [ in the host")?;
+            (host, rest.strip_prefix(':'))
+        }
+        None => match auth.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (auth, None),
+        },
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    match port {
+        Some(p) => match p.parse::<u16>() {
+            Ok(1..) => Ok(()),
+            _ => Err(format!("port {p:?} is not 1 to 65535")),
+        },
+        None if url => Ok(()),
+        None => Err("expected HOST:PORT or a URL".into()),
     }
 }
 
@@ -93,5 +122,10 @@ mod tests {
         assert_eq!(e.base_url, "https://gw.example/v");
         assert!(Endpoint::parse(Role::Decode, "localhost").is_err());
         assert!(Endpoint::parse(Role::Decode, "ftp://x:1").is_err());
+        assert!(Endpoint::parse(Role::Decode, "[::1]:8200").is_ok());
+        assert!(Endpoint::parse(Role::Decode, "http://[::1]/metrics").is_ok());
+        for bad in ["127.0.0.1:99999", "127.0.0.1:0", ":8100", "h:", "h:x", "http://h:70000/", "[::1"] {
+            assert!(Endpoint::parse(Role::Decode, bad).is_err(), "{bad}");
+        }
     }
 }

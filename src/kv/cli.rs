@@ -55,6 +55,9 @@ struct Report {
     replicated: bool,
     per_rank_bytes_per_token: u64,
     link_bytes_per_token: u64,
+    /// Set when `tp` does not slice the KV heads: vLLM replicates them (the
+    /// bytes grow) or refuses the model (nothing moves).
+    tp_warning: Option<String>,
     tokens: u64,
     block_size: u64,
     block_rounded_tokens: u64,
@@ -146,6 +149,7 @@ fn build_report(shape: &ModelShape, args: &KvArgs) -> Result<Report, KvError> {
         replicated: split.replicated,
         per_rank_bytes_per_token: split.per_rank_bytes_per_token,
         link_bytes_per_token: split.link_bytes_per_token,
+        tp_warning: shape.tp_warning(args.tp),
         tokens: args.tokens,
         block_size: args.block_size,
         block_rounded_tokens: rounded,
@@ -190,6 +194,9 @@ fn write_table(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         r.link_bytes_per_token,
         if r.replicated { " (replicated)" } else { "" }
     )?;
+    if let Some(w) = &r.tp_warning {
+        writeln!(out, "warning          {w}")?;
+    }
     writeln!(out, "tokens           {} -> {} (block {})", r.tokens, r.block_rounded_tokens, r.block_size)?;
     writeln!(
         out,
@@ -302,6 +309,33 @@ mod tests {
         assert!(text.contains("tp 2: 32768 B/token per rank"), "{text}");
         assert!(text.contains("1000 -> 1008 (block 16)"), "{text}");
         assert!(text.contains("1 Gb/s "), "{text}");
+    }
+
+    #[test]
+    fn a_tp_that_does_not_fit_the_kv_heads_is_said() {
+        // Qwen3-8B: 8 KV heads.
+        let cfg = shared("lab-captures/qwen3-shape-restart/model-config.json");
+        let run = |tp: &str, json: bool| {
+            let mut argv = vec!["kv", "--model-config", &cfg, "--tokens", "1000", "--tp", tp];
+            if json {
+                argv.push("--json");
+            }
+            run_to_string(&argv).expect("runs")
+        };
+        let text = run("3", false);
+        let warning = text.lines().find(|l| l.starts_with("warning")).unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            warning.contains("tp 3 does not fit the 8 KV heads") && warning.contains("refuses"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&run("16", true)).expect("json");
+        assert!(v["tp_warning"].as_str().unwrap().contains("2x the bytes"), "{v}");
+        assert_eq!(v["link_bytes_per_token"], 2 * 147_456);
+        assert!(!run("4", false).contains("warning"));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&run("8", true)).unwrap()["tp_warning"],
+            serde_json::Value::Null
+        );
     }
 
     #[test]

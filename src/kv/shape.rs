@@ -182,6 +182,68 @@ fn positive(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u32>
     }
 }
 
+/// How vLLM lays a model's KV heads over `tp` tensor-parallel ranks
+/// (`QKVParallelLinear.__init__`, vllm/model_executor/layers/linear.py:
+/// `tp_size >= total_num_kv_heads` gives one head per rank and
+/// `num_kv_head_replicas = divide(tp_size, total_num_kv_heads)`, else
+/// `num_kv_heads = divide(total_num_kv_heads, tp_size)`; `divide` asserts
+/// `"{} is not divisible by {}"`, vllm/distributed/utils.py).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TpLayout {
+    /// Each rank holds `kv_heads / tp` heads: the ranks together hold the
+    /// model's bytes per token once.
+    Sliced,
+    /// `tp` is a multiple of the KV heads: one head per rank, each head on
+    /// `replicas` ranks, so the ranks hold (and move) `replicas` x the bytes.
+    Replicated { replicas: u32 },
+    /// MLA: every rank holds the whole latent, `tp` x the bytes.
+    Latent,
+    /// Neither divides the other: vLLM's `divide` fails and the model does
+    /// not load, so no bytes move at all.
+    Refused,
+}
+
+impl ModelShape {
+    pub fn tp_layout(&self, tp: u32) -> TpLayout {
+        let (tp, heads) = (tp.max(1), self.kv_heads.max(1));
+        if self.mla.is_some() {
+            TpLayout::Latent
+        } else if tp <= heads {
+            if heads % tp == 0 { TpLayout::Sliced } else { TpLayout::Refused }
+        } else if tp % heads == 0 {
+            TpLayout::Replicated { replicas: tp / heads }
+        } else {
+            TpLayout::Refused
+        }
+    }
+
+    /// What `kv --tp` says when the layout is not a plain slice: which rule
+    /// vLLM applies and what it does to the bytes.
+    pub fn tp_warning(&self, tp: u32) -> Option<String> {
+        let heads = self.kv_heads;
+        match self.tp_layout(tp) {
+            TpLayout::Sliced => None,
+            TpLayout::Latent if tp <= 1 => None,
+            TpLayout::Latent => Some(format!(
+                "MLA: each of the {tp} ranks holds the whole latent KV, so together they hold and move \
+                 {tp}x the bytes per token"
+            )),
+            TpLayout::Replicated { replicas } => Some(format!(
+                "tp {tp} is above the {heads} KV heads: vLLM replicates each KV head on {replicas} ranks \
+                 (one head per rank), so the ranks hold and move {replicas}x the bytes per token"
+            )),
+            TpLayout::Refused => {
+                let (a, b) = if tp < heads { (heads, tp) } else { (tp, heads) };
+                Some(format!(
+                    "tp {tp} does not fit the {heads} KV heads: vLLM splits them only when tp divides them \
+                     (or replicates them when tp is a multiple of them), and refuses to load this model \
+                     (`{a} is not divisible by {b}`); the per-rank bytes below are no layout vLLM runs"
+                ))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +329,25 @@ mod tests {
             let err = ModelShape::from_config_json(cfg).expect_err(cfg);
             assert!(format!("{err:?}").starts_with(want), "{cfg}: got {err:?}");
         }
+    }
+
+    #[test]
+    fn tp_must_divide_the_kv_heads_or_be_a_multiple_of_them() {
+        let gqa = ModelShape::from_config_json(
+            r#"{"num_hidden_layers":2,"num_attention_heads":32,"num_key_value_heads":8,
+                "hidden_size":4096,"torch_dtype":"bfloat16"}"#,
+        )
+        .expect("valid");
+        assert_eq!(gqa.tp_layout(1), TpLayout::Sliced);
+        assert_eq!(gqa.tp_layout(4), TpLayout::Sliced);
+        assert_eq!(gqa.tp_layout(8), TpLayout::Sliced);
+        assert_eq!(gqa.tp_layout(3), TpLayout::Refused);
+        assert_eq!(gqa.tp_layout(12), TpLayout::Refused);
+        assert_eq!(gqa.tp_layout(16), TpLayout::Replicated { replicas: 2 });
+        assert_eq!(gqa.tp_warning(4), None);
+        let w = gqa.tp_warning(3).unwrap();
+        assert!(w.contains("refuses") && w.contains("`8 is not divisible by 3`"), "{w}");
+        assert!(gqa.tp_warning(12).unwrap().contains("`12 is not divisible by 8`"));
+        assert!(gqa.tp_warning(16).unwrap().contains("2x the bytes"));
     }
 }

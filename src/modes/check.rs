@@ -9,6 +9,7 @@ use crate::error::{Error, Result, RuntimeContext};
 use crate::feed::Msg;
 use crate::pipeline::{CHANNEL, Player, Session, spawn_collectors};
 use crate::report::Report;
+pub use crate::report::text::summary;
 use crate::state::AppState;
 
 pub fn check(args: &CheckArgs) -> Result<Report> {
@@ -72,57 +73,4 @@ async fn fold_for(state: &mut AppState, mut rx: mpsc::Receiver<Msg>, duration: D
             _ = tokio::time::sleep_until(deadline) => break,
         }
     }
-}
-
-/// A human summary of a report, for `check` without `--json`.
-pub fn summary(r: &Report) -> String {
-    let mut s = String::new();
-    for i in &r.instances {
-        s.push_str(&format!(
-            "{:<8} {:<22} {} ok={} failed={} restarts={}{}\n",
-            i.role.name(),
-            i.endpoint,
-            if i.up { "up  " } else { "DOWN" },
-            i.scrapes_ok,
-            i.scrapes_failed,
-            i.restarts,
-            i.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
-        ));
-    }
-    if let Some(ro) = &r.router {
-        let e = &ro.errors;
-        s.push_str(&format!(
-            "router   {:<22} {} ok={} failed={} restarts={} requests={:.0} errors router={:.0} prefill={:.0} decode={:.0} stream={:.0}{}\n",
-            ro.endpoint,
-            if ro.up { "up  " } else { "DOWN" },
-            ro.scrapes_ok,
-            ro.scrapes_failed,
-            ro.restarts,
-            ro.requests,
-            e.router,
-            e.prefill,
-            e.decode,
-            e.stream,
-            ro.last_error.as_ref().map(|e| format!(" last error: {e}")).unwrap_or_default()
-        ));
-    }
-    let q = &r.requests;
-    s.push_str(&format!(
-        "requests: seen {} loaded {} silent_miss {} no_prefill {} error {}\n",
-        q.seen, q.loaded, q.silent_miss, q.no_prefill, q.error
-    ));
-    for m in &r.mismatches {
-        s.push_str(&format!("mismatch: {}\n", m.why));
-    }
-    if let Some(sp) = &r.spans {
-        s.push_str(&format!(
-            "spans: {} received, {} on traces, {} contradict their logs, {} bodies refused, {} dropped\n",
-            sp.count, sp.traces_with_spans, sp.disagreements, sp.errors, sp.dropped
-        ));
-    }
-    for w in &r.warnings {
-        s.push_str(&format!("warning: {w}\n"));
-    }
-    s.push_str(&format!("verdict: {:?}\n", r.verdict));
-    s
 }

@@ -52,5 +52,8 @@ fn open_recording(path: &Path) -> Result<Recording> {
             Capture::from_dir(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
         return Ok(crate::lab::replay::recording(&capture));
     }
-    Recording::open(path).map_err(Error::runtime)
+    // A file that cannot be opened is bad input (exit 2); one that opens
+    // and then reads as damaged is a runtime failure (exit 3), as the README says.
+    let file = std::fs::File::open(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    Recording::read(file).map_err(|e| Error::Runtime(format!("{}: {e}", path.display())))
 }

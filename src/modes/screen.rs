@@ -9,7 +9,9 @@ use crate::pipeline::{COLLECTOR_THREAD, Feed};
 
 pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return Err(Error::usage(
+        // Runtime (exit 3), like a terminal that cannot be set up: the
+        // command line was right, where it ran has no screen.
+        return Err(Error::runtime(
             "the dashboard needs a terminal; for no screen use `pdtop check --duration SECS --json`",
         ));
     }

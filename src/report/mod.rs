@@ -9,6 +9,7 @@ pub mod kv_nixl;
 pub mod quantiles;
 pub mod span_evidence;
 pub mod spans;
+pub mod text;
 pub mod traces;
 
 use serde::Serialize;
@@ -208,6 +209,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The JSON's word for it (`silent_misses`), for the text summary.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::SilentMisses => "silent_misses",
+            Verdict::Degraded => "degraded",
+            Verdict::NoData => "no_data",
+        }
+    }
+
     /// `check` exits 0 only when nothing went wrong.
     pub fn exit_code(self) -> i32 {
         match self {
@@ -393,4 +404,16 @@ fn last_kv_usage(state: &AppState, role: Role) -> Option<f64> {
 pub fn by_source_known(state: &AppState) -> bool {
     let mut scraped = state.instances_of(Role::Decode).filter_map(|i| i.latest.as_ref()).peekable();
     scraped.peek().is_none() || scraped.any(|s| s.counters.contains_key(&Counter::PromptExternal))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Verdict;
+
+    #[test]
+    fn the_summary_says_the_jsons_verdict_words() {
+        for v in [Verdict::Ok, Verdict::SilentMisses, Verdict::Degraded, Verdict::NoData] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.name());
+        }
+    }
 }

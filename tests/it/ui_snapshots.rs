@@ -71,7 +71,9 @@ fn help_overlay_and_frozen_badge() {
     assert!(!app.quit);
     app.on_action(Action::Freeze);
     assert!(text(&draw(&app, 100, 30)).contains("DOWN"));
-    app.on_action(Action::Back);
+    app.on_action(Action::Back); // nothing open: Esc does nothing
+    assert!(!app.quit);
+    app.on_action(Action::Quit);
     assert!(app.quit);
 }
 
