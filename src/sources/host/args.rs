@@ -250,3 +250,82 @@ impl ServeArgs {
         self.port.unwrap_or(DEFAULT_PORT)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    // The decode's command line as /work/shared/lab/gpu-run.sh builds it
+    // (CONNECTOR=nixl); its log's `non-default args` line (vLLM 0.26.0,
+    // lab-captures/nixl-llama-shape/vllm-decode.log) gives what vLLM read:
+    // model /models/lab-llama-8b-shape, host 127.0.0.1, port 8200,
+    // served_model_name ['lab-8b'], block_size 16, kv_role kv_consumer.
+    const LAB_DECODE: &str = "python3 -m vllm.entrypoints.cli.main serve /models/lab-llama-8b-shape --port 8200 --served-model-name lab-8b --block-size 16 --load-format dummy --enforce-eager --max-model-len 8192 --gpu-memory-utilization 0.40 --enable-log-requests --enable-prompt-tokens-details --host 127.0.0.1 --kv-transfer-config {\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_consumer\"}";
+
+    #[test]
+    fn the_lab_decode_reads_as_vllm_read_it() {
+        let a = ServeArgs::from_argv(&argv(LAB_DECODE));
+        assert_eq!(a.entry, Some(Entry::Serve));
+        assert_eq!(a.model.as_deref(), Some("/models/lab-llama-8b-shape"));
+        assert_eq!(a.served_model_name, ["lab-8b"]);
+        assert_eq!((a.host.as_deref(), a.port, a.block_size), (Some("127.0.0.1"), Some(8200), Some(16)));
+        let kv = a.kv_transfer_config.unwrap().1.unwrap();
+        assert_eq!(kv.kv_connector.as_deref(), Some("NixlConnector"));
+        assert_eq!(kv.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!((a.tensor_parallel_size, a.dtype, a.enable_prefix_caching), (None, None, None));
+        assert!(a.problems.is_empty());
+    }
+
+    #[test]
+    fn spellings_vllm_accepts() {
+        let a = ServeArgs::from_argv(&argv(
+            "/venv/bin/python3 /venv/bin/vllm serve --model=m --tensor_parallel_size=4 -tp 2 --data-parallel-size=2 --block_size 32 --kv_cache_dtype=fp8 --dtype bfloat16 --no-enable-prefix-caching --served_model_name a b --port=8100",
+        ));
+        assert_eq!(a.model.as_deref(), Some("m"));
+        // argparse keeps the last of two spellings of one option.
+        assert_eq!((a.tensor_parallel_size, a.data_parallel_size), (Some(2), Some(2)));
+        assert_eq!(
+            (a.block_size, a.kv_cache_dtype.as_deref(), a.dtype.as_deref()),
+            (Some(32), Some("fp8"), Some("bfloat16"))
+        );
+        assert_eq!(a.enable_prefix_caching, Some(false));
+        assert_eq!(a.served_model_name, ["a", "b"]);
+        assert_eq!(a.port, Some(8100));
+    }
+
+    #[test]
+    fn dotted_keys_build_the_json_and_replace_an_earlier_one() {
+        let a = ServeArgs::from_argv(&argv(
+            "vllm serve m --kv-transfer-config {\"kv_connector\":\"ExampleConnector\"} --kv_transfer_config.kv_connector NixlConnector --kv-transfer-config.kv_role=kv_producer --kv-transfer-config.kv_connector_extra_config.kv_lease_duration 60",
+        ));
+        let (raw, kv) = a.kv_transfer_config.unwrap();
+        let kv = kv.unwrap();
+        assert_eq!(kv.kv_connector.as_deref(), Some("NixlConnector"), "{raw}");
+        assert_eq!(kv.kv_role.as_deref(), Some("kv_producer"));
+        assert_eq!(kv.kv_connector_extra_config, Some(serde_json::json!({"kv_lease_duration": 60})));
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_said() {
+        let a = ServeArgs::from_argv(&argv(
+            "vllm serve --config cfg.yaml --port x --kv-transfer-config {kv_role:1}",
+        ));
+        assert_eq!(a.config_file.as_deref(), Some("cfg.yaml"));
+        assert_eq!(a.model, None);
+        assert_eq!(a.port, None);
+        assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
+        assert!(a.kv_transfer_config.unwrap().1.is_err());
+        // Not a vLLM server at all.
+        assert_eq!(ServeArgs::from_argv(&argv("python3 miniproxy.py --port 8000")).entry, None);
+        let m =
+            ServeArgs::from_argv(&argv("python -m vllm.entrypoints.openai.api_server --model x --port 9000"));
+        assert_eq!(
+            (m.entry, m.model.as_deref(), m.port),
+            (Some(Entry::ApiServerModule), Some("x"), Some(9000))
+        );
+    }
+}
