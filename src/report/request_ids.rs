@@ -8,7 +8,7 @@ use crate::feed::LogOrigin;
 use crate::state::AppState;
 use crate::state::spans::SpanStore;
 use crate::traces::Trace;
-use crate::traces::external_of_internal;
+use crate::traces::{external_of_internal, response_id};
 
 /// Where an id comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,13 @@ pub struct RequestId {
     pub id: String,
 }
 
+/// The ids its logs gave it: the one it is filed under (no origin), then
+/// vLLM's per instance.
+fn log_ids(t: &Trace) -> impl Iterator<Item = (Option<LogOrigin>, &str)> {
+    let own = std::iter::once((None, t.id.as_str()));
+    own.chain(t.engine_ids.iter().map(|(o, id)| (Some(*o), id.as_str())))
+}
+
 /// Every id of a trace, its own first, each once.
 pub fn ids_of(spans: &SpanStore, t: &Trace) -> Vec<RequestId> {
     let mut out: Vec<RequestId> = Vec::new();
@@ -49,7 +56,7 @@ pub fn ids_of(spans: &SpanStore, t: &Trace) -> Vec<RequestId> {
             out.push(RequestId { kind, id: id.to_string() });
         }
     };
-    for (origin, id) in t.ids() {
+    for (origin, id) in log_ids(t) {
         push(origin.map_or(IdKind::Request, IdKind::Vllm), id);
     }
     let tm = spans.timings_for(t);
@@ -92,7 +99,7 @@ pub fn find_in(spans: &SpanStore, t: &Trace, needles: &[String]) -> Option<Reque
         needles.iter().any(|n| id.contains(n.as_str()))
     };
     // The logs' ids first: no span lookup for most rows.
-    if let Some((o, id)) = t.ids().find(|(_, id)| hit(id)) {
+    if let Some((o, id)) = log_ids(t).find(|(_, id)| hit(id)) {
         return Some(RequestId { kind: o.map_or(IdKind::Request, IdKind::Vllm), id: id.to_string() });
     }
     ids_of(spans, t).into_iter().find(|r| hit(&r.id))
@@ -100,6 +107,9 @@ pub fn find_in(spans: &SpanStore, t: &Trace, needles: &[String]) -> Option<Reque
 
 /// The held traces any of whose ids contains the query, newest first, each
 /// with the id that matched; every trace (and no id) for an empty query.
+/// Those with an id that is the whole query come first: a pasted
+/// `lab-steady-3` (or `cmpl-lab-steady-3`) selects that request, not
+/// `lab-steady-31`.
 pub fn search<'a>(state: &'a AppState, query: &str) -> Vec<(&'a Trace, Option<RequestId>)> {
     let Some(logs) = &state.logs else { return Vec::new() };
     let needles = needles(query);
@@ -107,7 +117,18 @@ pub fn search<'a>(state: &'a AppState, query: &str) -> Vec<(&'a Trace, Option<Re
     if needles.is_empty() {
         return all.map(|t| (t, None)).collect();
     }
-    all.filter_map(|t| find_in(&state.spans, t, &needles).map(|m| (t, Some(m)))).collect()
+    let mut found: Vec<_> =
+        all.filter_map(|t| find_in(&state.spans, t, &needles).map(|m| (t, Some(m)))).collect();
+    // An id, or the response id the client got for it (`cmpl-x` of `cmpl-x-0`).
+    let whole = |t: &Trace| {
+        log_ids(t).any(|(_, id)| {
+            let resp = response_id(id);
+            needles.iter().any(|n| id.eq_ignore_ascii_case(n) || resp.eq_ignore_ascii_case(n))
+        })
+    };
+    // Stable: newest first within each group.
+    found.sort_by_key(|(t, _)| !whole(t));
+    found
 }
 
 #[cfg(test)]

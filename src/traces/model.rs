@@ -224,13 +224,6 @@ impl Trace {
         }
     }
 
-    /// Every id its logs gave it: the one it is filed under (no origin),
-    /// then vLLM's per instance. Spans add theirs (`report::request_ids`).
-    pub fn ids(&self) -> impl Iterator<Item = (Option<LogOrigin>, &str)> {
-        let own = std::iter::once((None, self.id.as_str()));
-        own.chain(self.engine_ids.iter().map(|(o, id)| (Some(*o), id.as_str())))
-    }
-
     /// The first phase of a hop, if the trace has one.
     pub fn phase(&self, hop: Hop) -> Option<&Phase> {
         self.phases.iter().find(|p| p.hop == hop)

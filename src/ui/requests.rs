@@ -22,7 +22,7 @@ use super::{ViewState, fmt};
 use crate::feed::LogOrigin;
 use crate::report::origin_endpoint;
 use crate::report::request_ids::{self, IdKind};
-use crate::report::timed::{Clock, phase_clock, phase_duration};
+use crate::report::timed::{Clock, Timed, phase_clock, phase_duration};
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
@@ -308,7 +308,9 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
                 theme.fg("error"),
             ),
             (None, Some(e)) => {
-                (format!(" waited {:.1} s for remote KV, then went on", e - w.since), theme.dim())
+                // Both ends are the decode log's stamps, whole seconds.
+                let waited = Timed { secs: e - w.since, clock: Clock::Stamp }.text();
+                (format!(" waited {waited} for remote KV, then went on"), theme.dim())
             }
             (None, None) => {
                 (format!(" waiting for remote KV since {}", fmt::clock(w.since)), theme.fg("warn"))

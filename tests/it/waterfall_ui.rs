@@ -370,3 +370,26 @@ fn a_p2p_nccl_tensor_id_finds_its_request() {
     // The tensor id of another request finds nothing.
     assert!(found(&app, &tensor.replace("1025d17a", "99999999")).is_empty());
 }
+
+/// With a forwarded `X-Request-Id` (qwen3-shape-restart: `lab-steady-3`,
+/// vLLM's `cmpl-lab-steady-3-0` and `…-0-<8 hex>` on both instances), the
+/// client's id, the response id and each engine id find the request, and a
+/// whole id comes first, before `lab-steady-30`…`39` that contain it.
+#[test]
+fn a_forwarded_id_and_its_vllm_forms_select_their_request() {
+    const Q: &str = "qwen3-shape-restart";
+    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir(Q)).unwrap();
+    let st = common::replay_with_logs(Q, cap.t_end - cap.t0 + 5.0);
+    let app = App::new(st, Theme::builtin("dark").unwrap());
+    let logs = app.state.logs.as_ref().unwrap();
+    let t = logs.correlator.traces().find(|t| t.id == "lab-steady-3").unwrap();
+    let engine: Vec<&str> = t.engine_ids.iter().map(|(_, id)| id.as_str()).collect();
+    assert!(engine.contains(&"cmpl-lab-steady-3-0") && engine.len() >= 3, "{engine:?}");
+    let mut queries = vec!["lab-steady-3", "cmpl-lab-steady-3", "cmpl-lab-steady-3-0"];
+    queries.extend(engine.iter().copied());
+    for q in queries {
+        let rows = found(&app, q);
+        assert_eq!(rows.first(), Some(&t.serial), "{q}");
+    }
+    assert!(found(&app, "lab-steady-3").len() > 1, "lab-steady-30… contain it too");
+}
