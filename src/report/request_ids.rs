@@ -48,11 +48,13 @@ fn log_ids(t: &Trace) -> impl Iterator<Item = (Option<LogOrigin>, &str)> {
     own.chain(t.engine_ids.iter().map(|(o, id)| (Some(*o), id.as_str())))
 }
 
-/// Every id of a trace, its own first, each once.
+/// Every id of a trace, its own first: each once per instance (with a
+/// forwarded id both log the same), a span's only where no log gave it.
 pub fn ids_of(spans: &SpanStore, t: &Trace) -> Vec<RequestId> {
     let mut out: Vec<RequestId> = Vec::new();
     let mut push = |kind, id: &str| {
-        if !id.is_empty() && !out.iter().any(|r| r.id == id) {
+        let seen = |r: &RequestId| r.id == id && (r.kind == kind || !matches!(kind, IdKind::Vllm(_)));
+        if !id.is_empty() && !out.iter().any(seen) {
             out.push(RequestId { kind, id: id.to_string() });
         }
     };
