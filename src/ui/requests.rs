@@ -22,7 +22,7 @@ use super::{ViewState, fmt};
 use crate::feed::LogOrigin;
 use crate::report::origin_endpoint;
 use crate::report::request_ids::{self, IdKind};
-use crate::report::timed::{Clock, Timed, phase_clock, phase_duration};
+use crate::report::timed::{Timed, TimedBy, phase_duration, phase_timed_by};
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
@@ -275,9 +275,9 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     for p in &t.phases {
         // The span's time where it has one; log stamps say no more than seconds.
         let dur = phase_duration(p, &tm).map_or_else(|| "…".into(), |d| d.text());
-        let offset = match (start.is_finite(), phase_clock(p)) {
+        let offset = match (start.is_finite(), phase_timed_by(p)) {
             (false, _) => String::new(),
-            (true, Clock::Stamp) => format!("+{:.0}s", p.start - start),
+            (true, TimedBy::Stamp) => format!("+{:.0}s", p.start - start),
             (true, _) => format!("+{:.1}s", p.start - start),
         };
         lines.push(Line::from(vec![
@@ -309,7 +309,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
             ),
             (None, Some(e)) => {
                 // Both ends are the decode log's stamps, whole seconds.
-                let waited = Timed { secs: e - w.since, clock: Clock::Stamp }.text();
+                let waited = Timed { secs: e - w.since, by: TimedBy::Stamp }.text();
                 (format!(" waited {waited} for remote KV, then went on"), theme.dim())
             }
             (None, None) => {
