@@ -188,6 +188,7 @@ impl App {
                     None => Some(Box::new(self.state.clone())),
                 };
             }
+            Action::CycleTheme => self.theme = self.theme.next(crate::theme::user_theme_dir().as_deref()),
             Action::ToggleWindow => {
                 v.window = match v.window {
                     HistWindow::Sliding => HistWindow::SinceStart,

@@ -26,6 +26,7 @@ pub enum Action {
     Open,
     Follow,
     Sort,
+    CycleTheme,
 }
 
 /// (key, modifiers, action, what the help overlay says).
@@ -52,6 +53,7 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: a trace / an instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request / stop"),
     (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances, requests: next sort column"),
+    (KeyCode::Char('T'), KeyModifiers::SHIFT, Action::CycleTheme, "theme: dark / light / no colour"),
 ];
 
 /// Replay controls, checked before [`BINDINGS`] when a recording plays.

@@ -14,6 +14,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mono", include_str!("../themes/mono.toml")),
 ];
 
+/// The themes the theme key steps through, in order.
+pub const CYCLE: &[&str] = &["dark", "light", "mono"];
+
 /// Every role a theme must set.
 pub const ROLES: &[&str] = &[
     "text",
@@ -122,6 +125,15 @@ impl Theme {
         Theme::parse(text, &Theme::builtin)
     }
 
+    /// The theme after this one in [`CYCLE`], looked up as `--theme NAME`
+    /// is (the user's folder first); a theme outside the cycle goes to its
+    /// first. This one again if the next cannot be read.
+    pub fn next(&self, user_dir: Option<&Path>) -> Theme {
+        let i = CYCLE.iter().position(|n| *n == self.name).map_or(0, |i| i + 1);
+        let name = CYCLE[i % CYCLE.len()];
+        Theme::load(name, user_dir).unwrap_or_else(|_| self.clone())
+    }
+
     /// Resolves `--theme NAME|PATH`: a path is read as is; a name is looked
     /// up in the user's theme folder first, then among the built-ins.
     pub fn load(spec: &str, user_dir: Option<&Path>) -> Result<Theme, String> {
@@ -188,6 +200,89 @@ mod tests {
         assert!(e.contains("is not set"), "{e}");
         let e = Theme::parse("extends = \"dark\"\n[colors]\ntxet = \"red\"\n", &Theme::builtin).unwrap_err();
         assert!(e.contains("txet"), "{e}");
+    }
+
+    /// Named colours as xterm draws them by default.
+    fn rgb(c: Color) -> [u8; 3] {
+        match c {
+            Color::Rgb(r, g, b) => [r, g, b],
+            Color::Black => [0, 0, 0],
+            Color::Red => [0xcd, 0, 0],
+            Color::Green => [0, 0xcd, 0],
+            Color::Yellow => [0xcd, 0xcd, 0],
+            Color::Blue => [0, 0, 0xee],
+            Color::Magenta => [0xcd, 0, 0xcd],
+            Color::Cyan => [0, 0xcd, 0xcd],
+            Color::Gray => [0xe5, 0xe5, 0xe5],
+            Color::DarkGray => [0x7f, 0x7f, 0x7f],
+            Color::LightRed => [0xff, 0, 0],
+            Color::LightGreen => [0, 0xff, 0],
+            Color::LightYellow => [0xff, 0xff, 0],
+            Color::LightBlue => [0x5c, 0x5c, 0xff],
+            Color::LightMagenta => [0xff, 0, 0xff],
+            Color::LightCyan => [0, 0xff, 0xff],
+            Color::White => [0xff, 0xff, 0xff],
+            other => panic!("no rgb for {other:?}"),
+        }
+    }
+
+    /// WCAG 2 contrast ratio.
+    fn contrast(a: Color, b: Color) -> f64 {
+        let lum = |c: Color| {
+            let [r, g, b] = rgb(c).map(|v| {
+                let v = f64::from(v) / 255.0;
+                if v <= 0.03928 { v / 12.92 } else { ((v + 0.055) / 1.055).powf(2.4) }
+            });
+            0.2126 * r + 0.7152 * g + 0.0722 * b
+        };
+        let (x, y) = (lum(a), lum(b));
+        (x.max(y) + 0.05) / (x.min(y) + 0.05)
+    }
+
+    #[test]
+    fn every_colour_pair_is_readable() {
+        const TEXT: &[&str] = &[
+            "text",
+            "dim",
+            "title",
+            "accent",
+            "prefill",
+            "decode",
+            "ok",
+            "warn",
+            "error",
+            "source_compute",
+            "source_cache",
+            "source_external",
+        ];
+        let mut bad = Vec::new();
+        for (name, bg) in [("dark", Color::Black), ("light", Color::White)] {
+            let t = Theme::builtin(name).unwrap();
+            let mut check = |fg: &str, on: &str, bg: Color, min: f64| {
+                let c = contrast(t.color(fg), bg);
+                if c < min {
+                    bad.push(format!("{name}: {fg} on {on} {c:.2} < {min}"));
+                }
+            };
+            for role in TEXT {
+                check(role, "background", bg, 4.5);
+                check(role, "selected_bg", t.color("selected_bg"), 4.5);
+            }
+            check("border", "background", bg, 3.0);
+            check("miss_fg", "miss_bg", t.color("miss_bg"), 4.5);
+            check("badge_fg", "badge_bg", t.color("badge_bg"), 4.5);
+        }
+        assert!(bad.is_empty(), "{bad:#?}");
+    }
+
+    #[test]
+    fn next_cycles_dark_light_mono() {
+        let dark = Theme::builtin("dark").unwrap();
+        let names: Vec<String> =
+            std::iter::successors(Some(dark), |t| Some(t.next(None))).take(4).map(|t| t.name).collect();
+        assert_eq!(names, ["dark", "light", "mono", "dark"]);
+        let custom = Theme::parse("name = \"mine\"\nextends = \"light\"\n", &Theme::builtin).unwrap();
+        assert_eq!(custom.next(None).name, "dark");
     }
 
     #[test]

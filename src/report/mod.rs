@@ -7,9 +7,11 @@ pub mod kv_folders;
 pub mod kv_ledger;
 pub mod kv_nixl;
 pub mod quantiles;
+pub mod request_ids;
 pub mod span_evidence;
 pub mod spans;
 pub mod text;
+pub mod timed;
 pub mod traces;
 
 use serde::Serialize;

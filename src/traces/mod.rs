@@ -37,7 +37,7 @@ mod store;
 
 pub use connector::signals::summary;
 pub use correlator::Correlator;
-pub use ids::{base_id, looks_random};
+pub use ids::{base_id, external_of_internal, looks_random, response_id};
 pub use instance::notes::InstanceNote;
 pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join,

@@ -21,20 +21,36 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use super::{ViewState, fmt};
 use crate::feed::LogOrigin;
 use crate::report::origin_endpoint;
+use crate::report::request_ids::{self, IdKind};
+use crate::report::timed::{Timed, TimedBy, phase_duration, phase_timed_by};
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
 
-/// The traces the view lists, newest first, filtered by the search text.
+/// The traces the view lists, newest first, those with an id containing
+/// the search text (any id of theirs: `report::request_ids`).
 pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
-    let Some(logs) = &state.logs else {
-        return Vec::new();
-    };
-    let q = view.search.to_lowercase();
     let mut rows: Vec<&Trace> =
-        logs.correlator.traces().rev().filter(|t| q.is_empty() || t.id.to_lowercase().contains(&q)).collect();
+        request_ids::search(state, &view.search).into_iter().map(|(t, _)| t).collect();
     super::waterfall::sort(&mut rows, &state.spans, view.req_sort);
     rows
+}
+
+/// An id cut to `w` columns, padded: the head (`cmpl-`, `chatcmpl-`) and
+/// the tail, where ids sharing a prefix differ, around a `…`.
+pub fn cut_id(id: &str, w: usize) -> String {
+    let n = id.chars().count();
+    if n <= w {
+        return format!("{id:<w$}");
+    }
+    if w < 2 {
+        return "…".chars().take(w).collect();
+    }
+    let head = w / 3;
+    let tail = w - head - 1;
+    let h: String = id.chars().take(head).collect();
+    let t: String = id.chars().skip(n - tail).collect();
+    format!("{h}…{t}")
 }
 
 /// The outcome as the list shows it: an error says at which hop.
@@ -119,8 +135,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         None => (area, None),
     };
     let c = logs.correlator.counts();
-    let mut title =
-        vec![Span::styled(format!(" requests {} · loaded {} · ", c.seen, c.loaded), theme.fg("title"))];
+    // The filter first: a narrow screen cuts the title's end.
+    let mut title = filter_title(state, view, &rows, selected, list_area.width, theme);
+    title.push(Span::styled(format!(" requests {} · loaded {} · ", c.seen, c.loaded), theme.fg("title")));
     title.push(Span::styled(
         format!("silent miss {}", c.silent_miss),
         if c.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") },
@@ -138,10 +155,6 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let spans = (!state.spans.is_empty()).then_some(&state.spans);
     if spans.is_some() {
         title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
-    }
-    if view.searching || !view.search.is_empty() {
-        let cursor = if view.searching { "▏" } else { "" };
-        title.push(Span::styled(format!(" /{}{cursor} ", view.search), theme.fg("accent")));
     }
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
@@ -164,7 +177,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             t.inject_tokens.or(t.remote_num_tokens).map(|n| n.to_string()).unwrap_or_else(|| "-".into());
         let mut line = Line::from(vec![
             Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
-            Span::styled(format!("{:<24.24} ", t.id), theme.text()),
+            Span::styled(format!("{} ", cut_id(&t.id, 24)), theme.text()),
             Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
             Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
@@ -183,7 +196,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         let msg = if view.search.is_empty() {
             format!(" no request yet ({} log lines read)", logs.sources.iter().map(|s| s.lines).sum::<u64>())
         } else {
-            format!(" no request id contains \"{}\"", view.search)
+            format!(
+                " no request has an id containing \"{}\" (request, vLLM, span and tensor ids; Esc clears)",
+                view.search
+            )
         };
         lines.push(Line::styled(msg, theme.dim()));
     }
@@ -201,6 +217,47 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     }
 }
 
+/// The active filter (always shown: it leads the title), how many rows it
+/// finds, and which of its ids found the selected one when not its own.
+fn filter_title(
+    state: &AppState,
+    view: &ViewState,
+    rows: &[&Trace],
+    selected: usize,
+    width: u16,
+    theme: &Theme,
+) -> Vec<Span<'static>> {
+    if !view.searching && view.search.is_empty() {
+        return Vec::new();
+    }
+    let cursor = if view.searching { "▏" } else { "" };
+    let q = cut_id(&view.search, (width as usize / 3).max(8));
+    let by = rows
+        .get(selected)
+        .and_then(|t| request_ids::find_in(&state.spans, t, &request_ids::needles(&view.search)))
+        .filter(|m| m.kind != IdKind::Request)
+        .map(|m| format!(", this one by its {}", m.kind.label()))
+        .unwrap_or_default();
+    vec![
+        Span::styled(format!(" /{}{cursor} ", q.trim_end()), theme.badge()),
+        Span::styled(format!(" {} found{by} ·", rows.len()), theme.fg("accent")),
+    ]
+}
+
+/// Every id of the trace but the title's, grouped by where it was seen.
+fn ids_line(state: &AppState, t: &Trace) -> Option<String> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for r in request_ids::ids_of(&state.spans, t).into_iter().filter(|r| r.kind != IdKind::Request) {
+        let label = r.kind.label();
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, ids)) => ids.push(r.id),
+            None => groups.push((label, vec![r.id])),
+        }
+    }
+    let parts: Vec<String> = groups.into_iter().map(|(l, ids)| format!("{l}: {}", ids.join(", "))).collect();
+    (!parts.is_empty()).then(|| format!(" {}", parts.join(" · ")))
+}
+
 /// The timeline of one request, hop by hop, with the evidence in words.
 fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, followed: bool, theme: &Theme) {
     let mut title = vec![
@@ -213,10 +270,16 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("accent")).title(Line::from(title));
     let start = t.phases.iter().map(|p| p.start).fold(f64::INFINITY, f64::min);
+    let tm = state.spans.timings_for(t);
     let mut lines = Vec::new();
     for p in &t.phases {
-        let dur = p.end.map(|e| fmt::secs(Some(e - p.start))).unwrap_or_else(|| "…".into());
-        let offset = if start.is_finite() { format!("+{:.1}s", p.start - start) } else { String::new() };
+        // The span's time where it has one; log stamps say no more than seconds.
+        let dur = phase_duration(p, &tm).map_or_else(|| "…".into(), |d| d.text());
+        let offset = match (start.is_finite(), phase_timed_by(p)) {
+            (false, _) => String::new(),
+            (true, TimedBy::Stamp) => format!("+{:.0}s", p.start - start),
+            (true, _) => format!("+{:.1}s", p.start - start),
+        };
         lines.push(Line::from(vec![
             Span::styled(format!(" {} {:>6} ", fmt::clock(p.start), offset), theme.dim()),
             Span::styled(format!("{:<9} ", p.hop.to_string()), theme.fg("accent")),
@@ -245,7 +308,9 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
                 theme.fg("error"),
             ),
             (None, Some(e)) => {
-                (format!(" waited {:.1} s for remote KV, then went on", e - w.since), theme.dim())
+                // Both ends are the decode log's stamps, whole seconds.
+                let waited = Timed { secs: e - w.since, by: TimedBy::Stamp }.text();
+                (format!(" waited {waited} for remote KV, then went on"), theme.dim())
             }
             (None, None) => {
                 (format!(" waiting for remote KV since {}", fmt::clock(w.since)), theme.fg("warn"))
@@ -266,7 +331,10 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     if !facts.is_empty() {
         lines.push(Line::styled(format!(" {}", facts.join(" · ")), theme.dim()));
     }
-    let tm = state.spans.timings_for(t);
+    // Before the waterfall: the pane's height cuts its end.
+    if let Some(ids) = ids_line(state, t) {
+        lines.push(Line::styled(ids, theme.dim()));
+    }
     lines.extend(super::waterfall::lines(&tm, area.width.saturating_sub(2), theme));
     if let Some(d) = crate::report::span_evidence::disagreement(t, &tm, state.decode_block_size()) {
         lines.push(Line::styled(format!(" ⚠ {d}"), theme.fg("warn")));
@@ -278,10 +346,6 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     }
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
-    }
-    let ids: Vec<String> = t.engine_ids.iter().map(|(s, id)| format!("{s}: {id}")).collect();
-    if !ids.is_empty() {
-        lines.push(Line::styled(format!(" vLLM ids: {}", ids.join(" · ")), theme.dim()));
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), area);
 }

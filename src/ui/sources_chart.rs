@@ -77,6 +77,17 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     draw_columns(frame.buffer_mut(), inner, &columns, theme);
 }
 
+/// The cell of source `k` (in [`SOURCES`] order). Colour tells the sources
+/// apart; without it (NO_COLOR, mono) the fill does: transferred KV is the
+/// quiet `░`, cache hits `▒`, and computed tokens, a miss's spike, the
+/// solid `█`.
+fn fill(k: usize, theme: &Theme) -> &'static str {
+    if theme.color(SOURCES[k].2) != ratatui::style::Color::Reset {
+        return "█";
+    }
+    ["░", "▒", "█"].get(k).copied().unwrap_or("█")
+}
+
 fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Theme) {
     let max = columns.iter().map(|c| c.iter().sum::<f64>()).fold(0.0f64, f64::max);
     if max.is_nan() || max <= 0.0 || area.height == 0 {
@@ -96,7 +107,7 @@ fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Them
                     break;
                 }
                 let y = area.y + area.height - 1 - drawn;
-                buf.set_string(area.x + x as u16, y, "█", theme.fg(role));
+                buf.set_string(area.x + x as u16, y, fill(k, theme), theme.fg(role));
                 drawn += 1;
             }
         }

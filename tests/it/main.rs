@@ -40,6 +40,7 @@ mod router_ui;
 mod security;
 mod stuck_requests;
 mod terminal;
+mod theme_ui;
 mod traces_bad_input;
 mod traces_demo_proxy;
 mod traces_real;

@@ -219,3 +219,177 @@ fn each_row_of_a_reused_id_opens_its_own_trace() {
     app.view.selected = 1;
     assert!(title(&app).contains("loaded"), "{}", title(&app));
 }
+
+/// The serials of the rows a search lists.
+fn found(app: &App, query: &str) -> Vec<u64> {
+    let mut view = app.view.clone();
+    view.search = query.into();
+    pdtop::ui::requests::visible(&app.state, &view).iter().map(|t| t.serial).collect()
+}
+
+/// Any id a user can copy for a request finds it: the trace's own, each
+/// instance's vLLM ids (prefill and decode, with and without `-0` and
+/// `-<8 hex>`), its spans' trace id; the filter stays in sight at 120
+/// columns and says which id found the row.
+#[test]
+fn every_id_of_a_request_finds_it() {
+    use pdtop::feed::LogOrigin;
+    use pdtop::report::request_ids::{IdKind, ids_of};
+    let mut app = app();
+    app.view.view = View::Requests;
+    let logs = app.state.logs.as_ref().unwrap();
+    let t = logs.correlator.traces().find(|t| t.id == "cmpl-99181eb2cac48684").unwrap();
+    let ids = ids_of(&app.state.spans, t);
+    let of =
+        |k: fn(&IdKind) -> bool| ids.iter().filter(|r| k(&r.kind)).map(|r| r.id.clone()).collect::<Vec<_>>();
+    let prefill = of(|k| matches!(k, IdKind::Vllm(LogOrigin::Prefill(_))));
+    let decode = of(|k| matches!(k, IdKind::Vllm(LogOrigin::Decode(_))));
+    let trace_ids = of(|k| *k == IdKind::SpanTrace);
+    // The capture has each kind for this request: no kind is skipped.
+    assert_eq!(prefill, ["cmpl-81af8f5dc2ed76b1-0", "cmpl-81af8f5dc2ed76b1-0-8c57d680"], "{ids:?}");
+    assert_eq!(decode, ["cmpl-99181eb2cac48684-0", "cmpl-99181eb2cac48684-0-b534c5a3"], "{ids:?}");
+    // No proxy propagated `traceparent` here: each span has its own.
+    assert_eq!(trace_ids.len(), 2, "{ids:?}");
+    let serial = t.serial;
+    let mut queries: Vec<String> = prefill.iter().chain(&decode).cloned().collect();
+    // The prefill's response id, a hex run from the middle, the engine's
+    // suffix alone, upper case, and a copy with the log line's quotes.
+    queries.extend(
+        [
+            "cmpl-81af8f5dc2ed76b1",
+            "81af8f5d",
+            "8c57d680",
+            "CMPL-81AF8F5DC2ED76B1-0",
+            "'cmpl-99181eb2cac48684-0'",
+        ]
+        .map(String::from),
+    );
+    for tid in &trace_ids {
+        queries.push(tid.clone());
+        queries.push(tid[8..20].to_string());
+    }
+    for q in &queries {
+        assert_eq!(found(&app, q), [serial], "{q}");
+    }
+    assert!(found(&app, "no-such-id-anywhere").is_empty());
+    app.view.search = "81af8f5d".into();
+    let screen = common::screen_text(&app, 120, 40);
+    let title = screen.lines().find(|l| l.starts_with('┌')).unwrap();
+    assert!(
+        title.contains("/81af8f5d") && title.contains("1 found, this one by its prefill#0 vLLM id"),
+        "{screen}"
+    );
+    assert!(screen.contains("cmpl-99181eb2cac48684"), "{screen}");
+}
+
+/// Ids wider than the ID column end in `…` and keep head and tail.
+#[test]
+fn long_ids_are_cut_with_an_ellipsis() {
+    use pdtop::ui::requests::cut_id;
+    assert_eq!(cut_id("chatcmpl-89d07f0f1c1de0b5", 24), "chatcmpl…9d07f0f1c1de0b5");
+    assert_eq!(cut_id("lab-steady-3", 14), "lab-steady-3  ");
+    assert_eq!(cut_id("abc", 1), "…");
+    let mut app = app();
+    app.view.view = View::Requests;
+    let screen = common::screen_text(&app, 200, 60);
+    let logs = app.state.logs.as_ref().unwrap();
+    let long: Vec<&str> =
+        logs.correlator.traces().map(|t| t.id.as_str()).filter(|id| id.chars().count() > 24).collect();
+    assert!(!long.is_empty());
+    let rows: Vec<&str> = screen.lines().filter(|l| l.starts_with("│ 0")).collect();
+    assert!(rows.iter().any(|r| r.contains('…')), "{screen}");
+    for id in long {
+        // The whole id is never cut silently to its first 24 characters.
+        let head: String = id.chars().take(24).collect();
+        assert!(!rows.iter().any(|r| r.contains(&format!(" {head} "))), "{id}: {screen}");
+    }
+}
+
+/// A hop timed from vLLM's 1-second log stamps never shows milliseconds;
+/// where a span times the same hop, its milliseconds are shown.
+#[test]
+fn a_log_stamped_hop_never_shows_milliseconds() {
+    let mut app = app();
+    app.view.view = View::Requests;
+    app.view.detail = true;
+    // Without spans every hop is timed by log stamps.
+    app.state.spans = Default::default();
+    let hops = |app: &App| {
+        let t = common::screen_text(app, 140, 44);
+        let rows: Vec<String> = t
+            .lines()
+            .filter(|l| ["prefill#", "decode#"].iter().any(|s| l.contains(s)) && l.contains(" +"))
+            .map(String::from)
+            .collect();
+        (t, rows)
+    };
+    for q in ["cmpl-99181eb2cac48684", "cmpl-a54b81896ccfb85f"] {
+        app.view.search = q.into();
+        let (t, rows) = hops(&app);
+        assert!(!rows.is_empty(), "{t}");
+        for r in &rows {
+            assert!(!r.contains(" ms ") && !r.contains(".0s"), "{r}");
+        }
+    }
+    let mut app = self::app();
+    app.view.view = View::Requests;
+    app.view.detail = true;
+    app.view.search = "cmpl-99181eb2cac48684".into();
+    let (t, rows) = hops(&app);
+    let prefill = rows.iter().find(|r| r.contains("prefill#0")).unwrap();
+    assert!(prefill.contains("636 ms"), "the prefill span's time: {t}");
+}
+
+/// A P2pNccl tensor id (`<request id>kv` here, V1's `<request id>#<layer>`)
+/// pasted from the decode's log finds the request it carried; the line is
+/// the real one pasted in vLLM PR #15806 (MANIFEST: v0-stats-p2pnccl-decode.log).
+#[test]
+fn a_p2p_nccl_tensor_id_finds_its_request() {
+    use pdtop::feed::{LogOrigin, Msg, TailCounts, TailState};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/log-excerpts/v0-stats-p2pnccl-decode.log");
+    let text = std::fs::read_to_string(path).unwrap();
+    let logs = vec![(LogOrigin::Decode(0), "d.log".to_string())];
+    let mut st = AppState::new(common::pair_endpoints(), 60.0).with_logs(&logs);
+    let lines: Vec<String> = text.lines().map(String::from).collect();
+    let tensor = lines[3].split("tensor_id:").nth(1).unwrap().split(',').next().unwrap().to_string();
+    assert!(tensor.ends_with("-0kv"), "{tensor}");
+    st.apply(Msg::LogLines {
+        source: LogOrigin::Decode(0),
+        at: 1_796_019_931.0,
+        lines,
+        state: TailState::Following,
+        counts: TailCounts::default(),
+    });
+    let app = App::new(st, Theme::builtin("dark").unwrap());
+    let all = found(&app, "");
+    assert_eq!(all.len(), 1);
+    assert_eq!(found(&app, &tensor), all);
+    let base = tensor.strip_suffix("kv").unwrap();
+    assert_eq!(found(&app, &format!("{base}#model.layers.0.self_attn.attn")), all);
+    // The tensor id of another request finds nothing.
+    assert!(found(&app, &tensor.replace("1025d17a", "99999999")).is_empty());
+}
+
+/// With a forwarded `X-Request-Id` (qwen3-shape-restart: `lab-steady-3`,
+/// vLLM's `cmpl-lab-steady-3-0` and `…-0-<8 hex>` on both instances), the
+/// client's id, the response id and each engine id find the request, and a
+/// whole id comes first, before `lab-steady-30`…`39` that contain it.
+#[test]
+fn a_forwarded_id_and_its_vllm_forms_select_their_request() {
+    const Q: &str = "qwen3-shape-restart";
+    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir(Q)).unwrap();
+    let st = common::replay_with_logs(Q, cap.t_end - cap.t0 + 5.0);
+    let app = App::new(st, Theme::builtin("dark").unwrap());
+    let logs = app.state.logs.as_ref().unwrap();
+    let t = logs.correlator.traces().find(|t| t.id == "lab-steady-3").unwrap();
+    let engine: Vec<&str> = t.engine_ids.iter().map(|(_, id)| id.as_str()).collect();
+    assert!(engine.contains(&"cmpl-lab-steady-3-0") && engine.len() >= 3, "{engine:?}");
+    let mut queries = vec!["lab-steady-3", "cmpl-lab-steady-3", "cmpl-lab-steady-3-0"];
+    queries.extend(engine.iter().copied());
+    for q in queries {
+        let rows = found(&app, q);
+        assert_eq!(rows.first(), Some(&t.serial), "{q}");
+    }
+    assert!(found(&app, "lab-steady-3").len() > 1, "lab-steady-30… contain it too");
+}
