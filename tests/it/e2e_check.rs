@@ -100,6 +100,7 @@ fn decode_of(report: &serde_json::Value) -> &serde_json::Value {
 
 #[tokio::test]
 async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
+    let _turn = common::REAL_TIME.lock().await;
     let (code, r) = check_against_lab("qwen3-shape-restart", Logs::None).await;
     let decode = decode_of(&r);
     assert!(decode["restarts"].as_u64().unwrap() >= 1, "{decode}");
@@ -118,6 +119,7 @@ async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
 
 #[tokio::test]
 async fn check_on_the_nixl_capture_from_metrics() {
+    let _turn = common::REAL_TIME.lock().await;
     let (_, r) = check_against_lab("nixl-llama-shape", Logs::None).await;
     // Metrics alone are a conservative cross-check: never more than the
     // truth (4), and they see misses.
@@ -134,6 +136,7 @@ fn ids(r: &serde_json::Value) -> Vec<String> {
 
 #[tokio::test]
 async fn traces_name_the_misses_on_the_example_connector_capture() {
+    let _turn = common::REAL_TIME.lock().await;
     let (code, r) = check_against_lab("qwen3-shape-restart", Logs::All).await;
     let q = &r["requests"];
     assert_eq!(r["requests_source"], "traces");
@@ -170,6 +173,7 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
 
 #[tokio::test]
 async fn traces_name_the_misses_on_the_nixl_capture() {
+    let _turn = common::REAL_TIME.lock().await;
     let (_, r) = check_against_lab("nixl-llama-shape", Logs::All).await;
     let q = &r["requests"];
     assert_eq!(q["silent_miss"], 4, "{q}");
@@ -190,6 +194,7 @@ async fn traces_name_the_misses_on_the_nixl_capture() {
 
 #[tokio::test]
 async fn proxy_log_alone_names_no_request() {
+    let _turn = common::REAL_TIME.lock().await;
     for capture in common::CAPTURES {
         let (_, r) = check_against_lab(capture, Logs::ProxyOnly).await;
         assert!(ids(&r).is_empty(), "{capture}: {}", r["silent_miss_ids"]);
@@ -209,6 +214,7 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn unreachable_instance_is_degraded_and_exits_1() {
+    let _turn = common::REAL_TIME.blocking_lock();
     // Port 9 on loopback: nothing listens there.
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
         .args(["check", "--decode", "127.0.0.1:9", "--interval", "0.1", "--duration", "0.5", "--json"])
@@ -223,6 +229,7 @@ fn unreachable_instance_is_degraded_and_exits_1() {
 
 #[tokio::test]
 async fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
+    let _turn = common::REAL_TIME.lock().await;
     let file = std::env::temp_dir().join(format!("pdtop-e2e-{}.pdrec", std::process::id()));
     let (live_code, live) = check_and_record("qwen3-shape-restart", Logs::All, Some(file.clone())).await;
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))

@@ -100,6 +100,7 @@ fn instances(r: &serde_json::Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
+    let _turn = common::REAL_TIME.lock().await;
     let Some(bin) = common::prometheus::binary() else {
         eprintln!(
             "SKIPPED: no `prometheus` binary on PATH (apt-get install prometheus, or set PDTOP_PROMETHEUS_BIN)"
@@ -243,6 +244,7 @@ fn prometheus_flags_are_checked() {
 /// stage draws, at a small and a large size, in every view.
 #[test]
 fn the_dashboard_draws_while_the_fleet_is_discovered() {
+    let _turn = common::REAL_TIME.blocking_lock();
     use pdtop::app::App;
     use pdtop::feed::Role;
     use pdtop::feed::{Endpoint, Msg};

@@ -203,3 +203,8 @@ pub fn otlp_bodies(capture: &str) -> Vec<(f64, Vec<u8>)> {
     let raw = std::fs::read(capture_dir(capture).join("otlp.bin")).unwrap();
     pdtop::lab::otlp_frames(&raw).unwrap().into_iter().map(|(t, b)| (t, b.to_vec())).collect()
 }
+
+/// The tests that play a lab in real time and judge what a live pdtop saw
+/// take turns: run beside each other on a 2-core machine, one starves the
+/// other's scrapes and both judge a slower lab than they played.
+pub static REAL_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
