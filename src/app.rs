@@ -232,9 +232,18 @@ pub async fn run<B: Backend>(
     // A recording plays in small steps so that time on screen flows.
     let mut play = tokio::time::interval(FRAME * 2);
     let mut last_play = Instant::now();
-    let mut dirty = true;
-    let mut last_draw = Instant::now() - FRAME;
+    // A key is drawn within a frame; new data at the feed's refresh, so an
+    // idle watch draws about once a second, not once per message.
+    let refresh = match &feed {
+        Feed::Live(live) => live.refresh.max(FRAME),
+        Feed::Recording(_) => FRAME,
+    };
+    let (mut dirty, mut data) = (true, false);
+    let mut last_draw = Instant::now() - refresh;
     while !app.quit {
+        if data && last_draw.elapsed() >= refresh {
+            dirty = true;
+        }
         if dirty && last_draw.elapsed() >= FRAME {
             if let Feed::Live(LiveFeed { lab: Some(lab), .. }) = &feed {
                 let (loop_no, _) = lab.clock.now();
@@ -248,9 +257,9 @@ pub async fn run<B: Backend>(
             terminal.draw(|f| app.draw(f))?;
             stats.frames += 1;
             last_draw = Instant::now();
-            dirty = false;
+            (dirty, data) = (false, false);
         }
-        let next_frame = last_draw + FRAME;
+        let next_frame = last_draw + if dirty { FRAME } else { refresh };
         match &mut feed {
             Feed::Live(live) => tokio::select! {
                 biased;
@@ -268,13 +277,13 @@ pub async fn run<B: Backend>(
                             Err(_) => break,
                         }
                     }
-                    dirty = true;
+                    data = true;
                 }
                 _ = tick.tick() => {
                     app.on_msg(Msg::Tick { at: live.clock.now() });
-                    dirty = true;
+                    data = true;
                 }
-                _ = tokio::time::sleep_until(next_frame), if dirty => {}
+                _ = tokio::time::sleep_until(next_frame), if dirty || data => {}
             },
             Feed::Recording(player) => tokio::select! {
                 biased;
@@ -286,7 +295,7 @@ pub async fn run<B: Backend>(
                     app.view.badge = Some(player.badge());
                     dirty = true;
                 }
-                _ = tokio::time::sleep_until(next_frame), if dirty => {}
+                _ = tokio::time::sleep_until(next_frame), if dirty || data => {}
             },
         }
     }

@@ -26,6 +26,9 @@ pub struct LiveFeed {
     pub clock: Arc<dyn Clock>,
     /// The demo lab's position (loop, progress), when the feed is the demo.
     pub lab: Option<LabInfo>,
+    /// How often new data is drawn: the scrape interval, so a frame shows
+    /// one refresh of every source rather than each message as it lands.
+    pub refresh: std::time::Duration,
 }
 
 /// What the title bar says about a demo lab.
@@ -35,6 +38,9 @@ pub struct LabInfo {
     pub speed: f64,
     pub clock: LabClock,
 }
+
+/// The longest time new data waits to be drawn.
+pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many messages may wait between collectors and the state.
 pub const CHANNEL: usize = 1024;
@@ -50,7 +56,8 @@ impl Feed {
                 let _ = tx.send(msg).await;
             }
         })?;
-        Ok(Feed::Live(LiveFeed { rx, clock, lab: None }))
+        let refresh = session.collect.as_ref().map_or(REFRESH, |c| c.scrape.interval).min(REFRESH);
+        Ok(Feed::Live(LiveFeed { rx, clock, lab: None, refresh }))
     }
 
     /// The player, for the keys that steer it.

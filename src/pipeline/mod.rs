@@ -9,7 +9,7 @@ mod player;
 mod session;
 
 pub use collectors::{COLLECTOR_THREAD, run_on_thread, spawn_collectors};
-pub use feed::{CHANNEL, Feed, LabInfo, LiveFeed};
+pub use feed::{CHANNEL, Feed, LabInfo, LiveFeed, REFRESH};
 pub use log_files::{LogFiles, read_log_files};
 pub use player::Player;
 pub use session::{Collect, Session};

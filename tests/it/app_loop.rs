@@ -35,7 +35,12 @@ fn app() -> App {
 }
 
 fn live(rx: mpsc::Receiver<Msg>) -> Feed {
-    Feed::Live(LiveFeed { rx, clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)), lab: None })
+    Feed::Live(LiveFeed {
+        rx,
+        clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)),
+        lab: None,
+        refresh: FRAME,
+    })
 }
 
 fn text(term: &Terminal<TestBackend>) -> String {
@@ -143,4 +148,42 @@ async fn a_closed_feed_ends_the_loop() {
     let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
     let stats = run(&mut app, &mut term, live(rx), in_rx).await;
     assert_eq!(stats.messages, 1);
+}
+
+/// A live watch at its refresh: scrapes of two instances a second each, and
+/// ticks, for 10 s, draw about one frame a second; a key in between is drawn
+/// at once.
+#[tokio::test(start_paused = true)]
+async fn a_steady_watch_draws_once_per_refresh_and_keys_at_once() {
+    let (tx, rx) = mpsc::channel(1024);
+    let (in_tx, in_rx) = mpsc::unbounded_channel();
+    let scrape = body();
+    let started = tokio::time::Instant::now();
+    tokio::spawn(async move {
+        for i in 0..20u32 {
+            let msg = Msg::Scrape {
+                instance: (i % 2) as usize,
+                at: 1_796_110_151.0 + f64::from(i) / 2.0,
+                body: scrape.clone(),
+            };
+            tx.send(msg).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        in_tx.send(key('q')).unwrap();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let mut app = app();
+    let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    let feed = Feed::Live(LiveFeed {
+        rx,
+        clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)),
+        lab: None,
+        refresh: pdtop::pipeline::REFRESH,
+    });
+    let stats = run(&mut app, &mut term, feed, in_rx).await;
+    let secs = started.elapsed().as_secs();
+    assert_eq!(stats.messages, 20);
+    // One per refresh (and the first), where each message used to draw one.
+    assert!(stats.frames <= secs + 2, "{stats:?} in {secs} s");
+    assert!(stats.frames >= secs.saturating_sub(1), "{stats:?} in {secs} s");
 }
