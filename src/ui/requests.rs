@@ -152,10 +152,15 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
     let span_head = if spans.is_some() { format!("{} ", super::waterfall::HEADER) } else { String::new() };
+    let (id_w, decode_w) = column_widths(&rows, inner.width as usize, fmt::width(&span_head));
+    let evidence_w = (inner.width as usize).saturating_sub(
+        1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + decode_w + usize::from(decode_w > 0) + fmt::width(&span_head),
+    );
+    let decode_head = if decode_w > 0 { format!("{:<decode_w$} ", "DECODE") } else { String::new() };
     let mut lines = vec![Line::styled(
         format!(
-            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {span_head}{}",
-            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "DECODE", "EVIDENCE"
+            " {:<8} {:<id_w$} {:<13} {:<4} {:>6} {decode_head}{span_head}{}",
+            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"
         ),
         theme.dim(),
     )];
@@ -164,13 +169,23 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             t.inject_tokens.or(t.remote_num_tokens).map(|n| n.to_string()).unwrap_or_else(|| "-".into());
         let mut line = Line::from(vec![
             Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
-            Span::styled(format!("{:<24.24} ", t.id), theme.text()),
+            Span::styled(format!("{:<id_w$.id_w$} ", t.id), theme.text()),
             Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
-            Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
+            Span::styled(
+                if decode_w > 0 {
+                    format!("{:<decode_w$.decode_w$} ", decode_cell(state, t))
+                } else {
+                    String::new()
+                },
+                theme.dim(),
+            ),
             Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
             Span::styled(
-                if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                fmt::shorten(
+                    &if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                    evidence_w,
+                ),
                 theme.text(),
             ),
         ]);
@@ -199,6 +214,16 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             ),
         }
     }
+}
+
+/// The ID column as wide as the widest id (12 to 24), and DECODE (15)
+/// only where EVIDENCE keeps 30 columns: the evidence says why, the
+/// decode endpoint is in the trace pane.
+fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize) {
+    let id_w = rows.iter().map(|t| t.id.chars().count()).max().unwrap_or(0).clamp(12, 24);
+    let fixed = 1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + spans_w;
+    let decode_w = if cols >= fixed + 16 + 30 { 15 } else { 0 };
+    (id_w, decode_w)
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
