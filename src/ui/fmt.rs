@@ -113,7 +113,7 @@ pub fn shorten(text: &str, cols: usize) -> String {
     }
     // A number whose unit or meaning was cut goes with it: `5.3 GB`
     // is never shown as `5.3…`.
-    while kept.last().is_some_and(|w| w.chars().any(|c| c.is_ascii_digit())) {
+    while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
         kept.pop();
     }
     let out: String = kept.concat();
@@ -184,6 +184,7 @@ mod tests {
         assert_eq!(shorten(t, 80), t);
         assert_eq!(shorten(t, 44), "⚠ metrics count 14 silent miss(es), traces…");
         assert_eq!(shorten("20 of 49 folders, 5.3 GB", 23), "20 of 49 folders…");
+        assert_eq!(shorten("moved nothing: lab-a-0, lab-a-1", 26), "moved nothing: lab-a-0…");
         assert_eq!(shorten(t, 42), "⚠ metrics count 14 silent miss(es)…");
         assert_eq!(shorten(t, 17), "⚠ metrics count…");
         assert_eq!(shorten("12345", 3), "…");

@@ -29,7 +29,10 @@ pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {
         .title(Span::styled(" newest requests (Tab → Requests for all) ", theme.fg("title")));
     let inner = block.inner(area);
     let shown = &traces[..traces.len().min(inner.height as usize)];
-    let id_w = shown.iter().map(|t| fmt::width(&t.id)).max().unwrap_or(0).min(36);
+    // The evidence keeps at least half the row: a long id gives way (with
+    // an ellipsis; the Requests view has it whole).
+    let id_cap = (inner.width as usize / 2).saturating_sub(22).max(12);
+    let id_w = shown.iter().map(|t| fmt::width(&t.id)).max().unwrap_or(0).min(id_cap);
     let lines: Vec<Line> = shown
         .iter()
         .map(|t| {
