@@ -150,6 +150,31 @@ pub fn fit<'a>(forms: Vec<Vec<ratatui::text::Span<'a>>>, cols: usize) -> Vec<rat
         .unwrap_or_default()
 }
 
+/// Whole segments of a line that fit in `cols`: while too wide, the
+/// segment of the lowest rank (the last of equals) goes, and a `…` says
+/// something went. A number is never cut; its segment goes whole.
+pub fn keep_whole<'a>(
+    segments: Vec<(u8, Vec<ratatui::text::Span<'a>>)>,
+    cols: usize,
+) -> Vec<ratatui::text::Span<'a>> {
+    let wide = |s: &[(u8, Vec<ratatui::text::Span<'a>>)]| {
+        s.iter().flat_map(|(_, spans)| spans).map(|x| x.width()).sum::<usize>()
+    };
+    let mut segments = segments;
+    let mut dropped = false;
+    while wide(&segments) + usize::from(dropped) > cols && segments.len() > 1 {
+        let lowest = segments.iter().map(|(r, _)| *r).min().unwrap_or(0);
+        let at = segments.iter().rposition(|(r, _)| *r == lowest).unwrap_or(segments.len() - 1);
+        segments.remove(at);
+        dropped = true;
+    }
+    let mut out: Vec<ratatui::text::Span<'a>> = segments.into_iter().flat_map(|(_, s)| s).collect();
+    if dropped {
+        out.push(ratatui::text::Span::raw("…"));
+    }
+    out
+}
+
 /// Milliseconds from seconds without the space: `87ms`, `1.24s` (where
 /// columns are short).
 pub fn secs_tight(v: Option<f64>) -> String {
@@ -189,6 +214,22 @@ mod tests {
         assert_eq!(shorten(t, 17), "⚠ metrics count…");
         assert_eq!(shorten("12345", 3), "…");
         assert_eq!(ellipsis("chatcmpl-8cbfd94d781597f", 10), "chatcmpl-…");
+    }
+
+    #[test]
+    fn segments_go_whole_lowest_rank_first() {
+        use ratatui::text::Span;
+        let segs = || {
+            vec![
+                (9, vec![Span::raw("ROUTER ")]),
+                (1, vec![Span::raw("p50 1.22 s ")]),
+                (5, vec![Span::raw("err 3")]),
+            ]
+        };
+        let text = |v: Vec<Span>| v.iter().map(|s| s.content.to_string()).collect::<String>();
+        assert_eq!(text(keep_whole(segs(), 80)), "ROUTER p50 1.22 s err 3");
+        assert_eq!(text(keep_whole(segs(), 20)), "ROUTER err 3…");
+        assert_eq!(text(keep_whole(segs(), 8)), "ROUTER …");
     }
 
     #[test]

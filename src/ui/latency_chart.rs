@@ -20,6 +20,13 @@ use crate::theme::Theme;
 const SPAN_S: f64 = 3600.0;
 const MIN_BIN_S: f64 = 5.0;
 
+/// Whether there is any latency to draw since the start: without it the
+/// overview gives the rows to other panels.
+pub fn has_data(state: &AppState, focus: Option<usize>) -> bool {
+    let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
+    [Role::Prefill, Role::Decode].iter().any(|&r| !series(state, r, Hist::Ttft, since, 1, focus).is_empty())
+}
+
 /// `━ prefill ━ decode · bright p50 · dim p90`, in the roles' colours, as
 /// much as fits whole.
 fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'static> {

@@ -53,7 +53,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let (ttft_h, tpot_h) = if wide { (h_ttft.max(h_tpot), 0) } else { (h_ttft, h_tpot) };
     let rest = area.height.saturating_sub(strip + ttft_h + tpot_h);
     // Fed by logs alone there is no latency to draw over time either.
-    let series_fits = wide && !view.logs_only && rest >= SERIES_MIN + BOTTOM_MIN + 4;
+    let series_fits = wide
+        && !view.logs_only
+        && rest >= SERIES_MIN + BOTTOM_MIN + 4
+        && super::latency_chart::has_data(state, view.focus);
     let series_h = if series_fits { (rest * 2 / 5).max(SERIES_MIN) } else { 0 };
     let [ttft, tpot, series_area, bottom, strip_area] = Layout::vertical([
         Constraint::Length(ttft_h),
@@ -88,7 +91,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     );
     if series_h > 0 {
         super::latency_chart::render(frame, series_area, state, view.focus, theme);
-    } else if !view.logs_only {
+    } else if !view.logs_only && super::latency_chart::has_data(state, view.focus) {
         // Left out: said on the border above the chart that replaces it.
         // The screen size at which this body would have room for it.
         let chrome = frame.area().height.saturating_sub(area.height);
