@@ -116,7 +116,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 /// room for them.
 fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let (title, lines) = requests_lines(state, view.logs_only, theme);
-    let text_w = lines.iter().map(Line::width).chain([fmt::width(&title) + 2]).max().unwrap_or(0) as u16 + 2;
+    let text_w = lines.iter().map(Line::width).chain([title.width() + 2]).max().unwrap_or(0) as u16 + 2;
     // The chart keeps a readable width; on a wide screen the right half
     // also holds the newest requests and the events.
     let right_w = if area.width >= WIDE { text_w.max(area.width / 2) } else { text_w };
@@ -138,7 +138,7 @@ fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewSta
     let counts_h = (lines.len() as u16 + 2).min(right.height);
     let counts_h = if right.height - counts_h < 3 { right.height } else { counts_h };
     let [counts, below] = Layout::vertical([Constraint::Length(counts_h), Constraint::Min(0)]).areas(right);
-    requests_panel(frame, counts, title, lines, state, theme);
+    requests_panel(frame, counts, title, lines, theme);
     // The events as tall as they are (at most half), the newest requests
     // the rest.
     let newest_here = !view.logs_only && !traced.is_empty() && below.height >= 8 && area.width >= WIDE;
@@ -164,20 +164,11 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
 fn requests_panel(
     frame: &mut Frame,
     area: Rect,
-    title: String,
+    title: Line<'static>,
     lines: Vec<Line<'static>>,
-    state: &AppState,
     theme: &Theme,
 ) {
-    let mut title = vec![Span::styled(title, theme.fg("title"))];
-    // A decode still waiting for remote KV past the threshold: no other
-    // count shows it (it is neither loaded nor missed yet).
-    let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
-    if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
-        title.push(Span::styled(format!(" ⏳ {n} STUCK "), theme.fg("error")));
-    }
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
     // Rows short: the heading of the comparison goes first, never a count.
     let room = area.height.saturating_sub(2) as usize;
     let lines: Vec<Line> = if lines.len() > room {
@@ -190,7 +181,7 @@ fn requests_panel(
 
 /// The request panel's title and lines: the counts, the metrics
 /// cross-check, and whether loading KV beats computing.
-fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (String, Vec<Line<'static>>) {
+fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'static>, Vec<Line<'static>>) {
     let metrics = state.misses.outcomes;
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
@@ -198,7 +189,13 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (String, 
         Some(c) => (*c, "traces", ("unknown", c.unknown + c.pending)),
         None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
     };
-    let title = format!(" requests since start ({source}) ");
+    let mut title = vec![Span::styled(format!(" requests since start ({source}) "), theme.fg("title"))];
+    // A decode still waiting for remote KV past the threshold: no other
+    // count shows it (it is neither loaded nor missed yet).
+    if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
+        title.push(Span::styled(format!(" ⏳ {n} STUCK "), theme.fg("error")));
+    }
+    let title = Line::from(title);
     let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
     let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
     // Two columns of "label value", the labels padded to one width.
