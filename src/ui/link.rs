@@ -27,25 +27,36 @@ use crate::theme::Theme;
 /// Below this height the throughput sparkline is left out (its place
 /// says so) and the per-request table gets its rows.
 const SPARK_MIN_BODY: u16 = 26;
+/// Below this height the KV size panel is left out too.
+const SIZE_MIN_BODY: u16 = 18;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let table_lines = table_lines(state, view, area.width.saturating_sub(2) as usize, theme);
     let table_h = table_lines.len() as u16 + 2;
     let spark_h = if area.height >= SPARK_MIN_BODY { 6 } else { 0 };
+    // Short of rows, the model's KV size goes too (it never changes) and
+    // the per-request table keeps its rows.
+    let size_h = if area.height >= SIZE_MIN_BODY { 4 } else { 0 };
     let [size, table, spark, requests] = Layout::vertical([
-        Constraint::Length(4),
+        Constraint::Length(size_h),
         Constraint::Length(table_h),
         Constraint::Length(spark_h),
         Constraint::Min(0),
     ])
     .areas(area);
-    size_panel(frame, size, state, theme);
+    if size_h > 0 {
+        size_panel(frame, size, state, theme);
+    }
     let title = table_title(state, view);
     frame.render_widget(Paragraph::new(table_lines).block(block(&title, theme)), table);
     if spark_h > 0 {
         throughput(frame, spark, state, theme);
     } else {
-        let hint = format!(" throughput: {SPARK_MIN_BODY}+ rows ");
+        let hint = if size_h > 0 {
+            format!(" throughput: {SPARK_MIN_BODY}+ rows ")
+        } else {
+            format!(" KV size: {SIZE_MIN_BODY}+ rows · throughput: {SPARK_MIN_BODY}+ ")
+        };
         let w = fmt::width(&hint) as u16;
         if table.width > w + 2 && table.height > 0 {
             let at = Rect { x: table.right() - w - 1, y: table.bottom() - 1, width: w, height: 1 };

@@ -67,16 +67,18 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         lines.push(Line::styled(fit(format!(" {text}")), theme.fg("warn")));
     }
     // The id as wide as the widest shown; SOURCE only where the verdict
-    // keeps 24 columns.
+    // keeps 24 columns, SURE only where it keeps 15 (`✖ moved nothing` whole).
     let id_w = kv.requests.iter().map(|r| fmt::width(&r.id)).max().unwrap_or(0).clamp(12, 24);
-    let base = 1 + id_w + 1 + 6 + 1 + 10 + 1 + 10 + 1 + 6 + 2 + 8;
-    let source_w = if cols >= base + 23 + 24 { 22 } else { 0 };
-    let verdict_w = cols.saturating_sub(base + source_w + usize::from(source_w > 0));
+    let base = 1 + id_w + 1 + 6 + 1 + 10 + 1 + 10 + 1 + 6 + 2;
+    let sure_w = if cols >= base + 8 + 15 { 8 } else { 0 };
+    let source_w = if cols >= base + sure_w + 23 + 24 { 22 } else { 0 };
+    let verdict_w = cols.saturating_sub(base + sure_w + source_w + usize::from(source_w > 0));
     let source_head = if source_w > 0 { format!("{:<source_w$} ", "source") } else { String::new() };
+    let sure_head = if sure_w > 0 { format!("{:<7} ", "sure") } else { String::new() };
     lines.push(Line::styled(
         format!(
-            " {:<id_w$} {:>6} {:>10} {:>10} {:>6}  {source_head}{:<7} verdict",
-            "request", "tokens", "predicted", "observed", "ratio", "sure"
+            " {:<id_w$} {:>6} {:>10} {:>10} {:>6}  {source_head}{sure_head}verdict",
+            "request", "tokens", "predicted", "observed", "ratio"
         ),
         theme.dim(),
     ));
@@ -99,16 +101,16 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             _ => theme.dim(),
         };
         let source = if source_w > 0 { format!("{:<source_w$.source_w$} ", r.source) } else { String::new() };
+        let sure = if sure_w > 0 { format!("{:<7} ", r.confidence) } else { String::new() };
         lines.push(Line::from(vec![
             Span::styled(
                 format!(
-                    " {:<id_w$} {:>6} {:>10} {:>10} {:>6}  {source}{:<7} ",
+                    " {:<id_w$} {:>6} {:>10} {:>10} {:>6}  {source}{sure}",
                     fmt::ellipsis(&r.id, id_w),
                     r.tokens.map(|n| n.to_string()).unwrap_or_else(|| "?".into()),
                     b(r.predicted),
                     b(r.observed),
                     r.ratio.map(|x| format!("{x:.2}")).unwrap_or_else(|| "n/a".into()),
-                    r.confidence,
                 ),
                 theme.text(),
             ),

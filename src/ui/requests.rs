@@ -151,8 +151,12 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
+    // The span columns only where EVIDENCE keeps 16 columns beside them
+    // (the trace pane has the waterfall).
+    let spans_w = fmt::width(super::waterfall::HEADER) + 1;
+    let spans = spans.filter(|_| column_widths(&rows, inner.width as usize, spans_w).2);
     let span_head = if spans.is_some() { format!("{} ", super::waterfall::HEADER) } else { String::new() };
-    let (id_w, decode_w) = column_widths(&rows, inner.width as usize, fmt::width(&span_head));
+    let (id_w, decode_w, _) = column_widths(&rows, inner.width as usize, fmt::width(&span_head));
     let evidence_w = (inner.width as usize).saturating_sub(
         1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + decode_w + usize::from(decode_w > 0) + fmt::width(&span_head),
     );
@@ -216,14 +220,14 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     }
 }
 
-/// The ID column as wide as the widest id (12 to 24), and DECODE (15)
-/// only where EVIDENCE keeps 30 columns: the evidence says why, the
-/// decode endpoint is in the trace pane.
-fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize) {
+/// The ID column as wide as the widest id (12 to 24), DECODE (15) only
+/// where EVIDENCE keeps 30 columns (the evidence says why, the decode
+/// endpoint is in the trace pane), and whether `spans_w` more columns fit.
+fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize, bool) {
     let id_w = rows.iter().map(|t| t.id.chars().count()).max().unwrap_or(0).clamp(12, 24);
     let fixed = 1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + spans_w;
     let decode_w = if cols >= fixed + 16 + 30 { 15 } else { 0 };
-    (id_w, decode_w)
+    (id_w, decode_w, cols >= fixed + 16)
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
