@@ -47,25 +47,41 @@ pub fn height(state: &AppState, focus: Option<usize>) -> u16 {
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let mut lines = Vec::new();
     if nixl_reports(state) {
-        lines.push(nixl_line(state, view, theme));
+        lines.push(nixl_line(state, view, area.width.saturating_sub(2) as usize, theme));
     }
     if let Some(m) = metrics(state, view.focus) {
         for (key, label) in SHOWN {
             if let Some(figures) = m.0.get(key) {
-                let mut spans = vec![Span::styled(format!(" {label:<8}"), theme.text())];
+                let mut segs = vec![(9, vec![Span::styled(format!(" {label:<8}"), theme.text())])];
                 for (name, v) in figures {
                     let said = name.strip_suffix("_s").unwrap_or(name).replace('_', " ");
-                    spans.push(Span::styled(format!("  {said} "), theme.dim()));
-                    spans.push(Span::styled(shown(name, *v), style_of(name, *v, theme)));
+                    // A failure that happened outranks a plain figure.
+                    let rank = if style_of(name, *v, theme) == theme.text() { 1 } else { 5 };
+                    segs.push((
+                        rank,
+                        vec![
+                            Span::styled(format!("  {said} "), theme.dim()),
+                            Span::styled(shown(name, *v), style_of(name, *v, theme)),
+                        ],
+                    ));
                 }
-                lines.push(Line::from(spans));
+                lines.push(Line::from(fmt::keep_whole(segs, area.width.saturating_sub(2) as usize)));
             }
         }
     }
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(" KV connectors · their own /metrics · offload: this host's memory, not a transfer · LMCache in tokens ", theme.fg("title")));
+        .title(Span::styled(
+            format!(
+                " {} ",
+                fmt::shorten(
+                    "KV connectors · their own /metrics · offload: this host's memory, not a transfer · LMCache in tokens",
+                    area.width.saturating_sub(4) as usize
+                )
+            ),
+            theme.fg("title"),
+        ));
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -87,7 +103,7 @@ fn style_of(name: &str, v: f64, theme: &Theme) -> Style {
     if failure && v > 0.0 { theme.fg("error") } else { theme.text() }
 }
 
-fn nixl_line(state: &AppState, view: &ViewState, theme: &Theme) -> Line<'static> {
+fn nixl_line(state: &AppState, view: &ViewState, cols: usize, theme: &Theme) -> Line<'static> {
     let hist = |role, h| match view.window {
         HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
         HistWindow::SinceStart => state.total_hist_of(role, h, view.focus),
@@ -104,26 +120,57 @@ fn nixl_line(state: &AppState, view: &ViewState, theme: &Theme) -> Line<'static>
     let notif = total(Role::Decode, Counter::NixlFailedNotifications);
     let expired = total(Role::Prefill, Counter::NixlExpired);
     let bad = |name: &str, v: f64| style_of(name, v, theme);
-    Line::from(vec![
-        Span::styled(format!(" {:<8}", "NIXL"), theme.text()),
-        Span::styled(" transfers ", theme.dim()),
-        Span::styled(fmt::count(n), theme.text()),
-        Span::styled("  time p50 ", theme.dim()),
-        Span::styled(fmt::secs(xfer.quantile(0.5)), theme.text()),
-        Span::styled(" p90 ", theme.dim()),
-        Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
-        Span::styled("  per transfer ", theme.dim()),
-        Span::styled(per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()), theme.text()),
-        Span::styled("  throughput ", theme.dim()),
-        Span::styled(
-            throughput.map(|t| format!("{}/s", fmt::bytes(t))).unwrap_or_else(|| "n/a".into()),
-            theme.text(),
+    let rank = |v: f64| if v > 0.0 { 7 } else { 4 };
+    let segs = vec![
+        (9, vec![Span::styled(format!(" {:<8}", "NIXL"), theme.text())]),
+        (6, vec![Span::styled(" transfers ", theme.dim()), Span::styled(fmt::count(n), theme.text())]),
+        (
+            3,
+            vec![
+                Span::styled("  time p50 ", theme.dim()),
+                Span::styled(fmt::secs(xfer.quantile(0.5)), theme.text()),
+                Span::styled(" p90 ", theme.dim()),
+                Span::styled(fmt::secs(xfer.quantile(0.9)), theme.text()),
+            ],
         ),
-        Span::styled("  failed ", theme.dim()),
-        Span::styled(fmt::count(failed), bad("failed", failed)),
-        Span::styled("  notif failed ", theme.dim()),
-        Span::styled(fmt::count(notif), bad("failed", notif)),
-        Span::styled("  expired ", theme.dim()),
-        Span::styled(fmt::count(expired), bad("kv_expired", expired)),
-    ])
+        (
+            1,
+            vec![
+                Span::styled("  per transfer ", theme.dim()),
+                Span::styled(per.map(fmt::bytes).unwrap_or_else(|| "n/a".into()), theme.text()),
+            ],
+        ),
+        (
+            2,
+            vec![
+                Span::styled("  throughput ", theme.dim()),
+                Span::styled(
+                    throughput.map(|t| format!("{}/s", fmt::bytes(t))).unwrap_or_else(|| "n/a".into()),
+                    theme.text(),
+                ),
+            ],
+        ),
+        (
+            rank(failed),
+            vec![
+                Span::styled("  failed ", theme.dim()),
+                Span::styled(fmt::count(failed), bad("failed", failed)),
+            ],
+        ),
+        (
+            rank(notif),
+            vec![
+                Span::styled("  notif failed ", theme.dim()),
+                Span::styled(fmt::count(notif), bad("failed", notif)),
+            ],
+        ),
+        (
+            rank(expired),
+            vec![
+                Span::styled("  expired ", theme.dim()),
+                Span::styled(fmt::count(expired), bad("kv_expired", expired)),
+            ],
+        ),
+    ];
+    Line::from(fmt::keep_whole(segs, cols))
 }

@@ -88,6 +88,99 @@ pub fn clock(t: f64) -> String {
     format!("{:02}:{:02}:{:02}", day_secs / 3600, (day_secs / 60) % 60, day_secs % 60)
 }
 
+/// Columns `text` takes on screen.
+pub fn width(text: &str) -> usize {
+    ratatui::text::Span::raw(text).width()
+}
+
+/// `text` cut to `cols` at a word boundary, with `…` where it was cut: a
+/// number is shown whole or not at all. A first word wider than `cols`
+/// leaves only the `…`.
+pub fn shorten(text: &str, cols: usize) -> String {
+    if width(text) <= cols {
+        return text.to_string();
+    }
+    if cols == 0 {
+        return String::new();
+    }
+    let mut kept: Vec<&str> = Vec::new();
+    for word in text.split_inclusive(' ') {
+        let next: String = kept.iter().copied().chain([word]).collect();
+        if width(next.trim_end()) + 1 > cols {
+            break;
+        }
+        kept.push(word);
+    }
+    // A number whose unit or meaning was cut goes with it: `5.3 GB`
+    // is never shown as `5.3…`.
+    while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
+        kept.pop();
+    }
+    let out: String = kept.concat();
+    let out = out.trim_end().trim_end_matches([':', ',', '·', '(', '=']).trim_end();
+    format!("{out}…")
+}
+
+/// `text` cut to `cols` columns with `…` where it was cut, for a name with
+/// no words to keep (an id, a path).
+pub fn ellipsis(text: &str, cols: usize) -> String {
+    if width(text) <= cols {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for c in text.chars() {
+        if width(&out) + width(&c.to_string()) + 1 > cols {
+            break;
+        }
+        out.push(c);
+    }
+    if cols == 0 { out } else { format!("{out}…") }
+}
+
+/// The first of `forms` (the richest first) whose spans fit in `cols`; the
+/// last one when none does.
+pub fn fit<'a>(forms: Vec<Vec<ratatui::text::Span<'a>>>, cols: usize) -> Vec<ratatui::text::Span<'a>> {
+    let wide = |f: &Vec<ratatui::text::Span<'a>>| f.iter().map(|s| s.width()).sum::<usize>();
+    let n = forms.len();
+    forms
+        .into_iter()
+        .enumerate()
+        .find(|(i, f)| wide(f) <= cols || i + 1 == n)
+        .map(|(_, f)| f)
+        .unwrap_or_default()
+}
+
+/// Whole segments of a line that fit in `cols`: while too wide, the
+/// segment of the lowest rank (the last of equals) goes, and a `…` says
+/// something went. A number is never cut; its segment goes whole.
+pub fn keep_whole<'a>(
+    segments: Vec<(u8, Vec<ratatui::text::Span<'a>>)>,
+    cols: usize,
+) -> Vec<ratatui::text::Span<'a>> {
+    let wide = |s: &[(u8, Vec<ratatui::text::Span<'a>>)]| {
+        s.iter().flat_map(|(_, spans)| spans).map(|x| x.width()).sum::<usize>()
+    };
+    let mut segments = segments;
+    let mut dropped = false;
+    while wide(&segments) + usize::from(dropped) > cols && segments.len() > 1 {
+        let lowest = segments.iter().map(|(r, _)| *r).min().unwrap_or(0);
+        let at = segments.iter().rposition(|(r, _)| *r == lowest).unwrap_or(segments.len() - 1);
+        segments.remove(at);
+        dropped = true;
+    }
+    let mut out: Vec<ratatui::text::Span<'a>> = segments.into_iter().flat_map(|(_, s)| s).collect();
+    if dropped {
+        out.push(ratatui::text::Span::raw("…"));
+    }
+    out
+}
+
+/// Milliseconds from seconds without the space: `87ms`, `1.24s` (where
+/// columns are short).
+pub fn secs_tight(v: Option<f64>) -> String {
+    secs(v).replace(' ', "")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +200,44 @@ mod tests {
         assert_eq!(bytes(983_128.0), "960.1 KiB");
         assert_eq!(clock(1_796_019_931.5), "06:25:31");
         assert_eq!(age(0.42), "0.4s");
+        assert_eq!(secs_tight(Some(0.0874)), "87ms");
+    }
+
+    #[test]
+    fn shortened_by_words_never_inside_a_number() {
+        let t = "⚠ metrics count 14 silent miss(es), traces 13";
+        assert_eq!(shorten(t, 80), t);
+        assert_eq!(shorten(t, 44), "⚠ metrics count 14 silent miss(es), traces…");
+        assert_eq!(shorten("20 of 49 folders, 5.3 GB", 23), "20 of 49 folders…");
+        assert_eq!(shorten("moved nothing: lab-a-0, lab-a-1", 26), "moved nothing: lab-a-0…");
+        assert_eq!(shorten(t, 42), "⚠ metrics count 14 silent miss(es)…");
+        assert_eq!(shorten(t, 17), "⚠ metrics count…");
+        assert_eq!(shorten("12345", 3), "…");
+        assert_eq!(ellipsis("chatcmpl-8cbfd94d781597f", 10), "chatcmpl-…");
+    }
+
+    #[test]
+    fn segments_go_whole_lowest_rank_first() {
+        use ratatui::text::Span;
+        let segs = || {
+            vec![
+                (9, vec![Span::raw("ROUTER ")]),
+                (1, vec![Span::raw("p50 1.22 s ")]),
+                (5, vec![Span::raw("err 3")]),
+            ]
+        };
+        let text = |v: Vec<Span>| v.iter().map(|s| s.content.to_string()).collect::<String>();
+        assert_eq!(text(keep_whole(segs(), 80)), "ROUTER p50 1.22 s err 3");
+        assert_eq!(text(keep_whole(segs(), 20)), "ROUTER err 3…");
+        assert_eq!(text(keep_whole(segs(), 8)), "ROUTER …");
+    }
+
+    #[test]
+    fn fit_takes_the_richest_form_that_fits() {
+        use ratatui::text::Span;
+        let forms = || vec![vec![Span::raw("p50 312 ms  n=37")], vec![Span::raw("p50 312ms n=37")]];
+        assert_eq!(fit(forms(), 16)[0].content, "p50 312 ms  n=37");
+        assert_eq!(fit(forms(), 15)[0].content, "p50 312ms n=37");
+        assert_eq!(fit(forms(), 3)[0].content, "p50 312ms n=37");
     }
 }

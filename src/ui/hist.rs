@@ -51,11 +51,14 @@ pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>;
             ]));
         let inner = block.inner(halves[i]);
         frame.render_widget(block, halves[i]);
-        let mut lines = vec![quantile_line(side, theme)];
+        let mut lines = vec![quantile_line(side, inner.width, theme)];
         if let Some(note) = side.note {
-            lines.push(Line::styled(note.to_string(), theme.dim()));
+            lines.push(Line::styled(fmt::shorten(note, inner.width as usize), theme.dim()));
         } else if side.hist.is_none_or(|h| h.total() <= 0.0) {
-            lines.push(Line::styled("no requests in this window", theme.dim()));
+            lines.push(Line::styled(
+                fmt::shorten("no requests in this window", inner.width as usize),
+                theme.dim(),
+            ));
         } else {
             for row in &rows {
                 lines.push(bar_line(&row.label, row.counts[i], max, inner.width, side.color, theme));
@@ -65,20 +68,30 @@ pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>;
     }
 }
 
-fn quantile_line(side: &Side<'_>, theme: &Theme) -> Line<'static> {
+/// `p50 … p90 … p99 … n=…`, as much of it as fits `cols` whole: spaces
+/// go first, then p99, then p90; `n=` stays.
+fn quantile_line(side: &Side<'_>, cols: u16, theme: &Theme) -> Line<'static> {
     let Some(h) = side.hist.filter(|h| h.total() > 0.0 && side.note.is_none()) else {
         return Line::styled("p50 n/a", theme.dim());
     };
-    let q = |p| fmt::secs(h.quantile(p));
-    Line::from(vec![
-        Span::styled("p50 ", theme.dim()),
-        Span::styled(q(0.5), theme.text()),
-        Span::styled("  p90 ", theme.dim()),
-        Span::styled(q(0.9), theme.text()),
-        Span::styled("  p99 ", theme.dim()),
-        Span::styled(q(0.99), theme.text()),
-        Span::styled(format!("  n={}", fmt::count(h.total())), theme.dim()),
-    ])
+    let n = fmt::count(h.total());
+    let form = |tight: bool, ps: &[(&str, f64)]| {
+        let (gap, q): (&str, fn(Option<f64>) -> String) =
+            if tight { (" ", fmt::secs_tight) } else { ("  ", fmt::secs) };
+        let mut spans = Vec::new();
+        for (i, (name, p)) in ps.iter().enumerate() {
+            let sep = if i == 0 { "" } else { gap };
+            spans.push(Span::styled(format!("{sep}{name} "), theme.dim()));
+            spans.push(Span::styled(q(h.quantile(*p)), theme.text()));
+        }
+        spans.push(Span::styled(format!("{gap}n={n}"), theme.dim()));
+        spans
+    };
+    let all = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
+    Line::from(fmt::fit(
+        vec![form(false, &all), form(true, &all), form(true, &all[..2]), form(true, &all[..1])],
+        cols as usize,
+    ))
 }
 
 /// Lines a pair needs to show every non-empty bucket (with borders and the

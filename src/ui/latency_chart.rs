@@ -20,6 +20,31 @@ use crate::theme::Theme;
 const SPAN_S: f64 = 3600.0;
 const MIN_BIN_S: f64 = 5.0;
 
+/// Whether there is any latency to draw since the start: without it the
+/// overview gives the rows to other panels.
+pub fn has_data(state: &AppState, focus: Option<usize>) -> bool {
+    let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
+    [Role::Prefill, Role::Decode].iter().any(|&r| !series(state, r, Hist::Ttft, since, 1, focus).is_empty())
+}
+
+/// `━ prefill ━ decode · bright p50 · dim p90`, in the roles' colours, as
+/// much as fits whole.
+fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'static> {
+    let form = |words: [&str; 2]| {
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        for r in roles {
+            spans.push(Span::styled(format!(" ━ {}", r.name()), role_style(*r, theme)));
+        }
+        spans.push(Span::styled(format!("  {} ", words[0]), theme.text()));
+        spans.push(Span::styled(words[1].to_string(), theme.dim()));
+        spans
+    };
+    ratatui::text::Line::from(fmt::fit(
+        vec![form(["bright: p50 ·", "dim: p90"]), form(["p50", "p90"]), form(["", ""])],
+        cols as usize,
+    ))
+}
+
 /// (time, milliseconds) points of one percentile.
 type Line = Vec<(f64, f64)>;
 
@@ -75,12 +100,26 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
     let title = if sets.is_empty() {
         format!(" {name} over time: no requests yet ")
     } else {
-        format!(" {name} over time · p50 (bright) p90 (dim), ms ")
+        format!(" {name} over time, ms ")
     };
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
         .title(Span::styled(title, theme.fg("title")));
+    // The legend has a row of its own above the plot: it never covers a line.
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [legend_area, plot] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    let roles_shown: Vec<Role> =
+        data.iter().filter(|(_, p50, _)| !p50.is_empty()).map(|(r, _, _)| *r).collect();
+    if roles_shown.is_empty() {
+        // No axis with made-up bounds: the title says there is nothing yet.
+        return;
+    }
+    frame.render_widget(
+        ratatui::widgets::Paragraph::new(legend(&roles_shown, legend_area.width, theme)),
+        legend_area,
+    );
     let mid = (since + state.now) / 2.0;
     let x = Axis::default()
         .bounds([since, state.now.max(since + 1.0)])
@@ -90,5 +129,5 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
         .bounds([0.0, top])
         .style(theme.dim())
         .labels(["0".to_string(), format!("{:.0}", top / 2.0), format!("{top:.0}")].map(Span::raw));
-    frame.render_widget(Chart::new(sets).block(block).x_axis(x).y_axis(y), area);
+    frame.render_widget(Chart::new(sets).legend_position(None).x_axis(x).y_axis(y), plot);
 }

@@ -24,17 +24,45 @@ use crate::state::AppState;
 use crate::state::link::{LinkVerdict, Series, verdict};
 use crate::theme::Theme;
 
+/// Below this height the throughput sparkline is left out (its place
+/// says so) and the per-request table gets its rows.
+const SPARK_MIN_BODY: u16 = 26;
+/// Below this height the KV size panel is left out too.
+const SIZE_MIN_BODY: u16 = 18;
+
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let table_lines = table_lines(state, view, area.width.saturating_sub(2) as usize, theme);
+    let table_h = table_lines.len() as u16 + 2;
+    let spark_h = if area.height >= SPARK_MIN_BODY { 6 } else { 0 };
+    // Short of rows, the model's KV size goes too (it never changes) and
+    // the per-request table keeps its rows.
+    let size_h = if area.height >= SIZE_MIN_BODY { 4 } else { 0 };
     let [size, table, spark, requests] = Layout::vertical([
-        Constraint::Length(4),
-        Constraint::Length(8),
-        Constraint::Length(6),
+        Constraint::Length(size_h),
+        Constraint::Length(table_h),
+        Constraint::Length(spark_h),
         Constraint::Min(0),
     ])
     .areas(area);
-    size_panel(frame, size, state, theme);
-    table_panel(frame, table, state, view, theme);
-    throughput(frame, spark, state, theme);
+    if size_h > 0 {
+        size_panel(frame, size, state, theme);
+    }
+    let title = table_title(state, view);
+    frame.render_widget(Paragraph::new(table_lines).block(block(&title, theme)), table);
+    if spark_h > 0 {
+        throughput(frame, spark, state, theme);
+    } else {
+        let hint = if size_h > 0 {
+            format!(" throughput: {SPARK_MIN_BODY}+ rows ")
+        } else {
+            format!(" KV size: {SIZE_MIN_BODY}+ rows · throughput: {SPARK_MIN_BODY}+ ")
+        };
+        let w = fmt::width(&hint) as u16;
+        if table.width > w + 2 && table.height > 0 {
+            let at = Rect { x: table.right() - w - 1, y: table.bottom() - 1, width: w, height: 1 };
+            frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), at);
+        }
+    }
     super::link_requests::render(frame, requests, state, theme);
 }
 
@@ -66,10 +94,13 @@ fn size_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
                     ),
                 ]),
                 Line::styled(
-                    format!(
-                        " a 1,024-token prompt is {} of KV: {}",
-                        fmt::bytes(prompt as f64),
-                        times.join(" · ")
+                    fmt::shorten(
+                        &format!(
+                            " a 1,024-token prompt is {} of KV: {}",
+                            fmt::bytes(prompt as f64),
+                            times.join(" · ")
+                        ),
+                        area.width.saturating_sub(2) as usize,
                     ),
                     theme.dim(),
                 ),
@@ -103,7 +134,7 @@ fn group(n: u64) -> String {
     out
 }
 
-fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+fn table_lines(state: &AppState, view: &ViewState, cols: usize, theme: &Theme) -> Vec<Line<'static>> {
     let l = &state.link;
     let since = match view.window {
         HistWindow::Sliding => state.now - state.window_secs,
@@ -140,7 +171,7 @@ fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState
                 format!("{:>12} {:>12} {ratio:>7}  ", fmt::bytes(observed), fmt::bytes(predicted)),
                 theme.text(),
             ),
-            Span::styled(format!("{text}{note}"), style),
+            Span::styled(fmt::shorten(&format!("{text}{note}"), cols.saturating_sub(59)), style),
         ]));
     };
     if let Some(f) = l.xfer_family.filter(|_| !l.xfer.points.is_empty()) {
@@ -155,7 +186,10 @@ fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState
     }
     if lines.len() == 1 {
         lines.push(Line::styled(
-            " nothing observed: give --iface NAME, --kv-dir DIR, or use NixlConnector (its metrics count bytes)",
+            fmt::shorten(
+                " nothing observed: give --iface NAME, --kv-dir DIR, or use NixlConnector (its metrics count bytes)",
+                cols,
+            ),
             theme.dim(),
         ));
     }
@@ -169,12 +203,15 @@ fn table_panel(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState
     if let Some(e) = &l.kvdir_error {
         notes.push(format!("kv-dir: {e}"));
     }
-    lines.push(Line::styled(notes.join(" · "), theme.dim()));
-    let title = match view.window {
+    lines.push(Line::styled(fmt::shorten(&notes.join(" · "), cols), theme.dim()));
+    lines
+}
+
+fn table_title(state: &AppState, view: &ViewState) -> String {
+    match view.window {
         HistWindow::Sliding => format!(" observed vs predicted · last {:.0}s ", state.window_secs),
         HistWindow::SinceStart => " observed vs predicted · since start ".to_string(),
-    };
-    frame.render_widget(Paragraph::new(lines).block(block(&title, theme)), area);
+    }
 }
 
 fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {

@@ -22,6 +22,7 @@ pub mod latency_chart;
 pub mod link;
 mod link_requests;
 pub mod overview;
+mod recent_requests;
 pub mod requests;
 pub mod router;
 pub mod sources_chart;
@@ -293,10 +294,17 @@ fn footer_bar(frame: &mut Frame, area: Rect, theme: &Theme) {
         ("Enter", "trace"),
         ("f", "follow"),
     ];
+    // Whole keys only: the ones that do not fit are in `?`.
     let mut spans = Vec::new();
+    let mut used = 0;
     for (k, what) in keys {
-        spans.push(Span::styled(format!(" {k} "), theme.fg("accent")));
-        spans.push(Span::styled(format!("{what} "), theme.dim()));
+        let (key, word) = (format!(" {k} "), format!("{what} "));
+        used += fmt::width(&key) + fmt::width(&word);
+        if used > area.width as usize {
+            break;
+        }
+        spans.push(Span::styled(key, theme.fg("accent")));
+        spans.push(Span::styled(word, theme.dim()));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

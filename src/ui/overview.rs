@@ -20,6 +20,13 @@ use crate::metrics::model::Hist;
 use crate::state::AppState;
 use crate::theme::Theme;
 
+/// Wide enough for the four histograms on one row and latency over time.
+const WIDE: u16 = 120;
+/// What latency over time needs to be read (axis, labels, a few rows).
+const SERIES_MIN: u16 = 10;
+/// The token chart and the request counts: at least this tall.
+const BOTTOM_MIN: u16 = 8;
+
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let strip = super::connectors::height(state, view.focus);
     let hist = |role, h| match view.window {
@@ -37,30 +44,34 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let none = view.logs_only.then_some(super::NO_METRICS);
     let p_note = none.or(p_note);
     let p_tpot_shown = p_tpot.as_ref().filter(|_| p_note.is_none());
-    // Each histogram row gets what its buckets need, at most a third of
-    // the body; the rest goes to the token chart and the request panel.
-    let cap = (area.height.saturating_sub(strip + 8) / 2).max(4);
+    // A histogram box gets the rows its buckets need and no more (merged
+    // buckets when even that does not fit); the rest goes to what changes.
+    let cap = (area.height.saturating_sub(strip + BOTTOM_MIN) / 2).max(4);
     let h_ttft = lines_wanted([p_ttft.as_ref(), d_ttft.as_ref()]).clamp(4, cap);
     let h_tpot = lines_wanted([p_tpot_shown, d_tpot.as_ref()]).clamp(4, cap);
-    // A tall terminal also gets latency over time, and the rest grows.
-    let series_h = if area.height >= 50 { area.height.saturating_sub(strip) / 3 } else { 0 };
-    let (h_ttft, h_tpot) = if series_h > 0 {
-        let grow = (area.height.saturating_sub(strip + series_h + 12) / 2).max(4);
-        (h_ttft.max(grow.min(cap)), h_tpot.max(grow.min(cap)))
-    } else {
-        (h_ttft, h_tpot)
-    };
+    let wide = area.width >= WIDE;
+    let (ttft_h, tpot_h) = if wide { (h_ttft.max(h_tpot), 0) } else { (h_ttft, h_tpot) };
+    let rest = area.height.saturating_sub(strip + ttft_h + tpot_h);
+    // Fed by logs alone there is no latency to draw over time either.
+    let series_fits = wide
+        && !view.logs_only
+        && rest >= SERIES_MIN + BOTTOM_MIN + 4
+        && super::latency_chart::has_data(state, view.focus);
+    let series_h = if series_fits { (rest * 2 / 5).max(SERIES_MIN) } else { 0 };
     let [ttft, tpot, series_area, bottom, strip_area] = Layout::vertical([
-        Constraint::Length(h_ttft),
-        Constraint::Length(h_tpot),
+        Constraint::Length(ttft_h),
+        Constraint::Length(tpot_h),
         Constraint::Length(series_h),
-        Constraint::Min(8),
+        Constraint::Min(0),
         Constraint::Length(strip),
     ])
     .areas(area);
-    if series_h > 0 {
-        super::latency_chart::render(frame, series_area, state, view.focus, theme);
-    }
+    let (ttft, tpot) = if wide {
+        let [a, b] = Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).areas(ttft);
+        (a, b)
+    } else {
+        (ttft, tpot)
+    };
     render_pair(
         frame,
         ttft,
@@ -78,20 +89,71 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         ],
         theme,
     );
-    let right_w = if area.width >= 100 { 50 } else { 44 };
-    let [chart, right] = Layout::horizontal([Constraint::Min(20), Constraint::Length(right_w)]).areas(bottom);
+    if series_h > 0 {
+        super::latency_chart::render(frame, series_area, state, view.focus, theme);
+    } else if !view.logs_only && super::latency_chart::has_data(state, view.focus) {
+        // Left out: said on the border above the chart that replaces it.
+        // The screen size at which this body would have room for it.
+        let chrome = frame.area().height.saturating_sub(area.height);
+        let wide_hists = h_ttft.max(h_tpot);
+        let rows = chrome + strip + wide_hists + SERIES_MIN + BOTTOM_MIN + 4;
+        let hint = format!(" latency over time: {WIDE}x{rows} or larger ");
+        let w = fmt::width(&hint) as u16;
+        if tpot.width > w + 2 {
+            let at =
+                Rect { x: tpot.right() - w - 1, y: tpot.bottom().saturating_sub(1), width: w, height: 1 };
+            frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), at);
+        }
+    }
+    bottom_panels(frame, bottom, state, view, theme);
+    if strip > 0 {
+        super::connectors::render(frame, strip_area, state, view, theme);
+    }
+}
+
+/// The token chart on the left; on the right the request counts (as wide
+/// as their text), then the newest requests and the events when there is
+/// room for them.
+fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+    let (title, lines) = requests_lines(state, view.logs_only, theme);
+    let text_w = lines.iter().map(Line::width).chain([title.width() + 2]).max().unwrap_or(0) as u16 + 2;
+    // The chart keeps a readable width; on a wide screen the right half
+    // also holds the newest requests and the events.
+    let right_w = if area.width >= WIDE { text_w.max(area.width / 2) } else { text_w };
+    let right_w = right_w.min(area.width.saturating_sub(30));
+    let [chart, right] = Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
+    let traced = super::requests::visible(state, view);
     if view.logs_only {
-        sources_chart::no_metrics(frame, chart, theme);
+        // No token chart without metrics: its notice keeps one row and the
+        // newest requests take the rest of the column.
+        let [notice, newest] = Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(chart);
+        sources_chart::no_metrics(frame, notice, theme);
+        if !traced.is_empty() && newest.height >= 3 {
+            super::recent_requests::render(frame, newest, &traced, theme);
+        }
     } else {
         sources_chart::render(frame, chart, state, theme);
     }
-    let [requests, recent] = Layout::vertical([Constraint::Length(9), Constraint::Min(0)]).areas(right);
-    requests_panel(frame, requests, state, view.logs_only, theme);
-    if recent.height >= 3 {
-        super::events::render_recent(frame, recent, state, theme);
+    // The counts keep what is left under them unless it holds a panel.
+    let counts_h = (lines.len() as u16 + 2).min(right.height);
+    let counts_h = if right.height - counts_h < 3 { right.height } else { counts_h };
+    let [counts, below] = Layout::vertical([Constraint::Length(counts_h), Constraint::Min(0)]).areas(right);
+    requests_panel(frame, counts, title, lines, theme);
+    // The events as tall as they are (at most half), the newest requests
+    // the rest.
+    let newest_here = !view.logs_only && !traced.is_empty() && below.height >= 8 && area.width >= WIDE;
+    let (newest, events) = if newest_here {
+        let events_h = (state.events.len() as u16 + 2).clamp(3, below.height / 2);
+        let [a, b] = Layout::vertical([Constraint::Min(0), Constraint::Length(events_h)]).areas(below);
+        (a, b)
+    } else {
+        (Rect::default(), below)
+    };
+    if newest.height > 0 {
+        super::recent_requests::render(frame, newest, &traced, theme);
     }
-    if strip > 0 {
-        super::connectors::render(frame, strip_area, state, view, theme);
+    if events.height >= 3 {
+        super::events::render_recent(frame, events, state, theme);
     }
 }
 
@@ -99,7 +161,27 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
     Side { label: role.name(), hist, color: role_style(role, theme), note }
 }
 
-fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
+fn requests_panel(
+    frame: &mut Frame,
+    area: Rect,
+    title: Line<'static>,
+    lines: Vec<Line<'static>>,
+    theme: &Theme,
+) {
+    let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
+    // Rows short: the heading of the comparison goes first, never a count.
+    let room = area.height.saturating_sub(2) as usize;
+    let lines: Vec<Line> = if lines.len() > room {
+        lines.into_iter().filter(|l| !l.spans.iter().any(|s| s.content.contains("worth it?"))).collect()
+    } else {
+        lines
+    };
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// The request panel's title and lines: the counts, the metrics
+/// cross-check, and whether loading KV beats computing.
+fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'static>, Vec<Line<'static>>) {
     let metrics = state.misses.outcomes;
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
@@ -113,8 +195,7 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bo
     if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
         title.push(Span::styled(format!(" ⏳ {n} STUCK "), theme.fg("error")));
     }
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let title = Line::from(title);
     let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
     let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
     // Two columns of "label value", the labels padded to one width.
@@ -132,8 +213,7 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bo
         lines.push(Line::styled(format!(" metrics cross-check: {}", super::NO_METRICS), theme.dim()));
         lines.push(Line::styled(" worth it? decode TTFT p50", theme.fg("title")));
         lines.push(Line::styled(format!(" {}", super::NO_METRICS), theme.dim()));
-        frame.render_widget(Paragraph::new(lines).block(block), area);
-        return;
+        return (title, lines);
     }
     if traced.is_some() {
         // The cross-check: shown, never hidden, when the two disagree.
@@ -141,17 +221,14 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bo
             (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
         } else {
             (
-                format!(" ⚠ metrics count {} silent miss(es), traces {}", metrics.silent_miss, o.silent_miss),
+                format!(" ⚠ metrics: {} silent miss(es), traces: {}", metrics.silent_miss, o.silent_miss),
                 theme.fg("warn"),
             )
         };
         lines.push(Line::styled(text, style));
     }
     if state.misses.supported == Some(false) {
-        lines.push(Line::styled(
-            " miss detection needs vLLM ≥ 0.13 (no request_prefill_kv_computed_tokens)",
-            theme.fg("warn"),
-        ));
+        lines.push(Line::styled(" miss detection needs vLLM ≥ 0.13", theme.fg("warn")));
     }
     lines.push(Line::styled(" worth it? decode TTFT p50", theme.fg("title")));
     let (loaded, computed) = (&state.misses.ttft_loaded, &state.misses.ttft_computed);
@@ -165,7 +242,7 @@ fn requests_panel(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bo
         Span::styled(format!(" ({})", fmt::count(computed.total())), theme.dim()),
     ]));
     lines.push(worth_it_line(q(loaded), q(computed), theme));
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    (title, lines)
 }
 
 /// Says plainly whether loading KV beats computing the prompt on decode.

@@ -164,11 +164,20 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
     let first = selected.saturating_sub(height.saturating_sub(1));
+    // The span columns only where EVIDENCE keeps 16 columns beside them
+    // (the trace pane has the waterfall).
+    let spans_w = fmt::width(super::waterfall::HEADER) + 1;
+    let spans = spans.filter(|_| column_widths(&rows, inner.width as usize, spans_w).2);
     let span_head = if spans.is_some() { format!("{} ", super::waterfall::HEADER) } else { String::new() };
+    let (id_w, decode_w, _) = column_widths(&rows, inner.width as usize, fmt::width(&span_head));
+    let evidence_w = (inner.width as usize).saturating_sub(
+        1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + decode_w + usize::from(decode_w > 0) + fmt::width(&span_head),
+    );
+    let decode_head = if decode_w > 0 { format!("{:<decode_w$} ", "DECODE") } else { String::new() };
     let mut lines = vec![Line::styled(
         format!(
-            " {:<8} {:<24} {:<13} {:<4} {:>6} {:<15} {span_head}{}",
-            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "DECODE", "EVIDENCE"
+            " {:<8} {:<id_w$} {:<13} {:<4} {:>6} {decode_head}{span_head}{}",
+            "TIME", "ID", "OUTCOME", "HOW", "KV TOK", "EVIDENCE"
         ),
         theme.dim(),
     )];
@@ -177,13 +186,23 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             t.inject_tokens.or(t.remote_num_tokens).map(|n| n.to_string()).unwrap_or_else(|| "-".into());
         let mut line = Line::from(vec![
             Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
-            Span::styled(format!("{} ", cut_id(&t.id, 24)), theme.text()),
+            Span::styled(format!("{:<id_w$} ", cut_id(&t.id, id_w)), theme.text()),
             Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),
-            Span::styled(format!("{:<15.15} ", decode_cell(state, t)), theme.dim()),
+            Span::styled(
+                if decode_w > 0 {
+                    format!("{:<decode_w$.decode_w$} ", decode_cell(state, t))
+                } else {
+                    String::new()
+                },
+                theme.dim(),
+            ),
             Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
             Span::styled(
-                if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                fmt::shorten(
+                    &if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                    evidence_w,
+                ),
                 theme.text(),
             ),
         ]);
@@ -256,6 +275,16 @@ fn ids_line(state: &AppState, t: &Trace) -> Option<String> {
     }
     let parts: Vec<String> = groups.into_iter().map(|(l, ids)| format!("{l}: {}", ids.join(", "))).collect();
     (!parts.is_empty()).then(|| format!(" {}", parts.join(" · ")))
+}
+
+/// The ID column as wide as the widest id (12 to 24), DECODE (15) only
+/// where EVIDENCE keeps 30 columns (the evidence says why, the decode
+/// endpoint is in the trace pane), and whether `spans_w` more columns fit.
+fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize, bool) {
+    let id_w = rows.iter().map(|t| t.id.chars().count()).max().unwrap_or(0).clamp(12, 24);
+    let fixed = 1 + 9 + id_w + 1 + 13 + 1 + 5 + 7 + spans_w;
+    let decode_w = if cols >= fixed + 16 + 30 { 15 } else { 0 };
+    (id_w, decode_w, cols >= fixed + 16)
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.

@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
+use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::fmt;
 use crate::feed::Role;
@@ -32,13 +32,8 @@ fn empty(frame: &mut Frame, area: Rect, msg: &str, theme: &Theme) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if inner.height > 0 {
-        frame.buffer_mut().set_stringn(
-            inner.x + 1,
-            inner.y,
-            msg,
-            inner.width.saturating_sub(1) as usize,
-            theme.dim(),
-        );
+        let msg = fmt::shorten(msg, inner.width.saturating_sub(1) as usize);
+        frame.buffer_mut().set_string(inner.x + 1, inner.y, msg, theme.dim());
     }
 }
 
@@ -65,34 +60,86 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         let msg = "not reported by this vLLM (no prompt_tokens_by_source; added in 0.18)";
         return empty(frame, area, msg, theme);
     }
-    let mut title = vec![Span::styled(" decode prompt tokens by source ", theme.fg("title"))];
-    for (k, (_, name, role)) in SOURCES.iter().enumerate() {
-        title.push(Span::styled(format!("■ {name} {} ", fmt::count(totals[k])), theme.fg(role)));
-    }
-    title.push(Span::styled(format!("(last {window:.0}s) "), theme.dim()));
+    let title = fmt::fit(
+        [
+            format!(" decode prompt tokens by source, last {window:.0}s "),
+            format!(" decode prompt tokens, last {window:.0}s "),
+            format!(" prompt tokens, {window:.0}s "),
+        ]
+        .map(|t| vec![Span::styled(t, theme.fg("title"))])
+        .into(),
+        inner_w(area),
+    );
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    draw_columns(frame.buffer_mut(), inner, &columns, theme);
+    // The legend has rows of its own above the columns: it never covers
+    // one, and no total is cut.
+    let legend = legend(&totals, inner.width as usize, theme);
+    let legend_h = (legend.len() as u16).min(inner.height);
+    let plot = Rect { y: inner.y + legend_h, height: inner.height - legend_h, ..inner };
+    frame.render_widget(Paragraph::new(legend), inner);
+    draw_columns(frame.buffer_mut(), plot, &columns, theme);
 }
 
-/// The cell of source `k` (in [`SOURCES`] order). Colour tells the sources
-/// apart; without it (NO_COLOR, mono) the fill does: transferred KV is the
-/// quiet `░`, cache hits `▒`, and computed tokens, a miss's spike, the
-/// solid `█`.
-fn fill(k: usize, theme: &Theme) -> &'static str {
+fn inner_w(area: Rect) -> usize {
+    area.width.saturating_sub(2) as usize
+}
+
+/// The cell of source `k` (in [`SOURCES`] order), in the chart and in its
+/// legend. Colour tells the sources apart; without it (NO_COLOR, mono) the
+/// fill does: transferred KV is the quiet `░`, cache hits `▒`, and computed
+/// tokens, a miss's spike, the solid `█`.
+fn glyph(k: usize, theme: &Theme) -> &'static str {
     if theme.color(SOURCES[k].2) != ratatui::style::Color::Reset {
         return "█";
     }
     ["░", "▒", "█"].get(k).copied().unwrap_or("█")
 }
 
+/// One line when it fits: the long names, else the short ones; else the
+/// items wrapped over lines, never one cut.
+fn legend(totals: &[f64; 3], cols: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let items = |short: bool| -> Vec<Span<'static>> {
+        SOURCES
+            .iter()
+            .enumerate()
+            .map(|(k, (_, name, role))| {
+                let name = if short { SHORT[k] } else { name };
+                Span::styled(format!(" {} {name} {}", glyph(k, theme), fmt::count(totals[k])), theme.fg(role))
+            })
+            .collect()
+    };
+    let one_line = |spans: Vec<Span<'static>>| spans.iter().map(Span::width).sum::<usize>() <= cols;
+    for short in [false, true] {
+        if one_line(items(short)) {
+            return vec![Line::from(items(short))];
+        }
+    }
+    let mut lines: Vec<Vec<Span<'static>>> = vec![Vec::new()];
+    for item in items(false) {
+        let last = lines.last_mut().expect("one line at least");
+        if !last.is_empty() && last.iter().map(Span::width).sum::<usize>() + item.width() > cols {
+            lines.push(vec![item]);
+        } else {
+            last.push(item);
+        }
+    }
+    lines.into_iter().map(Line::from).collect()
+}
+
+/// The legend's names where the long ones do not fit on one line.
+const SHORT: [&str; 3] = ["moved", "cached", "computed"];
+
 fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Theme) {
     let max = columns.iter().map(|c| c.iter().sum::<f64>()).fold(0.0f64, f64::max);
     if max.is_nan() || max <= 0.0 || area.height == 0 {
-        let msg = "no decode prompt tokens in this window";
-        buf.set_string(area.x + 1, area.y, msg, theme.dim());
+        let msg =
+            fmt::shorten("no decode prompt tokens in this window", area.width.saturating_sub(1) as usize);
+        if area.height > 0 {
+            buf.set_string(area.x + 1, area.y, msg, theme.dim());
+        }
         return;
     }
     let h = area.height as f64;
@@ -107,7 +154,7 @@ fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Them
                     break;
                 }
                 let y = area.y + area.height - 1 - drawn;
-                buf.set_string(area.x + x as u16, y, fill(k, theme), theme.fg(role));
+                buf.set_string(area.x + x as u16, y, glyph(k, theme), theme.fg(role));
                 drawn += 1;
             }
         }

@@ -20,6 +20,10 @@ fn real(role: &str) -> String {
 }
 
 fn screen(extra: &[(&str, &str)]) -> String {
+    screen_at(extra, 180, 50)
+}
+
+fn screen_at(extra: &[(&str, &str)], w: u16, h: u16) -> String {
     let mut st = AppState::new(common::pair_endpoints(), 60.0);
     for (t, (p, d)) in [(100.0, ("a", "a")), (101.0, ("b", "b"))] {
         let mut bodies = [
@@ -33,7 +37,7 @@ fn screen(extra: &[(&str, &str)]) -> String {
             st.apply(Msg::Scrape { instance, at: t, body });
         }
     }
-    common::screen_text(&App::new(st, Theme::builtin("dark").unwrap()), 180, 50)
+    common::screen_text(&App::new(st, Theme::builtin("dark").unwrap()), w, h)
 }
 
 #[test]
@@ -57,4 +61,13 @@ fn an_offload_tier_gets_its_own_line() {
     let line = text.lines().find(|l| l.starts_with("│ Offload ")).unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("stored bytes 0 B"), "{line}");
     assert!(text.contains("not a transfer"), "{text}");
+}
+
+/// The connector strip under the overview at the three sizes every view
+/// is drawn at (issue #19).
+#[test]
+fn the_connector_strip_at_every_size() {
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        insta::assert_snapshot!(format!("mooncake_overview_{w}x{h}"), screen_at(&[], w, h));
+    }
 }

@@ -89,3 +89,18 @@ fn a_router_without_pd_series_says_so_instead_of_zeros() {
     assert!(row.contains("● up") && row.contains("no vllm_router_pd_ series"), "{row}");
     assert!(!row.contains("req "), "{row}");
 }
+
+/// The router row above a live overview, at the three sizes every view is
+/// drawn at (issue #19): its numbers whole or left out, never cut.
+#[test]
+fn the_router_row_at_every_size() {
+    let router = RouterEndpoint::parse("127.0.0.1:29000").unwrap();
+    let mut st = common::replay_metrics_only("qwen3-shape-restart", 45.0).with_router(Some(router));
+    let now = st.now;
+    st.apply(Msg::Router { at: now - 2.0, scrape: Ok(scaled(1.0)) });
+    st.apply(Msg::Router { at: now, scrape: Ok(scaled(2.0)) });
+    let app = App::new(st, Theme::builtin("dark").unwrap());
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        insta::assert_snapshot!(format!("router_overview_{w}x{h}"), common::screen_text(&app, w, h));
+    }
+}

@@ -129,3 +129,77 @@ fn requests_view_and_a_trace_from_the_real_logs() {
     assert!(!t.contains("lab-steady-0 "), "the filter hides other ids: {t}");
     insta::assert_snapshot!("trace_mismatch_140x44", t);
 }
+
+/// The three sizes every view is drawn at: a laptop pane, a half screen, a
+/// full screen.
+const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
+
+/// Every view of a live pdtop tailing the logs, 62 s into the recording
+/// (misses named, the steady phase running), at every size.
+#[test]
+fn every_view_at_every_size() {
+    let state = common::replay_with_logs("qwen3-shape-restart", 62.0);
+    let views: [(&str, View, bool, bool); 7] = [
+        ("overview", View::Overview, false, false),
+        ("instances", View::Instances, false, false),
+        ("requests", View::Requests, false, false),
+        ("trace", View::Requests, true, false),
+        ("link", View::Link, false, false),
+        ("events", View::Events, false, false),
+        ("help", View::Overview, false, true),
+    ];
+    for (name, view, open, help) in views {
+        let mut app = App::new(state.clone(), dark());
+        app.view.view = view;
+        app.view.help = help;
+        if open {
+            app.view.search = "edge_block-1".into();
+            app.view.detail = true;
+        }
+        for (w, h) in SIZES {
+            let t = text(&draw(&app, w, h));
+            insta::assert_snapshot!(format!("view_{name}_{w}x{h}"), t);
+        }
+    }
+}
+
+/// Issue #19 item 5: at 80x24 every number is whole (the quantile line
+/// keeps `n=`, the token legend keeps the computed total, the request
+/// panel keeps the verdict), and EVIDENCE is wider than DECODE.
+#[test]
+fn every_number_is_whole_at_80x24() {
+    let state = common::replay_with_logs("qwen3-shape-restart", 62.0);
+    let mut app = App::new(state, dark());
+    let t = text(&draw(&app, 80, 24));
+    for whole in ["n=37", "n=45", "n=42", "computed 28.2k", "transferred 41.1k", "saves 14%"] {
+        assert!(t.contains(whole), "{whole} is not whole at 80x24:\n{t}");
+    }
+    // The latency chart is left out here, and says where it is.
+    assert!(t.contains("latency over time: 120x"), "{t}");
+    app.view.view = View::Requests;
+    let t = text(&draw(&app, 80, 24));
+    let head = t.lines().find(|l| l.contains("EVIDENCE")).expect("a header row");
+    let evidence_w = head.split_once("EVIDENCE").map_or(0, |(_, rest)| rest.chars().count() + 7);
+    assert!(evidence_w >= 24, "EVIDENCE is {evidence_w} wide: {head}");
+    assert!(!head.contains("DECODE"), "DECODE gives way to EVIDENCE at 80 columns: {head}");
+}
+
+/// Issue #19 item 6: at 200x60 the histograms take the rows their buckets
+/// need (no empty band), the latency charts have a legend row of their
+/// own, and the newest requests and the events get room.
+#[test]
+fn a_large_screen_goes_to_requests_events_and_latency() {
+    let state = common::replay_with_logs("qwen3-shape-restart", 62.0);
+    let app = App::new(state, dark());
+    let t = text(&draw(&app, 200, 60));
+    let empty_in_boxes = t
+        .lines()
+        .take_while(|l| !l.contains("over time"))
+        .filter(|l| l.trim_matches(['│', ' ']).is_empty())
+        .count();
+    assert!(empty_in_boxes <= 2, "histograms with empty rows:\n{t}");
+    assert_eq!(t.matches("bright: p50").count(), 2, "a legend per latency chart:\n{t}");
+    assert!(t.contains("newest requests") && t.contains("lab-steady-19"), "{t}");
+    let events = t.lines().filter(|l| l.contains(" MISS    lab-")).count();
+    assert!(events >= 6, "{events} event rows:\n{t}");
+}
