@@ -102,10 +102,13 @@ impl MissDetector {
         self.expire(iv.t);
         let threshold = whole_prompt_threshold(block_size);
         self.split_ttft(iv, threshold);
-        let errors =
-            (iv.counter(Counter::RequestsErrored) + iv.counter(Counter::RequestsAborted)).round() as u64;
+        // `finished_reason="abort"`: the client went away (or the request
+        // was aborted for it), which is no error of the pair.
+        let errors = iv.counter(Counter::RequestsErrored).round() as u64;
+        let cancelled = iv.counter(Counter::RequestsAborted).round() as u64;
         self.outcomes.error += errors;
-        self.outcomes.seen += errors;
+        self.outcomes.cancelled += cancelled;
+        self.outcomes.seen += errors + cancelled;
 
         let Some(computed) = iv.hists.get(&Hist::KvComputedTokens) else {
             // Requests finished and none observed its computed tokens: this
@@ -132,6 +135,13 @@ impl MissDetector {
             } else {
                 self.outcomes.no_prefill += 1;
             }
+        }
+        if iv.after_restart {
+            // The counts since a restart hold no time: which prefill (if
+            // any) each whole-prompt request followed cannot be said. A
+            // counter reset is a restart, never new misses.
+            self.outcomes.unknown += whole;
+            return None;
         }
         let mut missed = 0;
         for _ in 0..whole {
@@ -221,6 +231,11 @@ impl MissDetector {
         } else if external == 0.0 && local > n * threshold {
             self.ttft_computed.merge(&ttft);
         }
+    }
+
+    /// Whole-prompt requests holding a claim on a prefill, not yet decided.
+    pub fn held_claims(&self) -> usize {
+        self.pool.iter().filter(|e| e.claim.is_some()).count()
     }
 
     /// Prefill completions still waiting for their decode request.

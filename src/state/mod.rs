@@ -2,6 +2,7 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+pub mod alerts;
 mod checks;
 pub mod connectors;
 pub mod discovery;
@@ -17,6 +18,7 @@ pub mod recovery;
 pub mod router;
 pub mod series;
 pub mod spans;
+pub mod tally;
 pub mod wires;
 pub mod worth;
 
@@ -60,6 +62,10 @@ pub struct AppState {
     /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
     pub spans: spans::SpanStore,
     pub router: Option<router::RouterState>, // `--router`
+    /// The events of each alerting kind (`alerts()` says what alerts now).
+    pub alerts: alerts::AlertLog,
+    /// Config problems found on one instance (`pdtop doctor`'s findings).
+    pub config_problems: Vec<String>,
 }
 
 impl AppState {
@@ -79,6 +85,8 @@ impl AppState {
             recovery: recovery::Recovery::default(),
             spans: spans::SpanStore::new(spans::SPANS_CAP),
             router: None,
+            alerts: alerts::AlertLog::default(),
+            config_problems: Vec::new(),
         }
     }
 
@@ -229,6 +237,7 @@ impl AppState {
         };
         for e in logs.correlator.drain_log_events() {
             let text = format!("{}: {}", e.source, e.text);
+            self.alerts.on_event(e.t, EventKind::Log(e.kind), &text, 1);
             self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
         }
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
@@ -269,7 +278,9 @@ impl AppState {
             "{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}{cause}",
             ev.count
         );
-        self.push_event(ev.t, EventKind::SilentMiss, text);
+        self.alerts.on_event(ev.t, EventKind::SilentMiss, &text, ev.count);
+        self.events.push_back(Event { t: ev.t, kind: EventKind::SilentMiss, text });
+        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
 
     fn on_sample(&mut self, idx: usize, at: f64, sample: InstanceSample) {
@@ -322,6 +333,7 @@ impl AppState {
     }
 
     fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
+        self.alerts.on_event(t, kind, &text, 1);
         self.events.push_back(Event { t, kind, text });
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }

@@ -1,0 +1,52 @@
+//! The alert area: what is loud, in which order, for how long, and never
+//! something the recording does not hold (a demo loop, a counter reset).
+
+use crate::common::{self, capture_dir};
+use crate::recovery_real::capture;
+
+use pdtop::feed::{Msg, TailCounts};
+use pdtop::lab::Capture;
+use pdtop::state::alerts::{ALERT_SECS, AlertKind};
+use pdtop::state::{AppState, EventKind};
+
+fn kinds(st: &AppState) -> Vec<AlertKind> {
+    st.alerts(None).iter().map(|a| a.kind).collect()
+}
+
+/// Plays `cap` from its start up to `secs` into it.
+fn played(cap: &Capture, secs: f64, with_logs: bool) -> AppState {
+    let mut st = pdtop::lab::replay::initial_state(cap, with_logs);
+    for m in pdtop::lab::replay::messages(cap, secs, with_logs) {
+        st.apply(m);
+    }
+    st
+}
+
+/// The newest silent miss of qwen3-shape-restart (`lab-mismatch-3`) is
+/// named 44.5 s in; the decode restarts 132 s in. The alert stays
+/// `ALERT_SECS` after the newest miss, and the restart brings no miss back.
+#[test]
+fn a_miss_alerts_for_its_30_s_and_a_restart_brings_none_back() {
+    assert_eq!(ALERT_SECS, 30.0);
+    let cap = capture("qwen3-shape-restart");
+    for with_logs in [true, false] {
+        let (st, last) = {
+            let st = played(&cap, 40.0, with_logs);
+            let last = st.alerts(None).into_iter().find(|a| a.kind == AlertKind::SilentMiss);
+            (st, last)
+        };
+        let a = last.unwrap_or_else(|| panic!("logs {with_logs}: {:?}", st.alerts(None)));
+        assert!(a.count >= 4, "{a:?}");
+        // The newest miss: named by the traces, or counted by metrics.
+        let newest = played(&cap, 50.0, with_logs).alerts(None)[0].clone();
+        assert_eq!((newest.kind, newest.count), (AlertKind::SilentMiss, 8), "logs {with_logs}");
+        let t = newest.last.unwrap() - cap.t0;
+        assert_eq!(kinds(&played(&cap, t + ALERT_SECS - 1.0, with_logs)), [AlertKind::SilentMiss]);
+        assert_eq!(kinds(&played(&cap, t + ALERT_SECS + 1.0, with_logs)), []);
+        // After the decode's restart and its first requests: still 8.
+        let after = played(&cap, 140.0, with_logs);
+        assert_eq!(after.instances[1].health.restarts, 1);
+        assert_eq!(kinds(&after), [], "logs {with_logs}: {:?}", after.alerts(None));
+        assert_eq!(after.misses.outcomes.silent_miss, 8, "logs {with_logs}");
+    }
+}
