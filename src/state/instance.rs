@@ -208,6 +208,7 @@ fn diff(
             kv_usage: cur.kv_usage,
             running: cur.running,
             waiting: cur.waiting,
+            rewound: true,
             ..Interval::default()
         };
     }
@@ -251,5 +252,6 @@ fn diff(
         running: cur.running,
         waiting: cur.waiting,
         after_restart: restart,
+        rewound: false,
     }
 }

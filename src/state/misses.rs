@@ -84,6 +84,13 @@ pub fn whole_prompt_threshold(block_size: Option<u32>) -> f64 {
 }
 
 impl MissDetector {
+    /// Either role's counters went back under the same process start (a
+    /// recording looping): the prefills before it belong to another run,
+    /// none of them can be a later request's.
+    pub fn on_rewind(&mut self) {
+        self.pool.clear();
+    }
+
     /// Prefill requests that completed in an interval join the pool.
     pub fn on_prefill_interval(&mut self, iv: &Interval) {
         let done = iv.counter(Counter::RequestsOk).round() as u64;

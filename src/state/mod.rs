@@ -306,6 +306,9 @@ impl AppState {
         if was_down {
             self.push_event(at, EventKind::Up, format!("{display} back up"));
         }
+        if iv.rewound {
+            self.misses.on_rewind();
+        }
         if iv.after_restart {
             let text = format!("{display} restarted: counters start again from zero");
             self.push_event(at, EventKind::Restart, text);
