@@ -35,7 +35,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    let session = lab_session(&handle, t0, model.as_deref(), args.speed, settings.window_secs, settings.timeout);
+    let session =
+        lab_session(&handle, t0, model.as_deref(), args.speed, settings.window_secs, settings.timeout);
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0, args.speed));
     let mut feed = Feed::live(&session, clock)?;

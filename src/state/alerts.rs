@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use super::{AppState, EventKind};
 use crate::logs::signal::SignalKind;
+use crate::traces::Outcome;
 
 /// How long an alert made of events stays after the newest one: long
 /// enough to be seen by someone who glanced away, short enough to clear
@@ -70,13 +71,11 @@ impl AlertKind {
             EventKind::Log(SignalKind::EngineDead) => Some(AlertKind::EngineDead),
             EventKind::SilentMiss => Some(AlertKind::SilentMiss),
             EventKind::Mismatch => Some(AlertKind::ConfigDiffers),
-            // A failed request after a restart or a cancel is an error too.
-            EventKind::RouterError | EventKind::NotRecovered => Some(AlertKind::Errors),
+            EventKind::RouterError | EventKind::RequestErrors => Some(AlertKind::Errors),
             k if k.is_failure() => Some(AlertKind::Errors),
             _ => None,
         }
     }
-
 }
 
 /// One line of the alert area.
@@ -97,6 +96,8 @@ pub struct AlertLog {
     seen: BTreeMap<AlertKind, (u64, f64, String)>,
     /// Where each engine death was logged ("decode#0"), and when.
     deaths: Vec<(String, f64)>,
+    /// Requests decided as errors so far (the traces' or the metrics').
+    errors_counted: u64,
 }
 
 impl AlertLog {
@@ -157,6 +158,30 @@ impl AppState {
         }
         debug_assert!(out.windows(2).all(|w| w[0].kind < w[1].kind));
         out
+    }
+
+    /// Requests decided as errors since the last look: one event for them,
+    /// naming the newest (the traces), or their count (metrics alone).
+    pub(super) fn collect_request_errors(&mut self) {
+        let traced = self.logs.as_ref().filter(|l| l.has_decode_log());
+        let total = match traced {
+            Some(l) => l.correlator.counts().error,
+            None => self.misses.outcomes.error,
+        };
+        let before = std::mem::replace(&mut self.alerts.errors_counted, total);
+        if total <= before {
+            return;
+        }
+        let n = total - before;
+        let newest = traced.and_then(|l| {
+            let t = l.correlator.traces().rev().find(|t| t.outcome == Outcome::Error)?;
+            Some(format!("{}: {}", t.id, t.evidence))
+        });
+        let text = match newest {
+            Some(t) => format!("{n} request(s) failed; the newest {t}"),
+            None => format!("{n} decode request(s) ended in error (finished_reason=\"error\")"),
+        };
+        self.push_counted(self.now, EventKind::RequestErrors, text, n);
     }
 
     /// Findings of one instance's configuration (`pdtop doctor`, #21):

@@ -121,6 +121,7 @@ impl AppState {
             logs.correlator.finish(self.now);
         }
         self.collect_named_misses();
+        self.collect_request_errors();
         self.finish_recovery();
     }
 
@@ -227,6 +228,7 @@ impl AppState {
             logs.correlator.on_tick(read_up_to);
         }
         self.collect_named_misses();
+        self.collect_request_errors();
     }
 
     /// Turns the correlator's newly decided misses into events, naming the
@@ -278,9 +280,7 @@ impl AppState {
             "{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}{cause}",
             ev.count
         );
-        self.alerts.on_event(ev.t, EventKind::SilentMiss, &text, ev.count);
-        self.events.push_back(Event { t: ev.t, kind: EventKind::SilentMiss, text });
-        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
+        self.push_counted(ev.t, EventKind::SilentMiss, text, ev.count);
     }
 
     fn on_sample(&mut self, idx: usize, at: f64, sample: InstanceSample) {
@@ -336,7 +336,12 @@ impl AppState {
     }
 
     fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
-        self.alerts.on_event(t, kind, &text, 1);
+        self.push_counted(t, kind, text, 1);
+    }
+
+    /// An event that stands for `n` occurrences (misses in one interval).
+    fn push_counted(&mut self, t: f64, kind: EventKind, text: String, n: u64) {
+        self.alerts.on_event(t, kind, &text, n);
         self.events.push_back(Event { t, kind, text });
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }

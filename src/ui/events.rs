@@ -50,6 +50,7 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::RecoveryUnknown => ("BACK ? ", theme.dim()),
                 EventKind::Connector(_) => ("KV FAIL", theme.fg("error")),
                 EventKind::RouterError => ("ROUTER ", theme.fg("error")),
+                EventKind::RequestErrors => ("ERROR  ", theme.fg("error")),
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
             });
             Line::from(vec![

@@ -1,7 +1,7 @@
 //! The alert area: what is loud, in which order, for how long, and never
 //! something the recording does not hold (a demo loop, a counter reset).
 
-use crate::common::{self, capture_dir};
+use crate::common;
 use crate::recovery_real::capture;
 
 use pdtop::feed::{Msg, TailCounts};
@@ -104,5 +104,101 @@ fn a_looped_recording_is_no_restart_and_no_new_miss() {
         };
         assert_eq!(pass(true), pass(false), "logs {with_logs}");
         assert!(pass(false).iter().all(|(k, _)| *k != "mismatch"), "{:?}", pass(false));
+    }
+}
+
+/// `pdtop demo`'s own feed (the embedded qwen3-shape-restart served by the
+/// lab on loopback, scraped and tailed by the collectors), past its first
+/// loop: every event is one the capture holds. Before: the first event was
+/// `DIFFER` (the lab served a model path of its own beside the log's), and
+/// each loop restarted the prefill.
+#[test]
+fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
+    use pdtop::clock::{Clock, ScaledClock};
+    use pdtop::pipeline::Feed;
+    use std::sync::Arc;
+    let cap = Capture::embedded().unwrap();
+    let (t0, model) = (cap.t0, cap.model_config.clone());
+    let speed = 10.0;
+    let dir = std::env::temp_dir().join(format!("pdtop-alerts-demo-{}", std::process::id()));
+    let opts = pdtop::lab::LabOptions { speed, looping: true, dir: dir.clone() };
+    let lab = pdtop::modes::demo::start_lab(cap, opts).unwrap();
+    let timeout = std::time::Duration::from_secs(2);
+    let session = pdtop::modes::demo::lab_session(&lab, t0, model.as_deref(), speed, 60.0, timeout);
+    let clock = Arc::new(ScaledClock::new(t0, speed));
+    let Feed::Live(mut live) = Feed::live(&session, clock.clone()).unwrap() else {
+        unreachable!("a live feed")
+    };
+    let mut st = session.state();
+    // Into the second loop, past its misses, before its decode restart.
+    while !(lab.clock.now().0 >= 1 && lab.clock.progress() > 0.4) {
+        let msg = live.rx.blocking_recv().expect("the collectors run");
+        st.apply(msg);
+        st.apply(Msg::Tick { at: clock.now() });
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let events: Vec<String> = st.events.iter().map(|e| format!("{} {}", e.kind.name(), e.text)).collect();
+    for e in &st.events {
+        match e.kind {
+            // Which requests: the tmux check at the demo's own speed. At
+            // 10x a hit's 1.5 s settle is 150 ms of real time, close to a
+            // loaded machine's polling jitter.
+            EventKind::SilentMiss => {}
+            // The decode's kill and return (80 s and 132 s into the recording).
+            EventKind::Down | EventKind::Up | EventKind::Restart | EventKind::Recovered => {
+                assert!(e.text.starts_with(&lab.decode.to_string()), "{events:#?}");
+            }
+            _ => panic!("not in the capture: {} {}\n{events:#?}", e.kind.name(), e.text),
+        }
+    }
+    assert_eq!(st.instances[0].health.restarts, 0, "{events:#?}");
+    assert_eq!(st.instances[1].health.restarts, 1, "{events:#?}");
+}
+
+/// demo-proxy-qwen3 (README): misses in `steady` (10-20 s in), two
+/// requests refused with HTTP 400 (24 s), the decode engine dies with four
+/// requests in flight (25.7 s), its instance is down until 75 s in.
+#[test]
+fn a_dead_engine_comes_first_and_stays_while_its_instance_is_down() {
+    let cap = capture("demo-proxy-qwen3");
+    let st = played(&cap, 30.0, true);
+    let alerts = st.alerts(None);
+    let order: Vec<AlertKind> = alerts.iter().map(|a| a.kind).collect();
+    assert_eq!(order, [AlertKind::EngineDead, AlertKind::Errors, AlertKind::SilentMiss], "{alerts:#?}");
+    assert_eq!(alerts[0].count, 1);
+    assert!(alerts[0].text.starts_with("decode#0: EngineCore encountered a fatal error"), "{alerts:#?}");
+    // 2 refused, 4 cut off by the death.
+    assert_eq!(alerts[1].count, 6, "{alerts:#?}");
+    assert!(alerts[1].text.contains("engine died with it in flight"), "{alerts:#?}");
+    // 40 s after the death, the instance still down: the death still alerts,
+    // the errors and misses are old.
+    assert_eq!(kinds(&played(&cap, 65.0, true)), [AlertKind::EngineDead]);
+    // Back up (75 s in) and more than 30 s after: the death is over (the
+    // misses of `after_restart` alert on their own).
+    assert!(!kinds(&played(&cap, 79.0, true)).contains(&AlertKind::EngineDead));
+
+    // The header draws them in that order, loud; Events marks the same
+    // events the same way.
+    let theme = pdtop::theme::Theme::builtin("dark").unwrap();
+    let mut app = pdtop::app::App::new(st, theme.clone());
+    let text = common::screen_text(&app, 120, 40);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(" ▲ ")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(rows[0].starts_with(" ▲ ENGINE DEAD ×1  4.3s ago  decode#0: EngineCore"), "{text}");
+    assert!(rows[1].starts_with(" ▲ ERRORS ×6  4.0s ago  4 request(s) failed"), "{text}");
+    assert!(rows[2].starts_with(" ▲ SILENT MISS ×6  10s ago  cmpl-ab7f7b82dd7eef2a"), "{text}");
+    app.view.view = pdtop::ui::View::Events;
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).unwrap();
+    term.draw(|f| app.draw(f)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let text = common::buffer_text(&buf);
+    for tag in ["▲ DEAD ", "▲ ERROR", "▲ MISS "] {
+        let (y, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(&format!(" {tag} ")))
+            .unwrap_or_else(|| panic!("{tag}: {text}"));
+        let x = line.chars().position(|c| c == '▲').unwrap() as u16;
+        assert_eq!(buf[(x, y as u16)].style().bg, theme.alarm().bg, "{tag}");
     }
 }
