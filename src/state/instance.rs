@@ -255,3 +255,51 @@ fn diff(
         rewound: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::Role;
+
+    fn real(file: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap()
+    }
+
+    fn scrape(inst: &mut InstanceState, at: f64, body: &str) -> Interval {
+        inst.on_scrape(at, InstanceSample::from_text(body)).unwrap()
+    }
+
+    /// The decode's real scrapes: idle before its restart (process A) and
+    /// at the end (process B, counters higher).
+    #[test]
+    fn counters_back_under_the_same_process_start_are_a_rewind_not_a_restart() {
+        let (idle, end) = (real("decode-metrics-idle.txt"), real("decode-metrics-end.txt"));
+        let (a, b) =
+            ("process_start_time_seconds 1.79601987092e+09", "process_start_time_seconds 1.79602001199e+09");
+        assert!(idle.contains(a) && end.contains(b));
+        let mut inst = InstanceState::new(Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap());
+        inst.on_scrape(1.0, InstanceSample::from_text(&end));
+        // B's counters, then the idle ones under B's start: a recording
+        // looping. No restart, nothing counted.
+        let iv = scrape(&mut inst, 2.0, &idle.replace(a, b));
+        assert!(iv.rewound && !iv.after_restart && iv.counters.iter().all(|(_, v)| *v == 0.0));
+        assert_eq!(inst.health.restarts, 0);
+        // The same back under an earlier start: a process never starts
+        // before the one it replaced.
+        inst.on_scrape(3.0, InstanceSample::from_text(&end));
+        let iv = scrape(&mut inst, 4.0, &idle);
+        assert!(iv.rewound && inst.health.restarts == 0);
+        // A later start is a restart: all of its counts are new.
+        let iv = scrape(&mut inst, 5.0, &end);
+        assert!(iv.after_restart && !iv.rewound && inst.health.restarts == 1);
+        // Without a process start (multiprocess metrics), counters going
+        // back are all there is: a restart.
+        let no_start = |body: &str| {
+            body.lines().filter(|l| !l.starts_with("process_start")).collect::<Vec<_>>().join("\n")
+        };
+        inst.on_scrape(6.0, InstanceSample::from_text(&no_start(&end)));
+        let iv = scrape(&mut inst, 7.0, &no_start(&idle));
+        assert!(iv.after_restart && inst.health.restarts == 2);
+    }
+}

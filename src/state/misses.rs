@@ -338,6 +338,21 @@ mod tests {
         assert_eq!(d.pending_prefills(), 1);
     }
 
+    /// The counts after a restart hold no time: a whole-prompt request
+    /// there is unknown, never a miss, even with a prefill waiting.
+    #[test]
+    fn a_restart_interval_makes_no_miss() {
+        let mut d = MissDetector::default();
+        d.on_prefill_interval(&interval(2.0, 1.0, None));
+        let mut iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        iv.after_restart = true;
+        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 1, unknown: 1, ..Counts::default() });
+        // A rewind forgets the prefills before it.
+        d.on_rewind();
+        assert_eq!(d.pending_prefills(), 0);
+    }
+
     #[test]
     fn stale_prefills_expire() {
         let mut d = MissDetector::default();

@@ -202,3 +202,22 @@ fn a_dead_engine_comes_first_and_stays_while_its_instance_is_down() {
         assert_eq!(buf[(x, y as u16)].style().bg, theme.alarm().bg, "{tag}");
     }
 }
+
+/// The Requests panel's counts: every outcome, cancelled included, and
+/// the parts sum to the requests seen (traces and metrics alike).
+#[test]
+fn every_outcome_is_counted_and_the_parts_sum_to_the_whole() {
+    for name in ["demo-proxy-qwen3", "qwen3-shape-restart"] {
+        let cap = capture(name);
+        for with_logs in [true, false] {
+            for secs in [12.0, 24.5, 40.0, cap.t_end - cap.t0 + 1.0] {
+                let tally = played(&cap, secs, with_logs).request_tally();
+                let sum: u64 = tally.parts.iter().map(|(_, n)| n).sum();
+                assert_eq!(sum, tally.seen, "{name} logs {with_logs} at {secs}: {tally:?}");
+            }
+        }
+    }
+    // The cancel phase's two streams (README).
+    let tally = played(&capture("demo-proxy-qwen3"), 40.0, true).request_tally();
+    assert_eq!((tally.source, tally.get("cancelled")), ("traces", 2), "{tally:?}");
+}
