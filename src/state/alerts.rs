@@ -136,8 +136,11 @@ impl AppState {
             };
             let fresh = self.now - last <= ALERT_SECS;
             let down = kind == AlertKind::EngineDead && self.a_dead_engine_is_down();
+            // Misses: as many as the Requests panel counts now (a verdict
+            // may still change after its event).
+            let count = if kind == AlertKind::SilentMiss { self.misses_seen() } else { *count };
             if fresh || down {
-                out.push(Alert { kind, count: *count, last: Some(*last), text: text.clone() });
+                out.push(Alert { kind, count, last: Some(*last), text: text.clone() });
             }
         }
         if let Some(w) = wire {
@@ -190,10 +193,13 @@ impl AppState {
         self.config_problems = findings;
     }
 
-    /// Silent misses counted so far, by the traces or by metrics.
+    /// Silent misses counted so far: by the traces where a decode log is
+    /// tailed, else by metrics.
     fn misses_seen(&self) -> u64 {
-        let traced = self.logs.as_ref().map_or(0, |l| l.correlator.counts().silent_miss);
-        self.misses.outcomes.silent_miss.max(traced)
+        match self.logs.as_ref().filter(|l| l.has_decode_log()) {
+            Some(l) => l.correlator.counts().silent_miss,
+            None => self.misses.outcomes.silent_miss,
+        }
     }
 
     /// An instance whose log told of its engine's death is down (its

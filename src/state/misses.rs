@@ -143,13 +143,6 @@ impl MissDetector {
                 self.outcomes.no_prefill += 1;
             }
         }
-        if iv.after_restart {
-            // The counts since a restart hold no time: which prefill (if
-            // any) each whole-prompt request followed cannot be said. A
-            // counter reset is a restart, never new misses.
-            self.outcomes.unknown += whole;
-            return None;
-        }
         let mut missed = 0;
         for _ in 0..whole {
             let possible = |e: &PoolEntry| e.claim.is_none() && e.earliest <= latest_arrival;
@@ -338,19 +331,17 @@ mod tests {
         assert_eq!(d.pending_prefills(), 1);
     }
 
-    /// The counts after a restart hold no time: a whole-prompt request
-    /// there is unknown, never a miss, even with a prefill waiting.
+    /// After a rewind (the demo's loop) the prefills before it are no
+    /// later request's: the whole-prompt request is no miss.
     #[test]
-    fn a_restart_interval_makes_no_miss() {
+    fn a_rewind_forgets_the_prefills_before_it() {
         let mut d = MissDetector::default();
         d.on_prefill_interval(&interval(2.0, 1.0, None));
-        let mut iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
-        iv.after_restart = true;
-        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
-        assert_eq!(d.outcomes, Counts { seen: 1, unknown: 1, ..Counts::default() });
-        // A rewind forgets the prefills before it.
         d.on_rewind();
         assert_eq!(d.pending_prefills(), 0);
+        let iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 1, no_prefill: 1, ..Counts::default() });
     }
 
     #[test]
