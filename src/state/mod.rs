@@ -51,8 +51,6 @@ pub struct AppState {
     pub source_errors: Vec<(String, String)>,
     /// Present when logs are tailed: per-request traces.
     pub logs: Option<Box<LogState>>,
-    /// The newest request named as a silent miss by the traces: (id, when).
-    pub last_named_miss: Option<(String, f64)>,
     /// Link bytes against the KV size the model predicts.
     pub link: link::LinkState,
     /// What the roles disagree on, most harmful first.
@@ -79,7 +77,6 @@ impl AppState {
             events: VecDeque::new(),
             source_errors: Vec::new(),
             logs: None,
-            last_named_miss: None,
             link: link::LinkState::default(),
             mismatches: Vec::new(),
             recovery: recovery::Recovery::default(),
@@ -257,7 +254,6 @@ impl AppState {
         let cause = self.miss_cause().map(|c| format!(" · {c}")).unwrap_or_default();
         for (id, evidence) in found {
             self.push_event(self.now, EventKind::SilentMiss, format!("{id}: {evidence}{cause}"));
-            self.last_named_miss = Some((id, self.now));
         }
     }
 
@@ -387,11 +383,6 @@ impl AppState {
             out.get_or_insert_with(Histogram::default).merge(&h);
         }
         out
-    }
-
-    /// The most recent silent miss, if it happened within `secs`.
-    pub fn recent_miss(&self, secs: f64) -> Option<&misses::MissEvent> {
-        self.misses.events.back().filter(|e| self.now - e.t <= secs)
     }
 
     /// The decode instances' KV block size, when one reported it.

@@ -4,8 +4,7 @@
 //! ```text
 //! ┌ tabs ─────────────────────────────── model · window · clock · badges ┐
 //! │ one header row per instance (role, endpoint, model, block, health)   │
-//! │ what the roles disagree on (only when they do)                       │
-//! │ silent-miss banner (only when there is one)                          │
+//! │ the alert area: death, errors, misses, wire, config (only when any)  │
 //! │ the current view (Overview, Events)                                  │
 //! │ footer: the keys                                                     │
 //! └──────────────────────────────────────────────────────────────────────┘
@@ -149,6 +148,8 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let header_rows =
         if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
     let alerts = state.alerts(crate::report::kv::wire_warning_of(state));
+    // What alerts is the state's call (`AppState::alerts`); it takes
+    // `header::alert_height` rows.
     let banner = header::alert_height(&alerts);
     let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());
