@@ -45,7 +45,7 @@ fn main() {
     let handle = rx.recv().expect("lab answered").expect("lab started");
     let settings = Settings::resolve(&Inputs::default(), &UiArgs::default(), &FileConfig::default(), false)
         .expect("default settings");
-    let session = lab_session(&handle, t0, None, 1.0, &settings);
+    let session = lab_session(&handle, t0, None, 1.0, settings.window_secs, settings.timeout);
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0 + START_AT, 1.0));
 
     // When each request's `Added request` line first appears in the decode log.

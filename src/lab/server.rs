@@ -195,7 +195,7 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
             Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
             Err(()) => ("503 Service Unavailable", "text/plain", "down\n".to_string()),
         },
-        "/v1/models" => ("200 OK", "application/json", models_json(&capture)),
+        "/v1/models" => ("200 OK", "application/json", models_json(&capture, role)),
         "/version" => match version_of(&capture, role) {
             Some(v) => ("200 OK", "application/json", serde_json::json!({ "version": v }).to_string()),
             None => ("404 Not Found", "text/plain", "not found\n".to_string()),
@@ -212,15 +212,20 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
     let _ = stream.shutdown().await;
 }
 
-fn models_json(capture: &Capture) -> String {
+/// What the recorded instance's `/v1/models` said, as far as its own
+/// startup log tells: vLLM's `root` is the `--model` path and
+/// `max_model_len` its length. Both roles come from their own log, so the
+/// lab never shows a pair that disagrees where the recording did not.
+fn models_json(capture: &Capture, role: Role) -> String {
+    let config = startup_of(capture, role);
     serde_json::json!({
         "object": "list",
         "data": [{
             "id": capture.model_name,
             "object": "model",
             "owned_by": "vllm",
-            "root": format!("/models/{}", capture.name),
-            "max_model_len": 8192,
+            "root": config.model,
+            "max_model_len": config.max_model_len,
         }]
     })
     .to_string()
@@ -228,16 +233,22 @@ fn models_json(capture: &Capture) -> String {
 
 /// The vLLM version the recorded instance ran, as its own log printed it.
 fn version_of(capture: &Capture, role: Role) -> Option<String> {
+    startup_of(capture, role).version
+}
+
+/// What the recorded instance's startup lines say of it.
+fn startup_of(capture: &Capture, role: Role) -> crate::logs::startup::StartupConfig {
     let file = match role {
         Role::Prefill => "prefill.log",
         Role::Decode => "decode.log",
     };
-    let log = capture.logs.iter().find(|l| l.file_name == file)?;
     let mut config = crate::logs::startup::StartupConfig::default();
-    log.lines.iter().take(2000).find_map(|(_, line)| {
-        config.on_line(line);
-        config.version.clone()
-    })
+    if let Some(log) = capture.logs.iter().find(|l| l.file_name == file) {
+        for (_, line) in log.lines.iter().take(2000) {
+            config.on_line(line);
+        }
+    }
+    config
 }
 
 /// Appends each line of each log when its time comes; truncates at a new

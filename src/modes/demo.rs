@@ -23,12 +23,11 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     }
     .map_err(|e| Error::Usage(format!("demo data: {e}")))?;
     let settings = super::settings(&Inputs::default(), &args.ui)?;
-    let (name, t0) = (capture.name.clone(), capture.t0);
-    let model = capture.model_config.as_deref().and_then(|text| {
-        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
-    });
+    let name = capture.name.clone();
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
     let opts = LabOptions { speed: args.speed, looping: !args.no_loop, dir: dir.clone() };
+    let model = capture.model_config.clone();
+    let t0 = capture.t0;
     let handle = start_lab(capture, opts)?;
     if args.serve_only {
         print_lab(&name, args.speed, &handle);
@@ -36,7 +35,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    let session = lab_session(&handle, t0, model, args.speed, &settings);
+    let session =
+        lab_session(&handle, t0, model.as_deref(), args.speed, settings.window_secs, settings.timeout);
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0, args.speed));
     let mut feed = Feed::live(&session, clock)?;
@@ -48,16 +48,20 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     result
 }
 
-/// What a live pdtop watches of a running lab: its two instances, its logs,
-/// its link files, scraped as often in recording time as a live pdtop's.
+/// What the demo watches: the lab's two instances, its logs, its link
+/// files, scraped as often in recording time as a live pdtop would
+/// (within reason). `t0` is the recording's start, `model` its config.
 pub fn lab_session(
     handle: &LabHandle,
     t0: f64,
-    model: Option<KvModel>,
+    model: Option<&str>,
     speed: f64,
-    settings: &crate::config::Settings,
+    window_secs: f64,
+    timeout: Duration,
 ) -> Session {
-    // Scrapes as often in recording time as a live pdtop's, within reason.
+    let model = model.and_then(|text| {
+        KvModel::from_config(text, "the recording's model-config.json".into(), Default::default()).ok()
+    });
     let interval = Duration::from_secs_f64((1.0 / speed.max(0.01)).clamp(0.05, 1.0));
     Session {
         started: t0,
@@ -67,11 +71,11 @@ pub fn lab_session(
         iface: handle.net_dev_file.as_ref().map(|_| "lo".to_string()),
         kv_model: model,
         kv_cache_dtype: None,
-        window_secs: settings.window_secs,
+        window_secs,
         clock_speed: speed,
         show_prompts: false,
         collect: Some(Collect {
-            scrape: ScrapeOptions { interval, timeout: settings.timeout, bearer_token: None },
+            scrape: ScrapeOptions { interval, timeout, bearer_token: None },
             prometheus: None,
             kv_dir: handle.kv_dir.clone(),
             net_dev: handle.net_dev_file.clone().map(NetDevPath::File),

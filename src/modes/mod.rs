@@ -4,7 +4,7 @@
 
 mod check;
 mod dashboard;
-mod demo;
+pub mod demo;
 mod record;
 mod replay;
 mod screen;

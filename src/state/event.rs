@@ -28,6 +28,8 @@ pub enum EventKind {
     /// A connector's failure counter rose (kind: `connectors::FAILURES`).
     Connector(&'static str),
     RouterError, // a `vllm_router_pd_*errors_total` rose
+    /// Requests decided as errors (by the traces, or counted by metrics).
+    RequestErrors,
     /// A failure a log line reported (engine death, transfer or KV load
     /// failure, connector missing...), with or without a request.
     Log(crate::logs::signal::SignalKind),
@@ -48,6 +50,7 @@ impl EventKind {
             EventKind::RecoveryUnknown => "recovery_unknown",
             EventKind::Connector(kind) => kind,
             EventKind::RouterError => "router_error",
+            EventKind::RequestErrors => "request_errors",
             EventKind::Log(k) => k.as_str(),
         }
     }

@@ -1,7 +1,7 @@
 //! One watched instance: its health, its latest scrape, and the deltas
-//! between scrapes. A counter that goes down, or a new
-//! `process_start_time_seconds`, is a restart: the new values count from
-//! zero, so a rate is never negative.
+//! between scrapes. A later `process_start_time_seconds`, or a counter
+//! that goes down where no process start is exported, is a restart: the new
+//! values count from zero, so a rate is never negative.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -157,6 +157,39 @@ impl InstanceState {
     }
 }
 
+/// How a sample's process relates to the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Continuity {
+    /// Counters only grew: the deltas are what happened in between.
+    Same,
+    /// A new process: its counters start from zero, all of them are new.
+    Restart,
+    /// The counters went back but `process_start_time_seconds` did not
+    /// move forward: the same (or an older) process seen again, never a
+    /// new one (a recording played in a loop, another server answering at
+    /// the address). Nothing in between can be known: no counts, no restart.
+    Rewound,
+}
+
+/// Whether the counters were reset, and by what. `process_start_time_seconds`
+/// (prometheus_client's process collector) is exported by vLLM's single API
+/// server process, whose registry holds the counters; a new process starts
+/// later than the one it replaced. In multiprocess mode
+/// (`PROMETHEUS_MULTIPROC_DIR`) vLLM exports no process start: then a
+/// counter that goes back is all there is, and it is a restart.
+fn continuity(prev: &InstanceSample, cur: &InstanceSample) -> Continuity {
+    let counter_went_down = cur.counters.iter().any(|(c, v)| prev.counters.get(c).is_some_and(|p| v < p));
+    let hist_went_down =
+        cur.hists.iter().any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
+    let went_back = counter_went_down || hist_went_down;
+    match (prev.process_start, cur.process_start) {
+        (Some(a), Some(b)) if b - a > 0.5 => Continuity::Restart,
+        (Some(_), Some(_)) if went_back => Continuity::Rewound,
+        _ if went_back => Continuity::Restart,
+        _ => Continuity::Same,
+    }
+}
+
 /// The interval between two samples, detecting a restart.
 fn diff(
     prev: &InstanceSample,
@@ -165,14 +198,20 @@ fn diff(
     dt: f64,
     bounds: &mut BTreeMap<Hist, Option<Arc<[f64]>>>,
 ) -> Interval {
-    let start_changed = match (prev.process_start, cur.process_start) {
-        (Some(a), Some(b)) => (a - b).abs() > 0.5,
-        _ => false,
-    };
-    let counter_went_down = cur.counters.iter().any(|(c, v)| prev.counters.get(c).is_some_and(|p| v < p));
-    let hist_went_down =
-        cur.hists.iter().any(|(k, h)| prev.hists.get(k).is_some_and(|p| h.total() < p.total()));
-    let restart = start_changed || counter_went_down || hist_went_down;
+    let continuity = continuity(prev, cur);
+    let restart = continuity == Continuity::Restart;
+    if continuity == Continuity::Rewound {
+        // A baseline again: the interval holds no counts.
+        return Interval {
+            t: at,
+            dt,
+            kv_usage: cur.kv_usage,
+            running: cur.running,
+            waiting: cur.waiting,
+            rewound: true,
+            ..Interval::default()
+        };
+    }
 
     // `cur.counters` is a map by `Counter`: already in order.
     let counters = Counters::from_sorted(cur.counters.iter().map(|(c, v)| {
@@ -213,5 +252,54 @@ fn diff(
         running: cur.running,
         waiting: cur.waiting,
         after_restart: restart,
+        rewound: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::Role;
+
+    fn real(file: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap()
+    }
+
+    fn scrape(inst: &mut InstanceState, at: f64, body: &str) -> Interval {
+        inst.on_scrape(at, InstanceSample::from_text(body)).unwrap()
+    }
+
+    /// The decode's real scrapes: idle before its restart (process A) and
+    /// at the end (process B, counters higher).
+    #[test]
+    fn counters_back_under_the_same_process_start_are_a_rewind_not_a_restart() {
+        let (idle, end) = (real("decode-metrics-idle.txt"), real("decode-metrics-end.txt"));
+        let (a, b) =
+            ("process_start_time_seconds 1.79601987092e+09", "process_start_time_seconds 1.79602001199e+09");
+        assert!(idle.contains(a) && end.contains(b));
+        let mut inst = InstanceState::new(Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap());
+        inst.on_scrape(1.0, InstanceSample::from_text(&end));
+        // B's counters, then the idle ones under B's start: a recording
+        // looping. No restart, nothing counted.
+        let iv = scrape(&mut inst, 2.0, &idle.replace(a, b));
+        assert!(iv.rewound && !iv.after_restart && iv.counters.iter().all(|(_, v)| *v == 0.0));
+        assert_eq!(inst.health.restarts, 0);
+        // The same back under an earlier start: a process never starts
+        // before the one it replaced.
+        inst.on_scrape(3.0, InstanceSample::from_text(&end));
+        let iv = scrape(&mut inst, 4.0, &idle);
+        assert!(iv.rewound && inst.health.restarts == 0);
+        // A later start is a restart: all of its counts are new.
+        let iv = scrape(&mut inst, 5.0, &end);
+        assert!(iv.after_restart && !iv.rewound && inst.health.restarts == 1);
+        // Without a process start (multiprocess metrics), counters going
+        // back are all there is: a restart.
+        let no_start = |body: &str| {
+            body.lines().filter(|l| !l.starts_with("process_start")).collect::<Vec<_>>().join("\n")
+        };
+        inst.on_scrape(6.0, InstanceSample::from_text(&no_start(&end)));
+        let iv = scrape(&mut inst, 7.0, &no_start(&idle));
+        assert!(iv.after_restart && inst.health.restarts == 2);
     }
 }

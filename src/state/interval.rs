@@ -23,6 +23,9 @@ pub struct Interval {
     pub waiting: Option<f64>,
     /// This interval began with a restart (its deltas count from zero).
     pub after_restart: bool,
+    /// The counters went back under the same process start: no restart,
+    /// and nothing counted (see `instance::continuity`).
+    pub rewound: bool,
 }
 
 impl Interval {

@@ -84,6 +84,13 @@ pub fn whole_prompt_threshold(block_size: Option<u32>) -> f64 {
 }
 
 impl MissDetector {
+    /// Either role's counters went back under the same process start (a
+    /// recording looping): the prefills before it belong to another run,
+    /// none of them can be a later request's.
+    pub fn on_rewind(&mut self) {
+        self.pool.clear();
+    }
+
     /// Prefill requests that completed in an interval join the pool.
     pub fn on_prefill_interval(&mut self, iv: &Interval) {
         let done = iv.counter(Counter::RequestsOk).round() as u64;
@@ -102,10 +109,13 @@ impl MissDetector {
         self.expire(iv.t);
         let threshold = whole_prompt_threshold(block_size);
         self.split_ttft(iv, threshold);
-        let errors =
-            (iv.counter(Counter::RequestsErrored) + iv.counter(Counter::RequestsAborted)).round() as u64;
+        // `finished_reason="abort"`: the client went away (or the request
+        // was aborted for it), which is no error of the pair.
+        let errors = iv.counter(Counter::RequestsErrored).round() as u64;
+        let cancelled = iv.counter(Counter::RequestsAborted).round() as u64;
         self.outcomes.error += errors;
-        self.outcomes.seen += errors;
+        self.outcomes.cancelled += cancelled;
+        self.outcomes.seen += errors + cancelled;
 
         let Some(computed) = iv.hists.get(&Hist::KvComputedTokens) else {
             // Requests finished and none observed its computed tokens: this
@@ -223,6 +233,11 @@ impl MissDetector {
         }
     }
 
+    /// Whole-prompt requests holding a claim on a prefill, not yet decided.
+    pub fn held_claims(&self) -> usize {
+        self.pool.iter().filter(|e| e.claim.is_some()).count()
+    }
+
     /// Prefill completions still waiting for their decode request.
     pub fn pending_prefills(&self) -> usize {
         self.pool.len()
@@ -314,6 +329,19 @@ mod tests {
         assert_eq!(d.outcomes.no_prefill, 1);
         // The prefill is still waiting for its own decode request.
         assert_eq!(d.pending_prefills(), 1);
+    }
+
+    /// After a rewind (the demo's loop) the prefills before it are no
+    /// later request's: the whole-prompt request is no miss.
+    #[test]
+    fn a_rewind_forgets_the_prefills_before_it() {
+        let mut d = MissDetector::default();
+        d.on_prefill_interval(&interval(2.0, 1.0, None));
+        d.on_rewind();
+        assert_eq!(d.pending_prefills(), 0);
+        let iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 1, no_prefill: 1, ..Counts::default() });
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+pub mod alerts;
 mod checks;
 pub mod connectors;
 pub mod discovery;
@@ -17,6 +18,7 @@ pub mod recovery;
 pub mod router;
 pub mod series;
 pub mod spans;
+pub mod tally;
 pub mod wires;
 pub mod worth;
 
@@ -49,8 +51,6 @@ pub struct AppState {
     pub source_errors: Vec<(String, String)>,
     /// Present when logs are tailed: per-request traces.
     pub logs: Option<Box<LogState>>,
-    /// The newest request named as a silent miss by the traces: (id, when).
-    pub last_named_miss: Option<(String, f64)>,
     /// Link bytes against the KV size the model predicts.
     pub link: link::LinkState,
     /// What the roles disagree on, most harmful first.
@@ -60,6 +60,10 @@ pub struct AppState {
     /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
     pub spans: spans::SpanStore,
     pub router: Option<router::RouterState>, // `--router`
+    /// The events of each alerting kind (`alerts()` says what alerts now).
+    pub alerts: alerts::AlertLog,
+    /// Config problems found on one instance (`pdtop doctor`'s findings).
+    pub config_problems: Vec<String>,
 }
 
 impl AppState {
@@ -73,12 +77,13 @@ impl AppState {
             events: VecDeque::new(),
             source_errors: Vec::new(),
             logs: None,
-            last_named_miss: None,
             link: link::LinkState::default(),
             mismatches: Vec::new(),
             recovery: recovery::Recovery::default(),
             spans: spans::SpanStore::new(spans::SPANS_CAP),
             router: None,
+            alerts: alerts::AlertLog::default(),
+            config_problems: Vec::new(),
         }
     }
 
@@ -113,6 +118,7 @@ impl AppState {
             logs.correlator.finish(self.now);
         }
         self.collect_named_misses();
+        self.collect_request_errors();
         self.finish_recovery();
     }
 
@@ -219,6 +225,7 @@ impl AppState {
             logs.correlator.on_tick(read_up_to);
         }
         self.collect_named_misses();
+        self.collect_request_errors();
     }
 
     /// Turns the correlator's newly decided misses into events, naming the
@@ -229,6 +236,7 @@ impl AppState {
         };
         for e in logs.correlator.drain_log_events() {
             let text = format!("{}: {}", e.source, e.text);
+            self.alerts.on_event(e.t, EventKind::Log(e.kind), &text, 1);
             self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
         }
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
@@ -246,7 +254,6 @@ impl AppState {
         let cause = self.miss_cause().map(|c| format!(" · {c}")).unwrap_or_default();
         for (id, evidence) in found {
             self.push_event(self.now, EventKind::SilentMiss, format!("{id}: {evidence}{cause}"));
-            self.last_named_miss = Some((id, self.now));
         }
     }
 
@@ -269,7 +276,7 @@ impl AppState {
             "{display}: {} whole prompt(s) recomputed on decode after a prefill{tokens}{cause}",
             ev.count
         );
-        self.push_event(ev.t, EventKind::SilentMiss, text);
+        self.push_counted(ev.t, EventKind::SilentMiss, text, ev.count);
     }
 
     fn on_sample(&mut self, idx: usize, at: f64, sample: InstanceSample) {
@@ -294,6 +301,9 @@ impl AppState {
         let block = inst.block_size();
         if was_down {
             self.push_event(at, EventKind::Up, format!("{display} back up"));
+        }
+        if iv.rewound {
+            self.misses.on_rewind();
         }
         if iv.after_restart {
             let text = format!("{display} restarted: counters start again from zero");
@@ -322,6 +332,12 @@ impl AppState {
     }
 
     fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
+        self.push_counted(t, kind, text, 1);
+    }
+
+    /// An event that stands for `n` occurrences (misses in one interval).
+    fn push_counted(&mut self, t: f64, kind: EventKind, text: String, n: u64) {
+        self.alerts.on_event(t, kind, &text, n);
         self.events.push_back(Event { t, kind, text });
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
@@ -367,11 +383,6 @@ impl AppState {
             out.get_or_insert_with(Histogram::default).merge(&h);
         }
         out
-    }
-
-    /// The most recent silent miss, if it happened within `secs`.
-    pub fn recent_miss(&self, secs: f64) -> Option<&misses::MissEvent> {
-        self.misses.events.back().filter(|e| self.now - e.t <= secs)
     }
 
     /// The decode instances' KV block size, when one reported it.

@@ -261,7 +261,8 @@ pub struct Counts {
     pub silent_miss: u64,
     pub no_prefill: u64,
     pub error: u64,
-    /// Traces only: the client went away mid-request (`Aborted request(s)`).
+    /// The client went away mid-request (`Aborted request(s)`; metrics:
+    /// `finished_reason="abort"`).
     pub cancelled: u64,
     /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
     pub unknown: u64,

@@ -1,6 +1,8 @@
 //! The event log: silent misses, restarts, instances going down and up,
 //! collectors that failed, roles that disagree, and whether an instance
-//! came back clean after a restart or a cancellation. Newest first.
+//! came back clean after a restart or a cancellation. Newest first. An
+//! event of an alerting kind (a death, an error, a miss, a disagreement)
+//! carries the alert area's mark (`▲ MISS `) in its loud style.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -8,6 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::{ViewState, fmt};
+use crate::state::alerts::AlertKind;
 use crate::state::{AppState, EventKind};
 use crate::theme::Theme;
 
@@ -32,7 +35,9 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
         .skip(skip)
         .take(area.height as usize)
         .map(|e| {
-            let (tag, style) = match e.kind {
+            // What alerts is marked as the alert area marks it.
+            let alert = AlertKind::of_event(e.kind).map(|a| (a.tag(), theme.alarm()));
+            let (tag, style) = alert.unwrap_or_else(|| match e.kind {
                 EventKind::SilentMiss => ("MISS   ", theme.alarm()),
                 EventKind::Restart => ("RESTART", theme.fg("warn")),
                 EventKind::Down => ("DOWN   ", theme.fg("error")),
@@ -45,8 +50,9 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::RecoveryUnknown => ("BACK ? ", theme.dim()),
                 EventKind::Connector(_) => ("KV FAIL", theme.fg("error")),
                 EventKind::RouterError => ("ROUTER ", theme.fg("error")),
+                EventKind::RequestErrors => ("ERROR  ", theme.fg("error")),
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
-            };
+            });
             Line::from(vec![
                 Span::styled(format!(" {} ", fmt::clock(e.t)), theme.dim()),
                 Span::styled(tag, style),

@@ -1,4 +1,4 @@
-//! The instance rows and the silent-miss banner at the top of every view.
+//! The instance rows and the alert area at the top of every view.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -10,6 +10,7 @@ use super::fmt;
 use super::hist::bar;
 use crate::feed::Role;
 use crate::state::AppState;
+use crate::state::alerts::{Alert, AlertKind};
 use crate::state::instance::InstanceState;
 use crate::theme::Theme;
 
@@ -65,9 +66,8 @@ fn instance_line(
     }
     let h = &i.health;
     if h.up {
-        let ago = h.last_ok.map(|t| fmt::age(now - t)).unwrap_or_default();
         spans.push(Span::styled("● up ", theme.fg("ok")));
-        spans.push(Span::styled(format!("{ago:<5} "), theme.dim()));
+        spans.push(Span::styled(format!("{:<5} ", up_label(i, now)), theme.dim()));
         if let Some(s) = &i.latest {
             let run = s.running.map(fmt::count).unwrap_or_else(|| "?".into());
             let wait = s.waiting.map(fmt::count).unwrap_or_else(|| "?".into());
@@ -103,6 +103,16 @@ fn instance_line(
         spans.push(Span::styled(format!(" ↻ {} restart(s)", h.restarts), theme.fg("warn")));
     }
     Line::from(spans)
+}
+
+/// How long the process has been up (`process_start_time_seconds`, on the
+/// scrape's clock), or where vLLM exports no process start (multiprocess
+/// metrics) the age of the last good scrape, said as an age.
+fn up_label(i: &InstanceState, now: f64) -> String {
+    match i.latest.as_ref().and_then(|s| s.process_start) {
+        Some(start) => fmt::age(now - start),
+        None => format!("· {} ago", i.health.last_ok.map(|t| fmt::age(now - t)).unwrap_or_default()),
+    }
 }
 
 /// A fleet's role in one line: how many are up, load, KV, restarts, and
@@ -151,53 +161,45 @@ fn role_summary(state: &AppState, role: Role, theme: &Theme) -> Line<'static> {
     Line::from(spans)
 }
 
-/// The alarm line: as loud as an error, because nothing else will be.
-pub fn miss_banner(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    // A request named by the traces beats an interval counted by metrics.
-    if let (Some((id, t)), Some(logs)) = (&state.last_named_miss, &state.logs) {
-        let evidence = logs.correlator.get(id).map(|t| t.evidence.clone()).unwrap_or_default();
-        let text = format!(
-            " ▲ SILENT MISS ×{}  {id}  {} ago: {evidence} ",
-            logs.correlator.counts().silent_miss,
-            fmt::age(state.now - t),
-        );
-        frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
-        return;
-    }
-    let Some(ev) = state.misses.events.back() else {
-        return;
-    };
-    let display =
-        state.instances.get(ev.decode_instance).map(|i| i.endpoint.display.as_str()).unwrap_or("decode");
-    let text = format!(
-        " ▲ SILENT MISS ×{}  {} ago: decode {display} recomputed {} whole prompt(s) after their prefill · no error was reported anywhere ",
-        state.misses.outcomes.silent_miss,
-        fmt::age(state.now - ev.t),
-        ev.count,
-    );
-    frame.render_widget(Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()), area);
+/// Rows the alert area takes at most; more alerts are named on the last.
+pub const MAX_ALERT_ROWS: usize = 3;
+
+/// The rows the alert area needs for these alerts (0 when none).
+pub fn alert_height(alerts: &[Alert]) -> u16 {
+    alerts.len().min(MAX_ALERT_ROWS) as u16
 }
 
-/// The roles disagree: the most harmful disagreement, named as the cause
-/// when misses happen (they give no error of their own).
-pub fn mismatch_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    use crate::state::mismatch::Effect;
-    let Some(first) = state.mismatches.first() else {
-        return;
+/// The alert area: one loud row per alerting kind, most severe first, each
+/// with its count and the age of its newest occurrence (the state decides
+/// what alerts: `AppState::alerts`).
+pub fn alerts(frame: &mut Frame, area: Rect, alerts: &[Alert], now: f64, theme: &Theme) {
+    let rows = area.height as usize;
+    let lines: Vec<Line> = alerts
+        .iter()
+        .take(rows)
+        .enumerate()
+        .map(|(i, a)| {
+            let more = if i + 1 == rows && alerts.len() > rows {
+                let rest: Vec<&str> = alerts[rows..].iter().map(|a| a.kind.title()).collect();
+                format!(" (+ {})", rest.join(", "))
+            } else {
+                String::new()
+            };
+            Line::styled(format!("{}{more}", alert_text(a, now)), theme.alarm())
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines).style(theme.alarm()), area);
+}
+
+/// ` ▲ SILENT MISS ×8  3.0s ago  lab-mismatch-3: …`: the numbers first, so
+/// that a narrow screen cuts the words, never a number.
+pub fn alert_text(a: &Alert, now: f64) -> String {
+    let count = match a.kind {
+        AlertKind::WrongWire => String::new(),
+        _ => format!(" ×{}", a.count),
     };
-    let traced = state.logs.as_ref().map_or(0, |l| l.correlator.counts().silent_miss);
-    let missing = state.misses.outcomes.silent_miss.max(traced) > 0;
-    let lead = if missing && first.effect == Effect::Misses {
-        "LIKELY CAUSE OF THE SILENT MISSES"
-    } else {
-        "INSTANCES DISAGREE"
-    };
-    let more = match state.mismatches.len() - 1 {
-        0 => String::new(),
-        n => format!(" (+{n} more in Events)"),
-    };
-    let text = format!(" ⚠ {lead}: {}{more}", first.why);
-    frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
+    let age = a.last.map(|t| format!("  {} ago", fmt::age(now - t))).unwrap_or_default();
+    format!(" ▲ {}{count}{age}  {} ", a.kind.title(), a.text)
 }
 
 /// One line on the tailed logs: each file's state and line count.

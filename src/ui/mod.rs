@@ -4,8 +4,7 @@
 //! ```text
 //! ┌ tabs ─────────────────────────────── model · window · clock · badges ┐
 //! │ one header row per instance (role, endpoint, model, block, health)   │
-//! │ what the roles disagree on (only when they do)                       │
-//! │ silent-miss banner (only when there is one)                          │
+//! │ the alert area: death, errors, misses, wire, config (only when any)  │
 //! │ the current view (Overview, Events)                                  │
 //! │ footer: the keys                                                     │
 //! └──────────────────────────────────────────────────────────────────────┘
@@ -149,40 +148,27 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     // Instances view has the rows).
     let header_rows =
         if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
-    let named = state.last_named_miss.as_ref().is_some_and(|(_, t)| state.now - t <= banner_secs(state));
-    let miss = named || state.recent_miss(banner_secs(state)).is_some();
-    // A silent slow split is as loud as a silent miss (a miss comes first).
-    let wire = if miss { None } else { crate::report::kv::wire_warning_of(state) };
-    let banner = u16::from(miss || wire.is_some());
+    let alerts = state.alerts(crate::report::kv::wire_warning_of(state));
+    // What alerts is the state's call (`AppState::alerts`); it takes
+    // `header::alert_height` rows.
+    let banner = header::alert_height(&alerts);
     let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());
     let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
-    let mismatch_row = u16::from(!state.mismatches.is_empty());
-    let [
-        top,
-        instances,
-        router_area,
-        logs_area,
-        notes_area,
-        errors_area,
-        mismatch_area,
-        banner_area,
-        body,
-        footer,
-    ] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(header_rows),
-        Constraint::Length(router_row),
-        Constraint::Length(logs_row),
-        Constraint::Length(notes_row),
-        Constraint::Length(errors_row),
-        Constraint::Length(mismatch_row),
-        Constraint::Length(banner),
-        Constraint::Min(0),
-        Constraint::Length(1),
-    ])
-    .areas(area);
+    let [top, instances, router_area, logs_area, notes_area, errors_area, banner_area, body, footer] =
+        Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Length(header_rows),
+            Constraint::Length(router_row),
+            Constraint::Length(logs_row),
+            Constraint::Length(notes_row),
+            Constraint::Length(errors_row),
+            Constraint::Length(banner),
+            Constraint::Min(0),
+            Constraint::Length(1),
+        ])
+        .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
     if router_row > 0 {
@@ -197,17 +183,8 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);
     }
-    if mismatch_row > 0 {
-        header::mismatch_line(frame, mismatch_area, state, theme);
-    }
-    if let Some(w) = wire {
-        let text = format!(" ▲ WRONG WIRE  {w} ");
-        frame.render_widget(
-            Paragraph::new(Line::styled(text, theme.alarm())).style(theme.alarm()),
-            banner_area,
-        );
-    } else if banner > 0 {
-        header::miss_banner(frame, banner_area, state, theme);
+    if banner > 0 {
+        header::alerts(frame, banner_area, &alerts, state.now, theme);
     }
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
@@ -220,12 +197,6 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     if view.help {
         help_overlay(frame, area, theme);
     }
-}
-
-/// How long the banner stays after the last miss: long enough to be seen
-/// by someone who glanced away, short enough to clear once healthy.
-fn banner_secs(_state: &AppState) -> f64 {
-    30.0
 }
 
 fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {

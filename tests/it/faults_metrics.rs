@@ -127,12 +127,18 @@ fn duplicate_series_are_not_counted_twice() {
 
 #[test]
 fn a_counter_that_goes_down_is_a_restart_and_up_again_counts_from_zero() {
-    let base = fixture("decode-metrics-idle.txt");
+    // No process_start_time_seconds (vLLM's multiprocess metrics export
+    // none): only the counter tells. (Under an unchanged process start a
+    // counter going back is no new process: `a_counter_back_under_the_same_process_start_is_no_restart`.)
+    let base: String = fixture("decode-metrics-idle.txt")
+        .lines()
+        .filter(|l| !l.contains("process_start_time_seconds"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let at = |v: u32| set(&base, "vllm:prompt_tokens_total{", &format!("{v}.0"));
     let mut st = decode_only();
     scrape(&mut st, 100.0, at(1000));
     scrape(&mut st, 101.0, at(1200));
-    // Same process_start_time_seconds: only the counter tells.
     scrape(&mut st, 102.0, at(10));
     scrape(&mut st, 103.0, at(500));
     let inst = &st.instances[0];
@@ -145,6 +151,27 @@ fn a_counter_that_goes_down_is_a_restart_and_up_again_counts_from_zero() {
     assert!(r.events.iter().any(|e| e.kind == "restart"), "{:?}", r.events);
     let text = screen(&st, 120, 40);
     assert!(text.contains("↻ 1 restart"), "{text}");
+}
+
+/// vLLM's single API server exports its process start; a process never
+/// starts before the one it replaced, so counters going back under the
+/// same start are the same process seen again (a looping recording):
+/// no restart, and the interval counts nothing.
+#[test]
+fn a_counter_back_under_the_same_process_start_is_no_restart() {
+    let base = fixture("decode-metrics-idle.txt");
+    assert!(base.contains("process_start_time_seconds"));
+    let at = |v: u32| set(&base, "vllm:prompt_tokens_total{", &format!("{v}.0"));
+    let mut st = decode_only();
+    scrape(&mut st, 100.0, at(1000));
+    scrape(&mut st, 101.0, at(1200));
+    scrape(&mut st, 102.0, at(10));
+    scrape(&mut st, 103.0, at(500));
+    let inst = &st.instances[0];
+    assert_eq!(inst.health.restarts, 0);
+    // 200 before, nothing at the rewind, 490 since.
+    assert_eq!(inst.total_counters.get(&Counter::PromptTokens).copied(), Some(690.0));
+    assert!(!Report::from_state(&st).events.iter().any(|e| e.kind == "restart"));
 }
 
 /// The decode idle scrape as an older vLLM would have served it, per the

@@ -52,8 +52,11 @@ fn a_pasted_excerpt_yields_its_events_and_says_what_it_lacks() {
     let f = fixture("log-excerpts/src-nixl-transfer-failed-state.log");
     let r = json(&["check", "--json", "--from-logs", "--decode-log", &f]);
     let events = r["events"].as_array().expect("events");
-    assert_eq!(events.len(), 1, "{events:?}");
+    // The failure line, then the request it failed (one error).
+    assert_eq!(events.len(), 2, "{events:?}");
     assert_eq!(events[0]["kind"], "transfer_failed");
+    assert_eq!(events[1]["kind"], "request_errors");
+    assert!(events[1]["text"].as_str().unwrap().starts_with("1 request(s) failed"), "{events:?}");
     assert!(events[0]["text"].as_str().unwrap().contains("cmpl-7c1d2e3f4a5b4c6d8e9f0a1b2c3d4e5f-0"));
     assert!(r["warnings"].to_string().contains("no prefill log"));
     let dead = fixture("log-excerpts/v1-engine-dead-request-failed.log");

@@ -2,6 +2,7 @@
 
 mod common;
 
+mod alerts;
 mod app_loop;
 mod capture_metrics;
 mod check_text;
