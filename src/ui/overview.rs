@@ -185,30 +185,33 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
     let metrics = state.misses.outcomes;
     // Named per request when a decode log is tailed, else counted from metrics.
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
-    let (o, source, last) = match &traced {
-        Some(c) => (*c, "traces", ("unknown", c.unknown + c.pending)),
-        None => (metrics, "metrics", ("awaiting", state.misses.pending_prefills() as u64)),
-    };
-    let mut title = vec![Span::styled(format!(" requests since start ({source}) "), theme.fg("title"))];
+    // Every outcome, so the cells sum to `seen`.
+    let tally = state.request_tally();
+    let mut title = vec![Span::styled(format!(" requests since start ({}) ", tally.source), theme.fg("title"))];
     // A decode still waiting for remote KV past the threshold: no other
     // count shows it (it is neither loaded nor missed yet).
     if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
         title.push(Span::styled(format!(" ⏳ {n} STUCK "), theme.fg("error")));
     }
     let title = Line::from(title);
-    let miss_style = if o.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
-    let err_style = if o.error > 0 { theme.fg("error") } else { theme.text() };
-    // Two columns of "label value", the labels padded to one width.
-    let cell = |label: &str, v: u64, style| {
-        [Span::styled(format!(" {label:<12}"), theme.dim()), Span::styled(format!("{v:>5}  "), style)]
+    let style_of = |label: &str, v: u64| match label {
+        "silent miss" if v > 0 => theme.alarm(),
+        "silent miss" => theme.fg("ok"),
+        "error" if v > 0 => theme.fg("error"),
+        "loaded" => theme.fg("ok"),
+        _ => theme.text(),
     };
-    let row =
-        |a: [Span<'static>; 2], b: [Span<'static>; 2]| Line::from(a.into_iter().chain(b).collect::<Vec<_>>());
-    let mut lines = vec![
-        row(cell("seen", o.seen, theme.text()), cell("loaded KV", o.loaded, theme.fg("ok"))),
-        row(cell("silent miss", o.silent_miss, miss_style), cell("no prefill", o.no_prefill, theme.text())),
-        row(cell("errors", o.error, err_style), cell(last.0, last.1, theme.text())),
-    ];
+    // Two columns of "label value", the labels padded to one width.
+    let cell = |label: &str, v: u64| {
+        [Span::styled(format!(" {label:<12}"), theme.dim()), Span::styled(format!("{v:>5}  "), style_of(label, v))]
+    };
+    let mut cells = vec![cell("seen", tally.seen)];
+    cells.extend(tally.parts.iter().map(|(label, v)| cell(label, *v)));
+    let mut lines: Vec<Line<'static>> = cells
+        .chunks(2)
+        .map(|pair| Line::from(pair.iter().flat_map(|c| c.iter().cloned()).collect::<Vec<_>>()))
+        .collect();
+    let o = traced.unwrap_or(metrics);
     if logs_only {
         lines.push(Line::styled(format!(" metrics cross-check: {}", super::NO_METRICS), theme.dim()));
         lines.push(Line::styled(" worth it? decode TTFT p50", theme.fg("title")));
