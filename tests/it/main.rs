@@ -7,6 +7,7 @@ mod capture_metrics;
 mod collector_clock;
 mod connector_metrics_http;
 mod connector_ui;
+mod doctor;
 mod e2e_check;
 mod e2e_demo_proxy;
 mod e2e_prometheus;

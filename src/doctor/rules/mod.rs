@@ -1,12 +1,12 @@
 //! The rules: one function per finding, each reading only the facts and
 //! saying nothing when what it needs is unknown.
 
-mod kv_dir;
-mod proxy;
-mod roles;
-mod shapes;
-mod side_channel;
-mod ucx;
+pub mod kv_dir;
+pub mod proxy;
+pub mod roles;
+pub mod shapes;
+pub mod side_channel;
+pub mod ucx;
 
 use super::facts::PairFacts;
 use super::finding::Finding;

@@ -207,7 +207,12 @@ pub fn self_handshake(f: &PairFacts) -> Vec<Finding> {
         let own = log.engine_id();
         let Some(m) = log.engine_mismatches.last() else { continue };
         let n = log.engine_mismatches.len();
-        let fd = if own == Some(m.received.as_str()) {
+        // 0.33 names engines per DP rank in the handshake: `<id>_dp0`.
+        let base = |id: &str| match id.rsplit_once("_dp") {
+            Some((b, n)) if !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) => b.to_string(),
+            _ => id.to_string(),
+        };
+        let fd = if own.is_some_and(|own| base(own) == base(&m.received)) {
             Finding::new(
                 "side_channel_self_handshake",
                 Severity::Problem,
