@@ -26,27 +26,33 @@ pub struct Sources {
     pub timeout: Duration,
 }
 
-/// The instances and their logs, read; HTTP and host facts are added by
-/// [`fetch_http`] and `host`.
+/// The instances and their logs, read whole; HTTP and host facts are
+/// added by [`fetch_http`] and `host`.
 pub fn read_logs(s: &Sources) -> Result<PairFacts> {
+    instances(s, |path| {
+        let text = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+        Ok(LogFacts::read(path, &String::from_utf8_lossy(&text)))
+    })
+    .map_err(Error::Usage)
+}
+
+/// The instances, each with its log as `log_of` reads it.
+pub fn instances(
+    s: &Sources,
+    mut log_of: impl FnMut(&str) -> std::result::Result<LogFacts, String>,
+) -> std::result::Result<PairFacts, String> {
     let mut f = PairFacts::default();
     for (role, eps, logs) in
         [(Role::Prefill, &s.prefill, &s.prefill_log), (Role::Decode, &s.decode, &s.decode_log)]
     {
         if logs.len() > eps.len() {
-            return Err(Error::Usage(format!(
-                "{} --{}-log files for {} --{} instances",
-                logs.len(),
-                role.name(),
-                eps.len(),
-                role.name()
-            )));
+            let r = role.name();
+            return Err(format!("{} --{r}-log files for {} --{r} instances", logs.len(), eps.len()));
         }
         for (n, ep) in eps.iter().enumerate() {
             let mut i = InstanceFacts::new(role, ep);
             if let Some(path) = logs.get(n) {
-                let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{path}: {e}")))?;
-                let log = LogFacts::read(path, &String::from_utf8_lossy(&text));
+                let log = log_of(path)?;
                 i.startup = log.startup.clone();
                 f.read.push(format!("{} log {path}", i.name()));
                 i.log = Some(log);
@@ -125,11 +131,10 @@ const NETWORK_FS: [&str; 12] = [
 pub fn read_kv_dirs(f: &mut PairFacts, proc_root: &Path) {
     let mounts = std::fs::read_to_string(proc_root.join("mounts")).ok();
     for i in &mut f.instances {
-        // A log read after the fact names a folder of the host it ran on:
-        // only a server running here (its process, or a loopback endpoint
-        // that answers) says this host's folder is the one it uses.
-        let local = i.process.is_some() || (super::facts::is_local_host(&i.host) && i.metrics.is_some());
-        let Some(path) = i.startup.storage_path.clone().filter(|_| local) else { continue };
+        // A log read after the fact names a folder of the host it ran on
+        // (a recording served on loopback too): only a server process found
+        // here says this host's folder is the one it uses.
+        let Some(path) = i.startup.storage_path.clone().filter(|_| i.process.is_some()) else { continue };
         let meta = dir_meta(Path::new(&path), mounts.as_deref());
         i.kv_dir = Some(DirFacts { path, meta });
     }

@@ -12,6 +12,7 @@ pub mod gather;
 pub mod loglines;
 pub mod render;
 pub mod rules;
+pub mod watch;
 
 pub use facts::PairFacts;
 pub use finding::{Finding, Report, Severity, Unread};

@@ -422,3 +422,49 @@ fn the_command_lists_what_it_could_not_read_and_fails_on_a_bad_file() {
     let (rc, _, _) = pdtop(&["--prefill", "127.0.0.1:9"]);
     assert_eq!(rc, 2);
 }
+
+/// The report of a pair whose decode log shows the shared port.
+fn bind_failure_report() -> pdtop::doctor::Report {
+    let mut f = nixl_pair();
+    f.instances[1].log = Some(log(fixture("vllm-20965-address-in-use.log")));
+    diagnose(&f)
+}
+
+#[test]
+fn the_dashboard_draws_a_doctor_line_and_tells_findings_at_start_and_after_a_restart() {
+    use pdtop::feed::Msg;
+    use pdtop::state::EventKind;
+    let report = bind_failure_report();
+    let mut st = pdtop::state::AppState::new(crate::common::pair_endpoints(), 60.0);
+    let rows = crate::common::scrapes("qwen3-shape-restart");
+    let t0 = rows[0].0;
+    st.apply(Msg::Doctor { at: t0, report: report.clone() });
+    let told = |st: &pdtop::state::AppState| {
+        st.events.iter().filter(|e| matches!(e.kind, EventKind::Doctor(Severity::Problem))).count()
+    };
+    assert_eq!(told(&st), 1);
+    st.apply(Msg::Doctor { at: t0 + 1.0, report: report.clone() });
+    assert_eq!(told(&st), 1, "told once");
+    let screen = crate::common::screen_text(
+        &pdtop::app::App::new(st.clone(), pdtop::theme::Theme::builtin("dark").unwrap()),
+        120,
+        40,
+    );
+    assert!(
+        screen.contains(" DOCTOR  1 problem · decode 127.0.0.1:8200: a ZMQ listener could not bind"),
+        "{screen}"
+    );
+    // The capture's decode restart, then the next report: told again.
+    for (t, inst, body, error) in rows {
+        let instance = usize::from(inst == "decode");
+        st.apply(match body {
+            Some(body) => Msg::Scrape { instance, at: t, body },
+            None => Msg::ScrapeFailed { instance, at: t, error: error.unwrap_or_default() },
+        });
+    }
+    assert!(st.events.iter().any(|e| e.kind == EventKind::Restart));
+    st.apply(Msg::Doctor { at: st.now, report });
+    assert_eq!(told(&st), 2);
+    let e = st.events.iter().rfind(|e| matches!(e.kind, EventKind::Doctor(_))).unwrap();
+    assert!(e.text.contains("change: a distinct VLLM_NIXL_SIDE_CHANNEL_PORT"), "{}", e.text);
+}
