@@ -23,7 +23,24 @@ pub struct Sources {
     /// `/proc` (tests and `--netns-pid` give another).
     pub proc_root: PathBuf,
     pub sys_class_net: PathBuf,
+    /// `--netns-pid`: sockets and addresses of that process's namespace.
+    pub netns_pid: Option<u32>,
     pub timeout: Duration,
+}
+
+impl Sources {
+    /// This host's processes and interfaces, added to the facts.
+    pub fn add_host(&self, f: &mut PairFacts) {
+        let mut root = crate::sources::host::ProcRoot::at(&self.proc_root);
+        if let Some(pid) = self.netns_pid {
+            root = root.with_netns_pid(pid);
+        }
+        let sys = crate::sources::host::SysRoots {
+            net: Some(self.sys_class_net.clone()),
+            infiniband: Some(PathBuf::from("/sys/class/infiniband")),
+        };
+        super::host::add_host_facts(f, &root, &sys, self.proxy.as_deref());
+    }
 }
 
 /// The instances and their logs, read whole; HTTP and host facts are

@@ -9,6 +9,7 @@
 pub mod facts;
 pub mod finding;
 pub mod gather;
+pub mod host;
 pub mod loglines;
 pub mod render;
 pub mod rules;

@@ -25,10 +25,16 @@ pub fn text(r: &Report) -> String {
         out.push('\n');
     }
     if !r.read.is_empty() {
-        let _ = writeln!(out, "read: {}", r.read.join("; "));
+        let _ = writeln!(out, "read:");
+        for s in &r.read {
+            let _ = writeln!(out, "  {s}");
+        }
     }
-    for u in &r.unread {
-        let _ = writeln!(out, "not read: {}: {}", u.source, u.why);
+    if !r.unread.is_empty() {
+        let _ = writeln!(out, "not read:");
+        for u in &r.unread {
+            let _ = writeln!(out, "  {}: {}", u.source, u.why);
+        }
     }
     let _ = writeln!(out, "{}", r.headline());
     out

@@ -67,6 +67,7 @@ pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
             }
         };
         gather::fetch_http(&mut facts, sources.timeout).await;
+        sources.add_host(&mut facts);
         gather::read_kv_dirs(&mut facts, &sources.proc_root);
         let report = super::diagnose(&facts);
         if tx.send(Msg::Doctor { at: clock.now(), report }).await.is_err() {

@@ -29,13 +29,19 @@ pub fn doctor(args: &DoctorArgs) -> Result<Report> {
         proxy: args.proxy.clone(),
         prefill_log: i.prefill_log.clone(),
         decode_log: i.decode_log.clone(),
-        proc_root,
-        sys_class_net: i.sys_class_net.clone().unwrap_or_else(|| PathBuf::from("/sys/class/net")),
+        proc_root: proc_root.clone(),
+        sys_class_net: i.sys_class_net.clone().unwrap_or_else(|| match i.netns_pid {
+            // sysfs is the mounting namespace's: that process's own /sys.
+            Some(pid) => proc_root.join(format!("{pid}/root/sys/class/net")),
+            None => PathBuf::from("/sys/class/net"),
+        }),
+        netns_pid: i.netns_pid,
         timeout,
     };
     let mut facts = gather::read_logs(&sources)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("doctor runtime")?;
     rt.block_on(gather::fetch_http(&mut facts, timeout));
+    sources.add_host(&mut facts);
     gather::read_kv_dirs(&mut facts, &sources.proc_root);
     Ok(diagnose(&facts))
 }

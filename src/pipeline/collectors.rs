@@ -97,6 +97,10 @@ fn doctor_sources(session: &Session, c: &super::session::Collect) -> Option<crat
         decode_log: logs(|o| if let LogOrigin::Decode(n) = o { Some(*n) } else { None }),
         proc_root: std::path::PathBuf::from("/proc"),
         sys_class_net: c.sys.as_ref().and_then(|s| s.net.clone()).unwrap_or_else(|| "/sys/class/net".into()),
+        netns_pid: match &c.net_dev {
+            Some(crate::sources::NetDevPath::Proc { netns_pid }) => *netns_pid,
+            _ => None,
+        },
         timeout: c.scrape.timeout,
     })
 }

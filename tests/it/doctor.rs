@@ -397,6 +397,9 @@ fn the_command_on_a_real_capture_clean_then_with_a_bad_block_size() {
     assert_eq!(rc, 0, "{out}{err}");
     assert!(out.ends_with("doctor: clean\n"), "{out}");
     assert!(out.contains(&format!("{prefill}/metrics")), "{out}");
+    // This host's real /proc: the port's holder is this test, no vllm serve.
+    assert!(out.contains(&format!("process behind prefill {prefill}: port")), "{out}");
+    assert!(out.contains("is a vllm serve"), "{out}");
     let bad =
         serve_vllm(vec![idle("decode-metrics-idle.txt").replace("block_size=\"16\"", "block_size=\"8\"")]);
     let (rc, out, _) = pdtop(&[&["--prefill", &prefill, "--decode", &bad, "--json"][..], &logs[..]].concat());
@@ -414,8 +417,8 @@ fn the_command_lists_what_it_could_not_read_and_fails_on_a_bad_file() {
         pdtop(&["--prefill", "127.0.0.1:9", "--decode", "127.0.0.1:9", "--decode-log", d.to_str().unwrap()]);
     assert_eq!(rc, 1, "{out}");
     assert!(out.contains("PROBLEM decode 127.0.0.1:9 [side_channel_port_shared]"), "{out}");
-    assert!(out.contains("not read: 127.0.0.1:9/metrics: cannot connect"), "{out}");
-    assert!(out.contains("not read: start-up log of prefill 127.0.0.1:9: no --prefill-log given"), "{out}");
+    assert!(out.contains("\n  127.0.0.1:9/metrics: cannot connect"), "{out}");
+    assert!(out.contains("\n  start-up log of prefill 127.0.0.1:9: no --prefill-log given"), "{out}");
     let (rc, _, err) =
         pdtop(&["--prefill", "127.0.0.1:9", "--decode", "127.0.0.1:9", "--decode-log", "/nonexistent/x.log"]);
     assert_eq!(rc, 2, "{err}");
@@ -467,4 +470,60 @@ fn the_dashboard_draws_a_doctor_line_and_tells_findings_at_start_and_after_a_res
     assert_eq!(told(&st), 2);
     let e = st.events.iter().rfind(|e| matches!(e.kind, EventKind::Doctor(_))).unwrap();
     assert!(e.text.contains("change: a distinct VLLM_NIXL_SIDE_CHANNEL_PORT"), "{}", e.text);
+}
+
+/// A `.cmd` file of a capture as the shell splits it (single quotes only,
+/// as the lab wrote them).
+fn argv_of(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in cmd.trim().chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    // `env VAR=... python3 ...`: the process's own argv starts at python3.
+    let start = out.iter().position(|a| a.starts_with("python")).unwrap_or(0);
+    out.split_off(start)
+}
+
+#[test]
+fn a_real_command_line_fills_what_the_log_left_and_names_a_missing_connector() {
+    use pdtop::doctor::host::fill_from_args;
+    use pdtop::sources::host::ServeArgs;
+    let dir = capture_dir("example-2p2d-demo-proxy");
+    let cmd = |f: &str| argv_of(&std::fs::read_to_string(dir.join(f)).unwrap());
+    let mut f = PairFacts {
+        instances: vec![
+            InstanceFacts::new(Role::Prefill, "127.0.0.1:8100"),
+            InstanceFacts::new(Role::Decode, "127.0.0.1:8200"),
+        ],
+        ..Default::default()
+    };
+    // The decode's command line behind --prefill, the prefill's behind --decode.
+    fill_from_args(&mut f.instances[0].startup, &ServeArgs::from_argv(&cmd("decode.cmd")));
+    fill_from_args(&mut f.instances[1].startup, &ServeArgs::from_argv(&cmd("prefill.cmd")));
+    let s = &f.instances[0].startup;
+    assert_eq!(s.connector.as_deref(), Some("ExampleConnector"));
+    assert_eq!(s.storage_path.as_deref(), Some("/lab/kv"));
+    assert_eq!(s.block_size, Some(16));
+    assert_eq!(roles::roles_swapped(&f)[0].severity, Severity::Problem);
+    // The same command line without its --kv-transfer-config.
+    let mut bare = cmd("prefill.cmd");
+    let k = bare.iter().position(|a| a == "--kv-transfer-config").unwrap();
+    bare.drain(k..k + 2);
+    let mut i = InstanceFacts::new(Role::Prefill, "127.0.0.1:8100");
+    fill_from_args(&mut i.startup, &ServeArgs::from_argv(&bare));
+    f.instances[0] = i;
+    let found = roles::roles_missing(&f);
+    assert_eq!(found[0].rule, "connector_missing");
+    assert!(found[0].fix.contains("kv_producer"));
 }
