@@ -8,7 +8,9 @@ use std::net::IpAddr;
 use super::facts::{
     HostNet, Iface, InstanceFacts, PairFacts, ProcessFacts, ProxyFacts, endpoint_host, is_local_host,
 };
-use crate::sources::host::{HostFacts, NotFound, ProcRoot, ServeArgs, ServeProcess, SysRoots};
+use crate::sources::host::{
+    HostFacts, NotFound, ProcRoot, ServeArgs, ServeProcess, SysRoots, Unreadable, parse_environ,
+};
 
 /// The port of `HOST:PORT` or a URL.
 fn port_of(endpoint: &str) -> Option<u16> {
@@ -32,15 +34,11 @@ pub fn add_host_facts(f: &mut PairFacts, root: &ProcRoot, sys: &SysRoots, proxy:
     for i in f.instances.iter_mut().filter(|i| here(&i.host)) {
         let Some(found) = port_of(&i.endpoint).and_then(|p| host.instances.get(&p)) else { continue };
         match found {
-            Ok(sp) => {
-                if let Err(u) = &sp.env {
-                    unread.push((
-                        format!("environ of PID {} ({})", sp.pid, i.name()),
-                        format!("{u}; run pdtop as the server's user or as root"),
-                    ));
-                }
-                with_process(i, sp);
-            }
+            Ok(sp) => with_found(i, sp.clone(), &mut unread),
+            Err(nf @ NotFound::NoListener { port }) => match by_log_pid(root, i, *port) {
+                Some(sp) => with_found(i, sp, &mut unread),
+                None => unread.push((format!("process behind {}", i.name()), nf.to_string())),
+            },
             Err(nf) => unread.push((format!("process behind {}", i.name()), nf.to_string())),
         }
     }
@@ -55,6 +53,38 @@ pub fn add_host_facts(f: &mut PairFacts, root: &ProcRoot, sys: &SysRoots, proxy:
     }
     f.read.push(format!("{}/ (processes, sockets, addresses)", root.root.display()));
     f.host_net = Some(net);
+}
+
+fn with_found(i: &mut InstanceFacts, sp: ServeProcess, unread: &mut Vec<(String, String)>) {
+    if let Err(u) = &sp.env {
+        let why = format!("{u}; run pdtop as the server's user or as root");
+        unread.push((format!("environ of PID {} ({})", sp.pid, i.name()), why));
+    }
+    with_process(i, &sp);
+}
+
+/// An instance whose port never listens (its engine stalled at start-up,
+/// e.g. on a side-channel bind failure) is found by the API server's pid
+/// its log names, when that pid is still a `vllm serve` on the same port.
+/// `sources::host` finds servers by port only; this wraps it.
+fn by_log_pid(root: &ProcRoot, i: &InstanceFacts, port: u16) -> Option<ServeProcess> {
+    let pid = i.log.as_ref()?.api_pid?;
+    let dir = root.pid_dir(pid);
+    let argv: Vec<String> = std::fs::read(dir.join("cmdline"))
+        .ok()?
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let args = ServeArgs::from_argv(&argv);
+    if args.entry.is_none() || args.port_or_default() != port {
+        return None;
+    }
+    let env = match std::fs::read(dir.join("environ")) {
+        Ok(b) => Ok(parse_environ(&b)),
+        Err(e) => Err(Unreadable::from_io(&dir.join("environ"), Some(&dir), &e)),
+    };
+    Some(ServeProcess { pid, argv, args, env, listeners: Vec::new(), children: Vec::new() })
 }
 
 fn host_net(h: &HostFacts) -> HostNet {

@@ -71,6 +71,9 @@ pub struct LogFacts {
     pub transports: Vec<(String, At)>,
     pub bind_errors: Vec<BindError>,
     pub engine_mismatches: Vec<EngineMismatch>,
+    /// The API server's pid of this start (`(APIServer pid=N)` on its
+    /// `non-default args` line): the process when its port never listens.
+    pub api_pid: Option<u32>,
     /// The thread of the latest `Exception in thread X:` line.
     last_thread: Option<String>,
 }
@@ -105,6 +108,7 @@ impl LogFacts {
                     // A new start: what the previous one printed is history.
                     *self = LogFacts { file: std::mem::take(&mut self.file), ..Default::default() };
                     self.start = Some(at());
+                    self.api_pid = l.pid.filter(|_| l.process.as_deref() == Some("APIServer"));
                 }
                 self.startup.on_line(&msg);
             }

@@ -527,3 +527,29 @@ fn a_real_command_line_fills_what_the_log_left_and_names_a_missing_connector() {
     assert_eq!(found[0].rule, "connector_missing");
     assert!(found[0].fix.contains("kv_producer"));
 }
+
+#[test]
+fn a_server_whose_port_never_listens_is_found_by_the_pid_its_log_names() {
+    use pdtop::sources::host::{ProcRoot, SysRoots};
+    let mut f = nixl_pair();
+    assert_eq!(f.instances[0].log.as_ref().unwrap().api_pid, Some(600));
+    // A /proc with no listener, and pid 600 running the lab's real prefill
+    // command line (`prefill.cmd`, port 8100) with an environment.
+    let root = std::env::temp_dir().join(format!("pdtop-doctor-proc-{}", std::process::id()));
+    std::fs::create_dir_all(root.join("net")).unwrap();
+    std::fs::create_dir_all(root.join("600")).unwrap();
+    let header =
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+    std::fs::write(root.join("net/tcp"), header).unwrap();
+    let cmd = std::fs::read_to_string(capture_dir("example-2p2d-demo-proxy").join("prefill.cmd")).unwrap();
+    std::fs::write(root.join("600/cmdline"), argv_of(&cmd).join("\0") + "\0").unwrap();
+    std::fs::write(root.join("600/environ"), "VLLM_NIXL_SIDE_CHANNEL_PORT=5600\0HOME=/root\0").unwrap();
+    let sys = SysRoots { net: Some(root.join("sys")), infiniband: None };
+    pdtop::doctor::host::add_host_facts(&mut f, &ProcRoot::at(&root), &sys, None);
+    let p = f.instances[0].process.as_ref().expect("found by the log's pid");
+    assert_eq!(p.pid, 600);
+    assert_eq!(f.instances[0].env("VLLM_NIXL_SIDE_CHANNEL_PORT"), Ok(Some("5600")));
+    // The decode (pid 1475 in its log) is not in this /proc: said why.
+    assert!(f.unread.iter().any(|u| u.source == "process behind decode 127.0.0.1:8200"), "{:?}", f.unread);
+    std::fs::remove_dir_all(&root).unwrap();
+}
