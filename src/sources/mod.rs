@@ -3,6 +3,7 @@
 //! message carries is read from the injected [`Clock`](crate::clock::Clock)
 //! (a test or a sped-up lab drives its own); real time only paces the waits.
 
+pub mod host;
 pub mod kvdir;
 pub mod logtail;
 pub mod netdev;

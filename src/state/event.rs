@@ -31,6 +31,8 @@ pub enum EventKind {
     /// A failure a log line reported (engine death, transfer or KV load
     /// failure, connector missing...), with or without a request.
     Log(crate::logs::signal::SignalKind),
+    /// A `pdtop doctor` finding, at start or after a restart.
+    Doctor(crate::doctor::Severity),
 }
 
 impl EventKind {
@@ -49,6 +51,7 @@ impl EventKind {
             EventKind::Connector(kind) => kind,
             EventKind::RouterError => "router_error",
             EventKind::Log(k) => k.as_str(),
+            EventKind::Doctor(_) => "doctor",
         }
     }
 }

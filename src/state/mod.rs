@@ -5,6 +5,7 @@
 mod checks;
 pub mod connectors;
 pub mod discovery;
+pub mod doctor;
 mod event;
 pub mod instance;
 pub mod interval;
@@ -60,6 +61,8 @@ pub struct AppState {
     /// vLLM's own request spans (`--otlp-listen`), joined to traces on read.
     pub spans: spans::SpanStore,
     pub router: Option<router::RouterState>, // `--router`
+    /// `pdtop doctor`'s latest findings (the DOCTOR line).
+    pub doctor: doctor::DoctorState,
 }
 
 impl AppState {
@@ -79,6 +82,7 @@ impl AppState {
             recovery: recovery::Recovery::default(),
             spans: spans::SpanStore::new(spans::SPANS_CAP),
             router: None,
+            doctor: doctor::DoctorState::default(),
         }
     }
 
@@ -194,6 +198,12 @@ impl AppState {
                 self.spans.on_spans(spans, counts);
             }
             Msg::Router { at, scrape } => self.on_router(at, scrape),
+            Msg::Doctor { at, report } => {
+                self.tick(at);
+                for f in self.doctor.on_report(report) {
+                    self.push_event(at, EventKind::Doctor(f.severity), doctor::event_text(&f));
+                }
+            }
             Msg::SpansRejected { at, error } => {
                 self.tick(at);
                 // One event per burst: a sender looping on bad bodies must
@@ -298,6 +308,7 @@ impl AppState {
         if iv.after_restart {
             let text = format!("{display} restarted: counters start again from zero");
             self.push_event(at, EventKind::Restart, text);
+            self.doctor.on_restart();
         }
         let has_log = self.has_log(idx);
         self.check_recovery(idx, &iv, has_log);

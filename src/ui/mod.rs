@@ -158,6 +158,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let mismatch_row = u16::from(!state.mismatches.is_empty());
+    let doctor_row = u16::from(state.doctor.report.is_some());
     let [
         top,
         instances,
@@ -166,6 +167,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         notes_area,
         errors_area,
         mismatch_area,
+        doctor_area,
         banner_area,
         body,
         footer,
@@ -177,6 +179,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         Constraint::Length(notes_row),
         Constraint::Length(errors_row),
         Constraint::Length(mismatch_row),
+        Constraint::Length(doctor_row),
         Constraint::Length(banner),
         Constraint::Min(0),
         Constraint::Length(1),
@@ -198,6 +201,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     }
     if mismatch_row > 0 {
         header::mismatch_line(frame, mismatch_area, state, theme);
+    }
+    if doctor_row > 0 {
+        header::doctor_line(frame, doctor_area, state, theme);
     }
     if let Some(w) = wire {
         let text = format!(" ▲ WRONG WIRE  {w} ");
