@@ -1,12 +1,16 @@
 //! What a `vllm serve` command line sets, read the way vLLM's
-//! `FlexibleArgumentParser` (`vllm/utils/argparse_utils.py`) reads it:
+//! `FlexibleArgumentParser` (`vllm/utils/argparse_utils.py`, checked in the
+//! 0.26.0 wheel and at main) reads it:
 //! `--flag value` and `--flag=value`; `_` and `-` alike in a flag's name
 //! (up to its first `.`); dotted keys (`--kv-transfer-config.kv_role
 //! kv_producer`) gathered into one JSON object that is appended after the
 //! other arguments, so it replaces a whole `--kv-transfer-config` given
 //! before (argparse keeps the last value); `vllm serve --model M` is the
 //! positional model. A `--config FILE` YAML is not read: what it sets is
-//! unknown here, and `config_file` says so.
+//! unknown here, and `config_file` says so. vLLM's parser keeps argparse's
+//! prefix abbreviations (`--kv-transfer` for `--kv-transfer-config`), which
+//! need vLLM's whole option list to resolve: such a flag is listed in
+//! `abbreviated`, its value not read.
 
 use std::collections::BTreeMap;
 
@@ -46,16 +50,21 @@ pub struct ServeArgs {
     pub served_model_name: Vec<String>,
     pub host: Option<String>,
     pub port: Option<u16>,
+    /// `None`: the platform picks it at start-up (not guessed here).
     pub block_size: Option<u32>,
     pub dtype: Option<String>,
     pub kv_cache_dtype: Option<String>,
     pub tensor_parallel_size: Option<u32>,
     pub data_parallel_size: Option<u32>,
+    /// `None`: vLLM decides from the model (`arg_utils.py`,
+    /// `_set_default_chunked_prefill_and_prefix_caching_args`).
     pub enable_prefix_caching: Option<bool>,
     /// The JSON as given, and what it parsed to (or serde's words why not).
     pub kv_transfer_config: Option<(String, Result<KvTransferConfig, String>)>,
     /// `--config FILE`: its settings were not read.
     pub config_file: Option<String>,
+    /// Flags that argparse may read as an abbreviation of one read here.
+    pub abbreviated: Vec<String>,
     /// Values vLLM would reject (`--port abc`), in words.
     pub problems: Vec<String>,
 }
@@ -104,6 +113,22 @@ fn normalise(arg: &str) -> (String, Option<String>) {
     };
     (key, value)
 }
+
+const LONG_FLAGS: &[&str] = &[
+    "--model",
+    "--host",
+    "--port",
+    "--block-size",
+    "--dtype",
+    "--kv-cache-dtype",
+    "--tensor-parallel-size",
+    "--data-parallel-size",
+    "--kv-transfer-config",
+    "--config",
+    "--served-model-name",
+    "--enable-prefix-caching",
+    "--no-enable-prefix-caching",
+];
 
 /// The flags read here that take one value, under their long spelling.
 fn value_flag(key: &str) -> Option<&'static str> {
@@ -208,6 +233,9 @@ impl ServeArgs {
                         out.served_model_name.push(args[i].clone());
                         i += 1;
                     }
+                }
+                k if k != "--" && LONG_FLAGS.iter().any(|f| f.starts_with(k)) => {
+                    out.abbreviated.push(args[i - 1].clone());
                 }
                 _ => {}
             }
@@ -319,6 +347,9 @@ mod tests {
         assert_eq!(a.port, None);
         assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
         assert!(a.kv_transfer_config.unwrap().1.is_err());
+        let ab = ServeArgs::from_argv(&argv("vllm serve m --kv-transfer {} --served-model x"));
+        assert_eq!(ab.abbreviated, ["--kv-transfer", "--served-model"]);
+        assert_eq!((ab.kv_transfer_config, ab.served_model_name.len()), (None, 0));
         // Not a vLLM server at all.
         assert_eq!(ServeArgs::from_argv(&argv("python3 miniproxy.py --port 8000")).entry, None);
         let m =

@@ -125,3 +125,30 @@ pub fn read_bytes(path: &Path, pid_dir: Option<&Path>) -> Result<Vec<u8>, Unread
 pub fn read_text(path: &Path, pid_dir: Option<&Path>) -> Result<String, Unreadable> {
     read_bytes(path, pid_dir).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_in_words() {
+        let me = Path::new("/proc/self");
+        let denied = std::io::Error::from(ErrorKind::PermissionDenied);
+        let u = Unreadable::from_io(&me.join("environ"), Some(me), &denied);
+        let uid = owner_uid(me).unwrap();
+        assert_eq!(u.kind, UnreadableKind::Permission { owner_uid: Some(uid) });
+        assert!(u.to_string().contains(&format!("uid {uid}")), "{u}");
+        // The process directory went too: the process ended.
+        let gone_dir = Path::new("/proc/does-not-exist");
+        let missing = std::io::Error::from(ErrorKind::NotFound);
+        assert_eq!(
+            Unreadable::from_io(&gone_dir.join("fd"), Some(gone_dir), &missing).kind,
+            UnreadableKind::Gone
+        );
+        // The directory is there, the file is not.
+        assert_eq!(Unreadable::from_io(&me.join("nope"), Some(me), &missing).kind, UnreadableKind::Missing);
+        let r = ProcRoot::at("/x").with_netns_pid(7);
+        assert_eq!(r.net(), Path::new("/x/7/net"));
+        assert_eq!(ProcRoot::at("/x").net(), Path::new("/x/net"));
+    }
+}
