@@ -108,12 +108,18 @@ pub async fn fetch_http(f: &mut PairFacts, timeout: Duration) {
             Err(e) => unread.push((format!("{}/metrics", i.endpoint), e)),
         }
         match fetch(&client, &format!("{base}/version"), &opts).await.map(|b| parse_version(&b)) {
-            Ok(Some(v)) => i.version = Some(crate::logs::startup::normalize_version(&v)),
+            Ok(Some(v)) => {
+                i.version = Some(crate::logs::startup::normalize_version(&v));
+                read.push(format!("{}/version", i.endpoint));
+            }
             Ok(None) => unread.push((format!("{}/version", i.endpoint), "no version in the answer".into())),
             Err(e) => unread.push((format!("{}/version", i.endpoint), e)),
         }
         match fetch(&client, &format!("{base}/v1/models"), &opts).await.map(|b| parse_models(&b)) {
-            Ok(Some(m)) => i.models = Some(m),
+            Ok(Some(m)) => {
+                i.models = Some(m);
+                read.push(format!("{}/v1/models", i.endpoint));
+            }
             Ok(None) => unread.push((format!("{}/v1/models", i.endpoint), "no model in the answer".into())),
             Err(e) => unread.push((format!("{}/v1/models", i.endpoint), e)),
         }

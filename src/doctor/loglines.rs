@@ -12,6 +12,10 @@
 //!   (nixl `src/plugins/ucx/ucx_utils.cpp`);
 //! - UCX's transport choice at `UCX_LOG_LEVEL=info`: `ucp_worker.c:1912 UCX
 //!   INFO    ucp_context_0 intra-node cfg#2 rma_am(tcp/eth1) ...` (nixl#1097);
+//! - UCX's warning that `UCX_NET_DEVICES` names no usable device, `UCX  WARN
+//!   network device 'ifb0' is not available, please use one or more of:
+//!   'eth0'(tcp), 'lo'(tcp)` (`ucp_context.c`; the plural `network devices
+//!   'a','b' are not available` in ucx#11220);
 //! - the side-channel listener's bind failures, `zmq.error.ZMQError: Address
 //!   already in use (addr='tcp://localhost:5557')` (vllm#20965) and
 //!   `Cannot assign requested address (addr='tcp://172.17.0.5:34762')`
@@ -69,6 +73,9 @@ pub struct LogFacts {
     pub hw_warnings: Vec<At>,
     /// UCX's transport lines (`UCX_LOG_LEVEL=info`): what follows `cfg#N`.
     pub transports: Vec<(String, At)>,
+    /// UCX's `network device(s) '...' ... not available, please use ...`:
+    /// (the devices named, what UCX offers instead).
+    pub ucx_unavailable: Vec<(Vec<String>, String, At)>,
     pub bind_errors: Vec<BindError>,
     pub engine_mismatches: Vec<EngineMismatch>,
     /// The API server's pid of this start (`(APIServer pid=N)` on its
@@ -132,6 +139,8 @@ impl LogFacts {
             self.nixl_backend = Some((b.to_string(), at()));
         } else if nixl_hw_warning(raw) {
             self.hw_warnings.push(at());
+        } else if let Some((devs, offered)) = ucx_devices_unavailable(raw) {
+            self.ucx_unavailable.push((devs, offered.to_string(), at()));
         } else if let Some(t) = ucx_transports(raw) {
             self.transports.push((t.to_string(), at()));
         } else if let Some((kind, addr)) = bind_error(raw) {
@@ -206,4 +215,17 @@ pub fn bind_error(line: &str) -> Option<(BindFailure, &str)> {
     }
     let addr = line.split_once("(addr='").and_then(|(_, r)| r.split_once('\'')).map_or("", |(a, _)| a);
     Some((kind, addr))
+}
+
+/// `UCX  WARN  network device 'ifb0' is not available, please use one or
+/// more of: 'eth0'(tcp), 'lo'(tcp)`: the devices, and what UCX offers.
+pub fn ucx_devices_unavailable(line: &str) -> Option<(Vec<String>, &str)> {
+    if !line.contains("UCX  WARN") {
+        return None;
+    }
+    let r = line.split_once("network device")?.1;
+    let (names, rest) = r.split_once(" not available")?;
+    let devs: Vec<String> = names.split('\'').skip(1).step_by(2).map(str::to_owned).collect();
+    let offered = rest.split_once("one or more of: ").map_or("", |(_, o)| o.trim());
+    (!devs.is_empty()).then_some((devs, offered))
 }

@@ -407,7 +407,7 @@ fn the_command_on_a_real_capture_clean_then_with_a_bad_block_size() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["findings"][0]["rule"], "block_size_differs", "{v}");
     assert_eq!(v["findings"][0]["severity"], "problem");
-    assert!(v["findings"][0]["fix"].as_str().unwrap().contains("--block-size 16"));
+    assert!(v["findings"][0]["fix"].as_str().unwrap().contains("--block-size 8 on the prefill"), "{v}");
 }
 
 #[test]
@@ -552,4 +552,114 @@ fn a_server_whose_port_never_listens_is_found_by_the_pid_its_log_names() {
     // The decode (pid 1475 in its log) is not in this /proc: said why.
     assert!(f.unread.iter().any(|u| u.source == "process behind decode 127.0.0.1:8200"), "{:?}", f.unread);
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A scenario of the real NIXL pair `scripts/doctor-lab` captured on a GPU
+/// (`tests/fixtures/doctor/README.md`), read through its own /proc and sysfs.
+fn lab_run(scenario: &str, extra: &[&str]) -> (i32, String, String) {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor").join(scenario);
+    let p = |s: &str| f.join(s).display().to_string();
+    let args = [
+        "--proc-root",
+        &p("root/proc"),
+        "--sys-class-net",
+        &p("root/sys/class/net"),
+        "--prefill",
+        "127.0.0.1:8100",
+        "--decode",
+        "127.0.0.1:8200",
+        "--proxy",
+        "127.0.0.1:8000",
+        "--prefill-log",
+        &p("logs/vllm-prefill.log"),
+        "--decode-log",
+        &p("logs/vllm-decode.log"),
+        "--timeout",
+        "0.5",
+    ];
+    pdtop(&[&args[..], extra].concat())
+}
+
+#[test]
+fn the_gpu_pairs_two_mistakes_are_named_from_proc_and_logs_alone_and_the_fix_is_clean() {
+    // No HTTP here: what the captured /proc holds (argv, environ, the
+    // proxy's command line) and the logs must name both mistakes.
+    let (rc, out, err) = lab_run("nixl-demo-proxy-block-mismatch", &["--json"]);
+    assert_eq!(rc, 1, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rules: Vec<&str> =
+        v["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
+    assert_eq!(&rules[..2], ["block_size_differs", "demo_proxy_with_nixl"], "{v}");
+    let block = &v["findings"][0];
+    assert!(
+        block["cause"]
+            .as_str()
+            .unwrap()
+            .contains("decode's block size 16 is not a multiple of the prefill's 32")
+    );
+    assert!(block["fix"].as_str().unwrap().starts_with("--block-size 16 on the prefill"));
+    let demo = &v["findings"][1];
+    assert!(
+        demo["evidence"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("argv of PID 1633: python3 /root/lab/src/vllm/disagg_proxy_demo.py"),
+        "{demo}"
+    );
+    assert!(rules[2..].iter().all(|r| *r == "ucx_net_devices_unset"), "{rules:?}");
+    let (rc, out, err) = lab_run("nixl-fixed", &[]);
+    assert_eq!(rc, 0, "{out}{err}");
+    assert!(out.contains("NOTE    prefill 127.0.0.1:8100 [ucx_net_devices_unset]"), "{out}");
+    assert!(!out.contains("PROBLEM") && !out.contains("WARNING"), "{out}");
+    // The fixed prefill log holds both starts: the latest one is read.
+    assert!(out.ends_with("doctor: clean\n"), "{out}");
+}
+
+#[test]
+fn the_gpu_pairs_facts_come_from_the_real_proc() {
+    use pdtop::doctor::gather::Sources;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor/nixl-fixed");
+    let s = Sources {
+        prefill: vec!["127.0.0.1:8100".into()],
+        decode: vec!["127.0.0.1:8200".into()],
+        proxy: Some("127.0.0.1:8000".into()),
+        prefill_log: vec![dir.join("logs/vllm-prefill.log").display().to_string()],
+        decode_log: vec![dir.join("logs/vllm-decode.log").display().to_string()],
+        proc_root: dir.join("root/proc"),
+        sys_class_net: dir.join("root/sys/class/net"),
+        netns_pid: None,
+        timeout: std::time::Duration::from_millis(100),
+    };
+    let mut f = pdtop::doctor::gather::read_logs(&s).unwrap();
+    s.add_host(&mut f);
+    let p = &f.instances[0];
+    assert_eq!(p.process.as_ref().map(|x| x.pid), Some(1713));
+    assert_eq!(p.startup.block_size, Some(16), "the restarted prefill's argv");
+    assert!(p.is_nixl());
+    // Side channel: the listener the engine holds, and the port its environ gives.
+    let sc = side_channel::side_channel(p).unwrap();
+    assert_eq!(sc.port, 5600);
+    let d = side_channel::side_channel(&f.instances[1]).unwrap();
+    assert_eq!(d.port, 5601);
+    assert!(side_channel::port_shared(&f).is_empty());
+    let net = f.host_net.as_ref().unwrap();
+    assert_eq!(net.default_iface.as_deref(), Some("eth0"));
+    assert!(!net.iface("ifb0").unwrap().up);
+    assert!(f.proxy.as_ref().is_some_and(|x| !x.is_demo_proxy()));
+}
+
+#[test]
+fn ucx_naming_a_down_device_is_named_from_the_gpu_log() {
+    let f = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/doctor/nixl-ucx-down-engine-dies/logs/vllm-prefill.log");
+    let mut facts = nixl_pair();
+    facts.instances[0].log = Some(log(f));
+    let found = ucx::devices_unavailable(&facts);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].cause.starts_with("UCX_NET_DEVICES names ifb0"), "{}", found[0].cause);
+    assert!(found[0].evidence[0].starts_with("vllm-prefill.log:115: "), "{:?}", found[0].evidence);
+    assert_eq!(
+        found[0].fix,
+        "UCX_NET_DEVICES=<an interface that is up> (UCX offers: 'eth0'(tcp), 'lo'(tcp))"
+    );
 }

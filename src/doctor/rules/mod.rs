@@ -25,6 +25,7 @@ const RULES: &[fn(&PairFacts) -> Vec<Finding>] = &[
     side_channel::localhost_across_hosts,
     side_channel::self_handshake,
     ucx::net_devices,
+    ucx::devices_unavailable,
     ucx::nixl_hw_support,
     ucx::tcp_only,
     proxy::demo_proxy_with_nixl,

@@ -113,7 +113,13 @@ pub fn block_size(f: &PairFacts) -> Vec<Finding> {
                     format!("{}, {}", p.name(), d.name()),
                     why,
                 )
-                .fix(format!("--block-size {pb} on the decode (or a multiple of it with NIXL)"))
+                .fix(if nixl {
+                    format!(
+                        "--block-size {db} on the prefill (or a decode block size that is a multiple of {pb})"
+                    )
+                } else {
+                    format!("the same --block-size on both (e.g. --block-size {pb} on the decode)")
+                })
             };
             out.push(evidence.into_iter().fold(finding, Finding::evidence));
         }

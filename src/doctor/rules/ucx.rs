@@ -41,6 +41,9 @@ fn unset(f: &PairFacts, i: &InstanceFacts, pid: u32) -> Finding {
     if let Some(best) = f.host_net.as_ref().and_then(fastest) {
         fd = fd.evidence(format!("fastest up link here: {} ({} Mb/s)", best.0, best.1));
     }
+    if severity == Severity::Note {
+        return fd;
+    }
     fd.fix(format!("{VAR}=<the KV link> (e.g. {VAR}=mlx5_0:1 or {VAR}=ib0) on both instances"))
 }
 
@@ -143,6 +146,24 @@ pub fn tcp_only(f: &PairFacts) -> Vec<Finding> {
                     .fix("UCX_TLS=rc,cuda_copy,cuda_ipc (or what the link supports) and UCX_NET_DEVICES=<the RDMA port>"),
             );
         }
+    }
+    out
+}
+
+/// UCX said the devices `UCX_NET_DEVICES` names are not available (absent
+/// or down): with NIXL 1.5.1 the UCX backend then fails and the engine
+/// dies at start-up (`NIXL_ERR_BACKEND`, seen on the lab's H200).
+pub fn devices_unavailable(f: &PairFacts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for i in &f.instances {
+        let Some(log) = &i.log else { continue };
+        let Some((devs, offered, at)) = log.ucx_unavailable.last() else { continue };
+        let offered = if offered.is_empty() { String::new() } else { format!(" (UCX offers: {offered})") };
+        out.push(
+            Finding::new("ucx_net_devices_unavailable", Severity::Problem, i.name(), format!("UCX_NET_DEVICES names {}, which UCX cannot use (absent or down): NIXL's UCX backend fails and the engine does not start, or KV falls back to another device", devs.join(", ")))
+                .evidence(log.cite(at))
+                .fix(format!("UCX_NET_DEVICES=<an interface that is up>{offered}")),
+        );
     }
     out
 }
