@@ -53,6 +53,11 @@ pub enum Command {
     /// Turn a capture in the lab-captures layout into a recording.
     #[command(after_help = exit_status!(file))]
     ImportLab(ImportLabArgs),
+    /// Before the first request: read the pair's start-up logs, endpoints,
+    /// processes and this host's network, and name each misconfiguration
+    /// with its cause, evidence and fix. Exit 0 clean, 1 a problem found,
+    /// 2 bad usage or an unreadable file.
+    Doctor(Box<DoctorArgs>),
     /// Writes the README's screenshots (SVG) from the embedded recording.
     #[command(hide = true)]
     Screenshots(ScreenshotArgs),
@@ -326,6 +331,22 @@ pub struct CheckArgs {
     /// Print the JSON report (the machine interface) instead of a summary.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub inputs: Inputs,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The proxy in front of the pair, HOST:PORT: its command line is read
+    /// when it runs on this host.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub proxy: Option<String>,
+    /// Print the findings as JSON (the machine interface).
+    #[arg(long)]
+    pub json: bool,
+    /// Read /proc from this folder instead (tests; a container's /proc).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub proc_root: Option<PathBuf>,
     #[command(flatten)]
     pub inputs: Inputs,
 }

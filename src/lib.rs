@@ -17,6 +17,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod feed;
 pub mod keymap;

@@ -22,6 +22,17 @@ fn main() -> ExitCode {
             }
             Err(e) => Err(e),
         },
+        Some(Command::Doctor(args)) => match modes::doctor(&args) {
+            Ok(report) => {
+                if args.json {
+                    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+                } else {
+                    print!("{}", pdtop::doctor::render::text(&report));
+                }
+                return ExitCode::from(report.exit_code());
+            }
+            Err(e) => Err(e),
+        },
         Some(Command::Screenshots(args)) => modes::screenshots(&args.out).map(|files| {
             for f in files {
                 println!("{}", f.display());

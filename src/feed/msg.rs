@@ -46,6 +46,8 @@ pub enum Msg {
     SpansRejected { at: f64, error: String },
     /// The router's `/metrics` body (`--router`), or why it could not be had.
     Router { at: f64, scrape: Result<String, String> },
+    /// What `pdtop doctor`'s rules found (at start, then again now and then).
+    Doctor { at: f64, report: crate::doctor::Report },
 }
 
 /// Every variant's `at`, by reference or by mutable reference (one list of
@@ -66,7 +68,8 @@ macro_rules! msg_at {
             | Msg::Discovered { at, .. }
             | Msg::Spans { at, .. }
             | Msg::SpansRejected { at, .. }
-            | Msg::Router { at, .. } => at,
+            | Msg::Router { at, .. }
+            | Msg::Doctor { at, .. } => at,
         }
     };
 }

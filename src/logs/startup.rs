@@ -26,6 +26,12 @@ pub struct StartupConfig {
     /// The ExampleConnector's folder (`shared_storage_path`).
     pub storage_path: Option<String>,
     pub version: Option<String>,
+    /// The connector's `engine_id` (a fresh uuid4 per start unless set):
+    /// the id the other side names in a NIXL handshake.
+    pub engine_id: Option<String>,
+    /// The weights' dtype as the engine resolved it (`bfloat16`).
+    pub dtype: Option<String>,
+    pub tensor_parallel_size: Option<u32>,
 }
 
 /// Whether a line's message is a start-up line worth reading: every log
@@ -70,6 +76,11 @@ impl StartupConfig {
             set(&mut self.model, quoted(rest, "config: model='"));
             set(&mut self.cache_dtype, bare(rest, "kv_cache_dtype="));
             set(&mut self.served_name, bare(rest, "served_model_name="));
+            // `, dtype=`: the comma keeps `kv_cache_dtype=` out.
+            set(&mut self.dtype, bare(rest, ", dtype=").map(|d| d.trim_start_matches("torch.")));
+            if let Some(n) = number(rest, "tensor_parallel_size=").and_then(|n| u32::try_from(n).ok()) {
+                self.tensor_parallel_size = Some(n);
+            }
             if let Some(n) = number(rest, "max_seq_len=") {
                 self.max_model_len = Some(n);
             }
@@ -92,6 +103,10 @@ impl StartupConfig {
         self.max_model_len = number(args, "'max_model_len': ");
         self.block_size = number(args, "'block_size': ").and_then(|n| u32::try_from(n).ok());
         self.cache_dtype = quoted(args, "'kv_cache_dtype': '").map(str::to_owned);
+        self.dtype = quoted(args, "'dtype': '").map(str::to_owned);
+        self.tensor_parallel_size =
+            number(args, "'tensor_parallel_size': ").and_then(|n| u32::try_from(n).ok());
+        self.engine_id = None;
         if args.contains("KVTransferConfig(") || args.contains("'kv_transfer_config': {") {
             self.on_kv_config(args);
         } else {
@@ -114,6 +129,10 @@ impl StartupConfig {
         }
         if let Some(p) = quoted(text, "'shared_storage_path': '") {
             self.storage_path = Some(p.to_string());
+        }
+        let id = quoted(text, "engine_id='").or_else(|| quoted(text, "'engine_id': '"));
+        if let Some(id) = id.filter(|i| !i.is_empty()) {
+            self.engine_id = Some(id.to_string());
         }
     }
 }
@@ -203,6 +222,9 @@ mod tests {
         assert_eq!(n.kv_role.as_deref(), Some("kv_consumer"));
         assert_eq!(n.storage_path, None);
         assert_eq!(n.version.as_deref(), Some("0.26.0"));
+        assert_eq!(n.engine_id.as_deref(), Some("c7493e62-f2ad-4335-ad0e-19942661f025"));
+        assert_eq!(n.dtype.as_deref(), Some("bfloat16"));
+        assert_eq!(n.tensor_parallel_size, Some(1));
     }
 
     #[test]

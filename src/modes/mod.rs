@@ -5,6 +5,7 @@
 mod check;
 mod dashboard;
 pub mod demo;
+mod doctor;
 mod record;
 mod replay;
 mod screen;
@@ -13,6 +14,7 @@ mod screenshots;
 pub use check::{check, summary};
 pub use dashboard::dashboard;
 pub use demo::{demo, lab_session};
+pub use doctor::doctor;
 pub use record::{import_lab, record};
 pub use replay::{replay, replay_app};
 pub use screenshots::screenshots;

@@ -36,6 +36,9 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     if c.otlp.is_on() {
         sources::otlp::spawn(&c.otlp, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
     }
+    if let Some(d) = doctor_sources(session, c) {
+        tokio::spawn(crate::doctor::watch::run(d, clock.clone(), tx.clone()));
+    }
     if let Some(r) = &session.router {
         sources::router::spawn(r, &c.scrape, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
     }
@@ -65,4 +68,39 @@ where
         })
         .runtime("collector thread")?;
     Ok(())
+}
+
+/// What the doctor reads on the dashboard: the pair and its logs, when
+/// both roles are given (a Prometheus-discovered fleet is not a pair).
+fn doctor_sources(session: &Session, c: &super::session::Collect) -> Option<crate::doctor::gather::Sources> {
+    use crate::feed::{LogOrigin, Role};
+    let of = |role| session.endpoints.iter().filter(|e| e.role == role).map(|e| e.display.clone()).collect();
+    let (prefill, decode): (Vec<String>, Vec<String>) = (of(Role::Prefill), of(Role::Decode));
+    if prefill.is_empty() || decode.is_empty() {
+        return None;
+    }
+    let logs = |want: fn(&LogOrigin) -> Option<usize>| {
+        let mut l: Vec<(usize, String)> = session
+            .logs
+            .iter()
+            .filter_map(|(o, p)| Some((want(o)?, p.clone())))
+            .filter(|(_, p)| p != "-")
+            .collect();
+        l.sort();
+        l.into_iter().map(|(_, p)| p).collect()
+    };
+    Some(crate::doctor::gather::Sources {
+        prefill,
+        decode,
+        proxy: None,
+        prefill_log: logs(|o| if let LogOrigin::Prefill(n) = o { Some(*n) } else { None }),
+        decode_log: logs(|o| if let LogOrigin::Decode(n) = o { Some(*n) } else { None }),
+        proc_root: std::path::PathBuf::from("/proc"),
+        sys_class_net: c.sys.as_ref().and_then(|s| s.net.clone()).unwrap_or_else(|| "/sys/class/net".into()),
+        netns_pid: match &c.net_dev {
+            Some(crate::sources::NetDevPath::Proc { netns_pid }) => *netns_pid,
+            _ => None,
+        },
+        timeout: c.scrape.timeout,
+    })
 }

@@ -33,6 +33,8 @@ pub enum EventKind {
     /// A failure a log line reported (engine death, transfer or KV load
     /// failure, connector missing...), with or without a request.
     Log(crate::logs::signal::SignalKind),
+    /// A `pdtop doctor` finding, at start or after a restart.
+    Doctor(crate::doctor::Severity),
 }
 
 impl EventKind {
@@ -52,6 +54,7 @@ impl EventKind {
             EventKind::RouterError => "router_error",
             EventKind::RequestErrors => "request_errors",
             EventKind::Log(k) => k.as_str(),
+            EventKind::Doctor(_) => "doctor",
         }
     }
 }

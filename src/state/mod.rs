@@ -6,6 +6,7 @@ pub mod alerts;
 mod checks;
 pub mod connectors;
 pub mod discovery;
+pub mod doctor;
 mod event;
 pub mod instance;
 pub mod interval;
@@ -64,6 +65,8 @@ pub struct AppState {
     pub alerts: alerts::AlertLog,
     /// Config problems found on one instance (`pdtop doctor`'s findings).
     pub config_problems: Vec<String>,
+    /// `pdtop doctor`'s latest findings (the DOCTOR line).
+    pub doctor: doctor::DoctorState,
 }
 
 impl AppState {
@@ -84,6 +87,7 @@ impl AppState {
             router: None,
             alerts: alerts::AlertLog::default(),
             config_problems: Vec::new(),
+            doctor: doctor::DoctorState::default(),
         }
     }
 
@@ -200,6 +204,20 @@ impl AppState {
                 self.spans.on_spans(spans, counts);
             }
             Msg::Router { at, scrape } => self.on_router(at, scrape),
+            Msg::Doctor { at, report } => {
+                self.tick(at);
+                // Its problems alert like a config disagreement does.
+                let problems = report
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity == crate::doctor::Severity::Problem)
+                    .map(doctor::event_text)
+                    .collect();
+                self.set_config_problems(problems);
+                for f in self.doctor.on_report(report) {
+                    self.push_event(at, EventKind::Doctor(f.severity), doctor::event_text(&f));
+                }
+            }
             Msg::SpansRejected { at, error } => {
                 self.tick(at);
                 // One event per burst: a sender looping on bad bodies must
@@ -308,6 +326,7 @@ impl AppState {
         if iv.after_restart {
             let text = format!("{display} restarted: counters start again from zero");
             self.push_event(at, EventKind::Restart, text);
+            self.doctor.on_restart();
         }
         let has_log = self.has_log(idx);
         self.check_recovery(idx, &iv, has_log);

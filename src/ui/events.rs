@@ -52,6 +52,7 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::RouterError => ("ROUTER ", theme.fg("error")),
                 EventKind::RequestErrors => ("ERROR  ", theme.fg("error")),
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
+                EventKind::Doctor(s) => ("DOCTOR ", theme.fg(doctor_color(s))),
             });
             Line::from(vec![
                 Span::styled(format!(" {} ", fmt::clock(e.t)), theme.dim()),
@@ -66,4 +67,13 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
         lines
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A problem as an error, a warning as a warning, a note dim.
+pub fn doctor_color(s: crate::doctor::Severity) -> &'static str {
+    match s {
+        crate::doctor::Severity::Problem => "error",
+        crate::doctor::Severity::Warning => "warn",
+        crate::doctor::Severity::Note => "dim",
+    }
 }

@@ -269,3 +269,25 @@ pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme
     let text = format!(" ✖ {source}: {error}{more}");
     frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
 }
+
+/// `pdtop doctor`'s word on the pair: its counts, and the first problem.
+pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+    use crate::doctor::Severity;
+    let Some(r) = &state.doctor.report else {
+        return;
+    };
+    let worst = r.findings.first().map(|f| f.severity);
+    let style = match worst {
+        Some(Severity::Problem) => theme.fg("error"),
+        Some(Severity::Warning) => theme.fg("warn"),
+        _ => theme.fg("ok"),
+    };
+    let first = r
+        .findings
+        .first()
+        .filter(|f| f.severity != Severity::Note)
+        .map(|f| format!(" · {}: {}", f.subject, f.cause))
+        .unwrap_or_default();
+    let head = r.headline().replacen("doctor:", "DOCTOR ", 1);
+    frame.render_widget(Paragraph::new(Line::styled(format!(" {head}{first}"), style)), area);
+}

@@ -156,7 +156,8 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let logs_row = u16::from(state.logs.is_some());
     let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
-    let [top, instances, router_area, logs_area, notes_area, errors_area, banner_area, body, footer] =
+    let doctor_row = u16::from(state.doctor.report.is_some());
+    let [top, instances, router_area, logs_area, notes_area, errors_area, doctor_area, banner_area, body, footer] =
         Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(header_rows),
@@ -164,6 +165,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
             Constraint::Length(logs_row),
             Constraint::Length(notes_row),
             Constraint::Length(errors_row),
+            Constraint::Length(doctor_row),
             Constraint::Length(banner),
             Constraint::Min(0),
             Constraint::Length(1),
@@ -182,6 +184,9 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     }
     if errors_row > 0 {
         header::source_errors_line(frame, errors_area, state, theme);
+    }
+    if doctor_row > 0 {
+        header::doctor_line(frame, doctor_area, state, theme);
     }
     if banner > 0 {
         header::alerts(frame, banner_area, &alerts, state.now, theme);

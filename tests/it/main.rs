@@ -9,6 +9,7 @@ mod check_text;
 mod collector_clock;
 mod connector_metrics_http;
 mod connector_ui;
+mod doctor;
 mod doctor_host;
 mod e2e_check;
 mod e2e_demo_proxy;

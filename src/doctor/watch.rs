@@ -1,0 +1,78 @@
+//! The doctor on the dashboard: the same reading and rules at start and
+//! every [`EVERY`], each report sent to the state as a `Msg::Doctor` (the
+//! state tells new findings, and all of them again after a restart). Logs
+//! are read on from where the last round stopped, never whole again.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::Sender;
+
+use super::gather::{self, Sources};
+use super::loglines::LogFacts;
+use crate::clock::Clock;
+use crate::feed::Msg;
+
+/// How often the doctor looks again (a restart is told within this).
+pub const EVERY: Duration = Duration::from_secs(20);
+
+/// A log read so far: where the next read starts, and what it said.
+#[derive(Default)]
+struct Followed {
+    offset: u64,
+    lines: usize,
+    partial: String,
+    facts: Option<LogFacts>,
+}
+
+impl Followed {
+    /// Reads what was appended since the last call; a shorter file was
+    /// truncated or rotated, and is read from its start.
+    fn read(&mut self, path: &str) -> Result<LogFacts, String> {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
+        let len = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+        if len < self.offset || self.facts.is_none() {
+            *self = Followed { facts: Some(LogFacts::new(path)), ..Default::default() };
+        }
+        file.seek(SeekFrom::Start(self.offset)).map_err(|e| format!("{path}: {e}"))?;
+        let mut buf = Vec::new();
+        file.take(len - self.offset).read_to_end(&mut buf).map_err(|e| format!("{path}: {e}"))?;
+        self.offset += buf.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&buf));
+        let facts = self.facts.get_or_insert_with(|| LogFacts::new(path));
+        // Only whole lines: the last one may still be being written.
+        let cut = self.partial.rfind('\n').map_or(0, |i| i + 1);
+        for line in self.partial[..cut].lines() {
+            self.lines += 1;
+            facts.on_line(self.lines, line);
+        }
+        self.partial.drain(..cut);
+        Ok(facts.clone())
+    }
+}
+
+/// Runs until the state's end drops the receiver.
+pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
+    let mut logs: HashMap<String, Followed> = HashMap::new();
+    loop {
+        let facts = gather::instances(&sources, |path| logs.entry(path.to_string()).or_default().read(path));
+        let mut facts = match facts {
+            Ok(f) => f,
+            Err(e) => {
+                let mut f = gather::instances(&sources, |p| Ok(LogFacts::new(p))).unwrap_or_default();
+                f.unread("start-up logs", e);
+                f
+            }
+        };
+        gather::fetch_http(&mut facts, sources.timeout).await;
+        sources.add_host(&mut facts);
+        gather::read_kv_dirs(&mut facts, &sources.proc_root);
+        let report = super::diagnose(&facts);
+        if tx.send(Msg::Doctor { at: clock.now(), report }).await.is_err() {
+            return;
+        }
+        clock.sleep(EVERY).await;
+    }
+}

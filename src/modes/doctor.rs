@@ -1,0 +1,47 @@
+//! `pdtop doctor`: read every source once, apply the rules, report.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::DoctorArgs;
+use crate::doctor::gather::{self, Sources};
+use crate::doctor::{Report, diagnose};
+use crate::error::{Error, Result, RuntimeContext};
+
+/// Seconds before an endpoint is given up, unless --timeout says.
+const TIMEOUT_SECS: f64 = 2.0;
+
+pub fn doctor(args: &DoctorArgs) -> Result<Report> {
+    let i = &args.inputs;
+    if i.prefill.is_empty() || i.decode.is_empty() {
+        return Err(Error::Usage("doctor needs --prefill HOST:PORT and --decode HOST:PORT".into()));
+    }
+    if i.prometheus.is_some() {
+        return Err(Error::Usage(
+            "doctor reads the instances themselves: give --prefill and --decode, not --prometheus".into(),
+        ));
+    }
+    let proc_root = args.proc_root.clone().unwrap_or_else(|| PathBuf::from("/proc"));
+    let timeout = Duration::from_secs_f64(i.timeout.unwrap_or(TIMEOUT_SECS).clamp(0.1, 60.0));
+    let sources = Sources {
+        prefill: i.prefill.clone(),
+        decode: i.decode.clone(),
+        proxy: args.proxy.clone(),
+        prefill_log: i.prefill_log.clone(),
+        decode_log: i.decode_log.clone(),
+        proc_root: proc_root.clone(),
+        sys_class_net: i.sys_class_net.clone().unwrap_or_else(|| match i.netns_pid {
+            // sysfs is the mounting namespace's: that process's own /sys.
+            Some(pid) => proc_root.join(format!("{pid}/root/sys/class/net")),
+            None => PathBuf::from("/sys/class/net"),
+        }),
+        netns_pid: i.netns_pid,
+        timeout,
+    };
+    let mut facts = gather::read_logs(&sources)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("doctor runtime")?;
+    rt.block_on(gather::fetch_http(&mut facts, timeout));
+    sources.add_host(&mut facts);
+    gather::read_kv_dirs(&mut facts, &sources.proc_root);
+    Ok(diagnose(&facts))
+}
