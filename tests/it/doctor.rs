@@ -178,7 +178,7 @@ fn a_side_channel_bind_failure_in_a_log_is_named_with_its_line() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].rule, "side_channel_host_not_local");
     assert!(
-        found[0].cause.starts_with("its NIXL side-channel listener could not bind tcp://172.17.0.5:34762"),
+        found[0].cause.starts_with("the NIXL side-channel listener could not bind tcp://172.17.0.5:34762"),
         "{}",
         found[0].cause
     );
@@ -454,7 +454,9 @@ fn the_dashboard_draws_a_doctor_line_and_tells_findings_at_start_and_after_a_res
         40,
     );
     assert!(
-        screen.contains(" DOCTOR  1 problem · decode 127.0.0.1:8200: a ZMQ listener could not bind"),
+        screen.contains(
+            " DOCTOR  1 problem · decode 127.0.0.1:8200: the NIXL side-channel listener could not bind"
+        ),
         "{screen}"
     );
     // The capture's decode restart, then the next report: told again.

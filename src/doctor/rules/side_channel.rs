@@ -65,26 +65,33 @@ pub fn bind_failed(f: &PairFacts) -> Vec<Finding> {
     for i in &f.instances {
         let Some(log) = &i.log else { continue };
         for b in &log.bind_errors {
-            let what = match b.thread.as_deref() {
-                Some("nixl_handshake_listener") => "its NIXL side-channel listener".to_string(),
-                Some(t) => format!("a ZMQ listener (thread {t})"),
-                None => "a ZMQ listener".to_string(),
-            };
-            let (rule, cause, fix) = match b.kind {
-                BindFailure::InUse => (
+            // The side channel binds `tcp://<VLLM_NIXL_SIDE_CHANNEL_HOST>:<port>`;
+            // KV events bind their endpoint, `tcp://*:5557` by default
+            // (`config/kv_events.py`). The traceback's thread settles it.
+            let kv_events = b.thread.as_deref() != Some("nixl_handshake_listener") && b.addr.contains('*');
+            let (rule, cause, fix) = match (b.kind, kv_events) {
+                (BindFailure::InUse, true) => (
+                    "kv_events_port_shared",
+                    format!(
+                        "the KV-events publisher could not bind {}: another process holds that port (two instances with KV events on one host); the engine stops",
+                        b.addr
+                    ),
+                    "a distinct \"endpoint\" port in --kv-events-config per instance on a host".to_string(),
+                ),
+                (BindFailure::InUse, false) => (
                     "side_channel_port_shared",
                     format!(
-                        "{what} could not bind {}: another process holds that port (two instances on one side-channel port); the engine stalls and never serves",
+                        "the NIXL side-channel listener could not bind {}: another process holds that port (two instances on one side-channel port); the engine stalls and never serves",
                         b.addr
                     ),
                     format!(
                         "a distinct {PORT_VAR} per instance on a host (each uses PORT + its DP index), e.g. 5600 for one and 5610 for the other"
                     ),
                 ),
-                BindFailure::CannotAssign => (
+                (BindFailure::CannotAssign, _) => (
                     "side_channel_host_not_local",
                     format!(
-                        "{what} could not bind {}: that host is no address of this machine; the engine stalls and never serves",
+                        "the NIXL side-channel listener could not bind {}: that host is no address of this machine; the engine stalls and never serves",
                         b.addr
                     ),
                     format!("{HOST_VAR}=<an address of this host that the other side reaches>"),
