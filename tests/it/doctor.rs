@@ -643,6 +643,17 @@ fn the_gpu_pairs_facts_come_from_the_real_proc() {
     assert_eq!(sc.port, 5600);
     let d = side_channel::side_channel(&f.instances[1]).unwrap();
     assert_eq!(d.port, 5601);
+    assert!(
+        sc.evidence.iter().any(|e| e == "PID 1713's tree listens on 127.0.0.1:5600"),
+        "{:?}",
+        sc.evidence
+    );
+    // The two ports 5600 and 5601: with two DP engines each, they would collide.
+    let mut two = f.clone();
+    for i in &mut two.instances {
+        i.process.as_mut().unwrap().argv.extend(["--data-parallel-size".to_string(), "2".to_string()]);
+    }
+    assert_eq!(side_channel::port_shared(&two)[0].rule, "side_channel_port_shared");
     assert!(side_channel::port_shared(&f).is_empty());
     let net = f.host_net.as_ref().unwrap();
     assert_eq!(net.default_iface.as_deref(), Some("eth0"));

@@ -19,6 +19,8 @@ const PORT_VAR: &str = "VLLM_NIXL_SIDE_CHANNEL_PORT";
 pub struct SideChannel {
     pub host: String,
     pub port: u16,
+    /// Data-parallel engines: engine N binds `port + N`.
+    pub dp: u16,
     /// `VLLM_NIXL_SIDE_CHANNEL_PORT=5601 (environ of PID 12)`, or the default.
     pub evidence: Vec<String>,
 }
@@ -39,7 +41,8 @@ pub fn side_channel(i: &InstanceFacts) -> Option<SideChannel> {
     if !i.is_nixl() {
         return None;
     }
-    let pid = i.process.as_ref()?.pid;
+    let proc = i.process.as_ref()?;
+    let pid = proc.pid;
     let host_var = i.env(HOST_VAR).ok()?;
     let port_var = i.env(PORT_VAR).ok()?;
     let port = port_var.and_then(|p| p.trim().parse().ok()).unwrap_or(default_port(i.version.as_deref()));
@@ -47,11 +50,24 @@ pub fn side_channel(i: &InstanceFacts) -> Option<SideChannel> {
         Some(v) => format!("{var}={v} (environ of PID {pid})"),
         None => format!("{var} unset in the environ of PID {pid}: default {default}"),
     };
-    Some(SideChannel {
-        host: host_var.unwrap_or("localhost").to_string(),
-        port,
-        evidence: vec![said(HOST_VAR, host_var, "localhost"), said(PORT_VAR, port_var, &port.to_string())],
-    })
+    let dp = crate::sources::host::ServeArgs::from_argv(&proc.argv).data_parallel_size.unwrap_or(1).max(1);
+    let dp = u16::try_from(dp).unwrap_or(1);
+    let mut evidence =
+        vec![said(HOST_VAR, host_var, "localhost"), said(PORT_VAR, port_var, &port.to_string())];
+    // What its process tree listens on there (the engine holds the socket).
+    let held: Vec<String> = proc
+        .listeners
+        .iter()
+        .filter(|(_, p)| *p >= port && *p < port.saturating_add(dp))
+        .map(|(a, p)| std::net::SocketAddr::new(*a, *p).to_string())
+        .collect();
+    if !proc.listeners.is_empty() {
+        evidence.push(match held.as_slice() {
+            [] => format!("nothing in the process tree of PID {pid} listens on port {port}"),
+            l => format!("PID {pid}'s tree listens on {}", l.join(", ")),
+        });
+    }
+    Some(SideChannel { host: host_var.unwrap_or("localhost").to_string(), port, dp, evidence })
 }
 
 fn is_loopback_name(host: &str) -> bool {
@@ -118,7 +134,9 @@ pub fn port_shared(f: &PairFacts) -> Vec<Finding> {
     let mut out = Vec::new();
     for (n, (a, ca)) in chans.iter().enumerate() {
         for (b, cb) in &chans[n + 1..] {
-            if ca.port != cb.port || machine(a) != machine(b) {
+            // Engine N of each binds PORT + N: ranges that overlap collide.
+            let overlap = ca.port < cb.port.saturating_add(cb.dp) && cb.port < ca.port.saturating_add(ca.dp);
+            if !overlap || machine(a) != machine(b) {
                 continue;
             }
             // A failure its log already shows is named by `bind_failed`.
