@@ -676,3 +676,37 @@ fn ucx_naming_a_down_device_is_named_from_the_gpu_log() {
         "UCX_NET_DEVICES=<an interface that is up> (UCX offers: 'eth0'(tcp), 'lo'(tcp))"
     );
 }
+
+#[test]
+fn a_side_channel_host_name_that_binds_loopback_is_loopback_across_hosts() {
+    use pdtop::doctor::gather::Sources;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor/nixl-fixed");
+    let s = Sources {
+        prefill: vec!["127.0.0.1:8100".into()],
+        decode: vec!["127.0.0.1:8200".into()],
+        proxy: None,
+        prefill_log: vec![],
+        decode_log: vec![],
+        proc_root: dir.join("root/proc"),
+        sys_class_net: dir.join("root/sys/class/net"),
+        netns_pid: None,
+        timeout: std::time::Duration::from_millis(100),
+    };
+    let mut f = pdtop::doctor::gather::read_logs(&s).unwrap();
+    s.add_host(&mut f);
+    // The real prefill bound 127.0.0.1:5600. Named by a host name, and with
+    // the decode on another host, that loopback is what the decode cannot reach.
+    let env = f.instances[0].process.as_mut().unwrap().environ.as_mut().unwrap();
+    env.insert("VLLM_NIXL_SIDE_CHANNEL_HOST".into(), "gpu-node-1".into());
+    assert!(side_channel::localhost_across_hosts(&f).is_empty(), "one host");
+    f.instances[1].endpoint = "10.0.0.7:8200".into();
+    f.instances[1].host = "10.0.0.7".into();
+    f.instances[1].process = None;
+    let found = side_channel::localhost_across_hosts(&f);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].evidence.iter().any(|e| e.ends_with("listens on 127.0.0.1:5600")),
+        "{:?}",
+        found[0].evidence
+    );
+}

@@ -21,6 +21,8 @@ pub struct SideChannel {
     pub port: u16,
     /// Data-parallel engines: engine N binds `port + N`.
     pub dp: u16,
+    /// Where its process tree listens in that port range.
+    pub bound: Vec<std::net::SocketAddr>,
     /// `VLLM_NIXL_SIDE_CHANNEL_PORT=5601 (environ of PID 12)`, or the default.
     pub evidence: Vec<String>,
 }
@@ -55,19 +57,20 @@ pub fn side_channel(i: &InstanceFacts) -> Option<SideChannel> {
     let mut evidence =
         vec![said(HOST_VAR, host_var, "localhost"), said(PORT_VAR, port_var, &port.to_string())];
     // What its process tree listens on there (the engine holds the socket).
-    let held: Vec<String> = proc
+    let bound: Vec<std::net::SocketAddr> = proc
         .listeners
         .iter()
         .filter(|(_, p)| *p >= port && *p < port.saturating_add(dp))
-        .map(|(a, p)| std::net::SocketAddr::new(*a, *p).to_string())
+        .map(|(a, p)| std::net::SocketAddr::new(*a, *p))
         .collect();
     if !proc.listeners.is_empty() {
+        let held: Vec<String> = bound.iter().map(ToString::to_string).collect();
         evidence.push(match held.as_slice() {
             [] => format!("nothing in the process tree of PID {pid} listens on port {port}"),
             l => format!("PID {pid}'s tree listens on {}", l.join(", ")),
         });
     }
-    Some(SideChannel { host: host_var.unwrap_or("localhost").to_string(), port, dp, evidence })
+    Some(SideChannel { host: host_var.unwrap_or("localhost").to_string(), port, dp, bound, evidence })
 }
 
 fn is_loopback_name(host: &str) -> bool {
@@ -204,7 +207,10 @@ pub fn localhost_across_hosts(f: &PairFacts) -> Vec<Finding> {
     f.of(Role::Prefill)
         .filter_map(|p| {
             let c = side_channel(p)?;
-            if !is_loopback_name(&c.host) {
+            // A host name can resolve to loopback too (127.0.1.1 in many
+            // /etc/hosts): the bound address settles it.
+            let on_loopback = c.bound.iter().any(|a| a.ip().is_loopback());
+            if !is_loopback_name(&c.host) && !on_loopback {
                 return None;
             }
             let decodes: Vec<String> = f.of(Role::Decode).filter(|d| machine(d) != machine(p)).map(InstanceFacts::name).collect();
@@ -215,7 +221,7 @@ pub fn localhost_across_hosts(f: &PairFacts) -> Vec<Finding> {
                 "side_channel_localhost_across_hosts",
                 Severity::Problem,
                 p.name(),
-                format!("it advertises side-channel host {} to {} on another host: decode dials its own loopback, handshakes with itself or times out, and every transfer fails", c.host, decodes.join(", ")),
+                format!("its side channel ({}) is on loopback while {} runs on another host: decode dials its own loopback, handshakes with itself or times out, and every transfer fails", c.host, decodes.join(", ")),
             );
             Some(c.evidence.iter().fold(fd, |fd, e| fd.evidence(e.clone())).fix(format!("{HOST_VAR}=<the prefill host's address on the KV network>")))
         })
