@@ -277,3 +277,73 @@ fn the_real_interfaces_of_this_host_place_every_local_address() {
         assert!(placed ^ got.unplaced.contains(&ip), "{ip} placed once or listed as unplaced");
     }
 }
+
+/// The roots of a capture of a real vLLM 0.26.0 NIXL pair
+/// (`tests/fixtures/doctor/README.md`).
+fn capture(name: &str) -> (ProcRoot, SysRoots) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor").join(name).join("root");
+    (ProcRoot::at(root.join("proc")), SysRoots { net: Some(root.join("sys/class/net")), infiniband: None })
+}
+
+#[test]
+fn a_real_nixl_pair_each_port_to_its_api_server() {
+    let (proc_root, sys) = capture("nixl-demo-proxy-block-mismatch");
+    let facts = HostFacts::read(&proc_root, &sys, &[8100, 5600, 8200, 5601, 8000, 2024, 9999]);
+    let server = |port: u16| facts.instances[&port].as_ref().unwrap_or_else(|e| panic!("{port}: {e}"));
+    // The HTTP port is the API server's, the side channel its EngineCore's.
+    for (http, side, pid, engine, block, role) in
+        [(8100, 5600, 618, 894, 32, "kv_producer"), (8200, 5601, 1298, 1420, 16, "kv_consumer")]
+    {
+        let s = server(http);
+        assert_eq!(s, server(side));
+        assert_eq!(s.pid, pid);
+        let titles: Vec<&str> = s.children.iter().map(|c| c.1.as_str()).collect();
+        assert!(titles.contains(&"VLLM::EngineCore"), "{titles:?}");
+        let held: Vec<(u32, String)> = s.listeners.iter().map(|(p, l)| (*p, l.addr.to_string())).collect();
+        assert!(held.contains(&(pid, format!("127.0.0.1:{http}"))), "{held:?}");
+        assert!(held.contains(&(engine, format!("127.0.0.1:{side}"))), "{held:?}");
+        assert_eq!(s.args.model.as_deref(), Some("/root/lab/src/models/qwen3-8b-shape"));
+        assert_eq!((s.args.port, s.args.block_size), (Some(http), Some(block)));
+        assert_eq!(s.args.served_model_name, ["lab-8b"]);
+        let kv = s.args.kv_transfer_config.as_ref().unwrap().1.as_ref().unwrap();
+        assert_eq!((kv.kv_connector.as_deref(), kv.kv_role.as_deref()), (Some("NixlConnector"), Some(role)));
+        let env = s.env_facts().unwrap();
+        let get = |n: &str| env.iter().find(|e| e.name == n).map(|e| e.value.clone());
+        assert_eq!(get("VLLM_NIXL_SIDE_CHANNEL_HOST"), Some(EnvValue::Set("127.0.0.1".into())));
+        assert_eq!(get("VLLM_NIXL_SIDE_CHANNEL_PORT"), Some(EnvValue::Set(side.to_string())));
+        assert_eq!(get("UCX_NET_DEVICES"), Some(EnvValue::Unset));
+        assert_eq!(get("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION"), Some(EnvValue::VllmDefault("0")));
+    }
+    // The demo proxy is no vLLM server; the VM's agent on :2024 was not kept.
+    match &facts.instances[&8000] {
+        Err(NotFound::NotVllm { pid: 1633, title, .. }) => {
+            assert!(title.contains("disagg_proxy_demo.py"), "{title}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(facts.instances[&2024], Err(NotFound::OwnerUnseen { .. })),
+        "{:?}",
+        facts.instances[&2024]
+    );
+    assert!(matches!(facts.instances[&9999], Err(NotFound::NoListener { .. })));
+    let i = &facts.interfaces;
+    assert_eq!(i.default_route.as_deref(), Some("eth0"));
+    let eth0 = i.list.iter().find(|x| x.name == "eth0").unwrap();
+    assert_eq!((eth0.operstate.as_deref(), eth0.speed_mbps), (Some("up"), None));
+    assert!(eth0.addrs.contains(&"192.0.2.2".parse().unwrap()), "{eth0:?}");
+    assert_eq!(i.list.iter().find(|x| x.name == "ifb0").unwrap().operstate.as_deref(), Some("down"));
+}
+
+#[test]
+fn after_the_fix_the_restarted_prefill_is_the_one_found() {
+    let (proc_root, sys) = capture("nixl-fixed");
+    let facts = HostFacts::read(&proc_root, &sys, &[8100, 5600, 8000]);
+    let p = facts.instances[&8100].as_ref().unwrap();
+    assert_eq!((p.pid, p.args.block_size), (1713, Some(16)));
+    assert_eq!(facts.instances[&5600].as_ref().unwrap().pid, 1713);
+    match &facts.instances[&8000] {
+        Err(NotFound::NotVllm { pid: 2052, title, .. }) => assert!(title.contains("miniproxy.py"), "{title}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -25,6 +25,9 @@ pub struct HostFacts {
 }
 
 impl HostFacts {
+    /// Reads it all once. With `root.netns_pid`, pass sysfs as that
+    /// namespace sees it (`ProcRoot::netns_sys_net`), or the interfaces'
+    /// state and speed are the reader's namespace's.
     pub fn read(root: &ProcRoot, sys: &SysRoots, ports: &[u16]) -> HostFacts {
         let table = read_table(root);
         let listeners = read_listeners(root);

@@ -44,8 +44,9 @@ pub enum NotFound {
     NoListener { port: u16 },
     /// Something listens, but no readable `fd` directory holds its socket.
     OwnerUnseen { port: u16, inodes: Vec<u64>, fd_unreadable: usize },
-    /// The holder and its parents are no vLLM API server.
-    NotVllm { port: u16, pid: u32, title: String },
+    /// The holder and its parents are no vLLM API server (a proxy, say):
+    /// its title and command line, for rules about what it is.
+    NotVllm { port: u16, pid: u32, title: String, argv: Vec<String> },
 }
 
 impl fmt::Display for NotFound {
@@ -59,7 +60,7 @@ impl fmt::Display for NotFound {
                 f,
                 "port {port} listens, but its process is not among those whose open files could be read ({fd_unreadable} could not); run pdtop as the server's user or as root"
             ),
-            NotFound::NotVllm { port, pid, title } => {
+            NotFound::NotVllm { port, pid, title, .. } => {
                 write!(
                     f,
                     "port {port} is held by pid {pid} ({title}), and neither it nor its parents is a vllm serve"
@@ -94,8 +95,10 @@ pub fn find_server(
         });
     };
     let Some(pid) = ancestry(table, holder).into_iter().find(|p| table.get(p).is_some_and(is_server)) else {
-        let title = table.get(&holder).map(ProcEntry::title).unwrap_or_default();
-        return Err(NotFound::NotVllm { port, pid: holder, title });
+        let entry = table.get(&holder);
+        let title = entry.map(ProcEntry::title).unwrap_or_default();
+        let argv = entry.and_then(|e| e.cmdline.clone().ok()).unwrap_or_default();
+        return Err(NotFound::NotVllm { port, pid: holder, title, argv });
     };
     let argv = table[&pid].cmdline.clone().unwrap_or_default();
     let children: Vec<(u32, String)> =
