@@ -1,7 +1,7 @@
 //! This host's facts (`sources::host`) as the doctor's: the `vllm serve`
 //! process behind each local instance port (argv, environ, listeners), the
 //! proxy's command line, and the interfaces. The host reader finds vLLM
-//! servers only; the proxy's argv is read here from its holder's pid.
+//! servers only (the proxy is the holder of its port that is no vLLM).
 
 use std::net::IpAddr;
 
@@ -43,7 +43,7 @@ pub fn add_host_facts(f: &mut PairFacts, root: &ProcRoot, sys: &SysRoots, proxy:
         }
     }
     if let Some(p) = proxy.filter(|p| here(&endpoint_host(p))) {
-        match proxy_facts(root, &host, p) {
+        match proxy_facts(&host, p) {
             Ok(pf) => f.proxy = Some(pf),
             Err(why) => unread.push((format!("proxy {p}"), why)),
         }
@@ -148,20 +148,13 @@ pub fn fill_from_args(s: &mut crate::logs::startup::StartupConfig, a: &ServeArgs
 }
 
 /// The proxy's command line: the holder of its port, read from `/proc`.
-fn proxy_facts(root: &ProcRoot, host: &HostFacts, endpoint: &str) -> Result<ProxyFacts, String> {
+fn proxy_facts(host: &HostFacts, endpoint: &str) -> Result<ProxyFacts, String> {
     let port = port_of(endpoint).ok_or("not HOST:PORT")?;
-    let pid = match host.instances.get(&port) {
-        Some(Err(NotFound::NotVllm { pid, .. })) => *pid,
-        Some(Ok(sp)) => sp.pid,
+    let (pid, argv) = match host.instances.get(&port) {
+        Some(Err(NotFound::NotVllm { pid, argv, .. })) => (*pid, argv.clone()),
+        Some(Ok(sp)) => (sp.pid, sp.argv.clone()),
         Some(Err(nf)) => return Err(nf.to_string()),
         None => return Err("not read".into()),
     };
-    let raw =
-        std::fs::read(root.pid_dir(pid).join("cmdline")).map_err(|e| format!("cmdline of PID {pid}: {e}"))?;
-    let argv: Vec<String> = raw
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
     Ok(ProxyFacts { endpoint: endpoint.to_string(), pid, argv })
 }

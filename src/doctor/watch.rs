@@ -1,7 +1,8 @@
-//! The doctor on the dashboard: the same reading and rules at start and
-//! every [`EVERY`], each report sent to the state as a `Msg::Doctor` (the
-//! state tells new findings, and all of them again after a restart). Logs
-//! are read on from where the last round stopped, never whole again.
+//! The doctor on the dashboard: the same rules, on the logs and this host,
+//! at start and every [`EVERY`], each report sent to the state as a
+//! `Msg::Doctor` (the state tells new findings, and all of them again after
+//! a restart). Logs are read on from where the last round stopped, never
+//! whole again.
 
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -66,7 +67,13 @@ pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
                 f
             }
         };
-        gather::fetch_http(&mut facts, sources.timeout).await;
+        // No HTTP here: the dashboard's scrapers already read /metrics,
+        // /version and /v1/models (the state compares them, `mismatch`),
+        // and a second reader would take scrapes from servers that answer
+        // each in turn.
+        for i in &mut facts.instances {
+            i.version = i.startup.version.clone();
+        }
         sources.add_host(&mut facts);
         gather::read_kv_dirs(&mut facts, &sources.proc_root);
         let report = super::diagnose(&facts);

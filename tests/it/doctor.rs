@@ -178,7 +178,7 @@ fn a_side_channel_bind_failure_in_a_log_is_named_with_its_line() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].rule, "side_channel_host_not_local");
     assert!(
-        found[0].cause.starts_with("its NIXL side-channel listener could not bind tcp://172.17.0.5:34762"),
+        found[0].cause.starts_with("the NIXL side-channel listener could not bind tcp://172.17.0.5:34762"),
         "{}",
         found[0].cause
     );
@@ -454,7 +454,9 @@ fn the_dashboard_draws_a_doctor_line_and_tells_findings_at_start_and_after_a_res
         40,
     );
     assert!(
-        screen.contains(" DOCTOR  1 problem · decode 127.0.0.1:8200: a ZMQ listener could not bind"),
+        screen.contains(
+            " DOCTOR  1 problem · decode 127.0.0.1:8200: the NIXL side-channel listener could not bind"
+        ),
         "{screen}"
     );
     // The capture's decode restart, then the next report: told again.
@@ -641,6 +643,17 @@ fn the_gpu_pairs_facts_come_from_the_real_proc() {
     assert_eq!(sc.port, 5600);
     let d = side_channel::side_channel(&f.instances[1]).unwrap();
     assert_eq!(d.port, 5601);
+    assert!(
+        sc.evidence.iter().any(|e| e == "PID 1713's tree listens on 127.0.0.1:5600"),
+        "{:?}",
+        sc.evidence
+    );
+    // The two ports 5600 and 5601: with two DP engines each, they would collide.
+    let mut two = f.clone();
+    for i in &mut two.instances {
+        i.process.as_mut().unwrap().argv.extend(["--data-parallel-size".to_string(), "2".to_string()]);
+    }
+    assert_eq!(side_channel::port_shared(&two)[0].rule, "side_channel_port_shared");
     assert!(side_channel::port_shared(&f).is_empty());
     let net = f.host_net.as_ref().unwrap();
     assert_eq!(net.default_iface.as_deref(), Some("eth0"));
@@ -661,5 +674,39 @@ fn ucx_naming_a_down_device_is_named_from_the_gpu_log() {
     assert_eq!(
         found[0].fix,
         "UCX_NET_DEVICES=<an interface that is up> (UCX offers: 'eth0'(tcp), 'lo'(tcp))"
+    );
+}
+
+#[test]
+fn a_side_channel_host_name_that_binds_loopback_is_loopback_across_hosts() {
+    use pdtop::doctor::gather::Sources;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/doctor/nixl-fixed");
+    let s = Sources {
+        prefill: vec!["127.0.0.1:8100".into()],
+        decode: vec!["127.0.0.1:8200".into()],
+        proxy: None,
+        prefill_log: vec![],
+        decode_log: vec![],
+        proc_root: dir.join("root/proc"),
+        sys_class_net: dir.join("root/sys/class/net"),
+        netns_pid: None,
+        timeout: std::time::Duration::from_millis(100),
+    };
+    let mut f = pdtop::doctor::gather::read_logs(&s).unwrap();
+    s.add_host(&mut f);
+    // The real prefill bound 127.0.0.1:5600. Named by a host name, and with
+    // the decode on another host, that loopback is what the decode cannot reach.
+    let env = f.instances[0].process.as_mut().unwrap().environ.as_mut().unwrap();
+    env.insert("VLLM_NIXL_SIDE_CHANNEL_HOST".into(), "gpu-node-1".into());
+    assert!(side_channel::localhost_across_hosts(&f).is_empty(), "one host");
+    f.instances[1].endpoint = "10.0.0.7:8200".into();
+    f.instances[1].host = "10.0.0.7".into();
+    f.instances[1].process = None;
+    let found = side_channel::localhost_across_hosts(&f);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].evidence.iter().any(|e| e.ends_with("listens on 127.0.0.1:5600")),
+        "{:?}",
+        found[0].evidence
     );
 }

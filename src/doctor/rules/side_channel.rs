@@ -19,6 +19,10 @@ const PORT_VAR: &str = "VLLM_NIXL_SIDE_CHANNEL_PORT";
 pub struct SideChannel {
     pub host: String,
     pub port: u16,
+    /// Data-parallel engines: engine N binds `port + N`.
+    pub dp: u16,
+    /// Where its process tree listens in that port range.
+    pub bound: Vec<std::net::SocketAddr>,
     /// `VLLM_NIXL_SIDE_CHANNEL_PORT=5601 (environ of PID 12)`, or the default.
     pub evidence: Vec<String>,
 }
@@ -39,7 +43,8 @@ pub fn side_channel(i: &InstanceFacts) -> Option<SideChannel> {
     if !i.is_nixl() {
         return None;
     }
-    let pid = i.process.as_ref()?.pid;
+    let proc = i.process.as_ref()?;
+    let pid = proc.pid;
     let host_var = i.env(HOST_VAR).ok()?;
     let port_var = i.env(PORT_VAR).ok()?;
     let port = port_var.and_then(|p| p.trim().parse().ok()).unwrap_or(default_port(i.version.as_deref()));
@@ -47,11 +52,25 @@ pub fn side_channel(i: &InstanceFacts) -> Option<SideChannel> {
         Some(v) => format!("{var}={v} (environ of PID {pid})"),
         None => format!("{var} unset in the environ of PID {pid}: default {default}"),
     };
-    Some(SideChannel {
-        host: host_var.unwrap_or("localhost").to_string(),
-        port,
-        evidence: vec![said(HOST_VAR, host_var, "localhost"), said(PORT_VAR, port_var, &port.to_string())],
-    })
+    let dp = crate::sources::host::ServeArgs::from_argv(&proc.argv).data_parallel_size.unwrap_or(1).max(1);
+    let dp = u16::try_from(dp).unwrap_or(1);
+    let mut evidence =
+        vec![said(HOST_VAR, host_var, "localhost"), said(PORT_VAR, port_var, &port.to_string())];
+    // What its process tree listens on there (the engine holds the socket).
+    let bound: Vec<std::net::SocketAddr> = proc
+        .listeners
+        .iter()
+        .filter(|(_, p)| *p >= port && *p < port.saturating_add(dp))
+        .map(|(a, p)| std::net::SocketAddr::new(*a, *p))
+        .collect();
+    if !proc.listeners.is_empty() {
+        let held: Vec<String> = bound.iter().map(ToString::to_string).collect();
+        evidence.push(match held.as_slice() {
+            [] => format!("nothing in the process tree of PID {pid} listens on port {port}"),
+            l => format!("PID {pid}'s tree listens on {}", l.join(", ")),
+        });
+    }
+    Some(SideChannel { host: host_var.unwrap_or("localhost").to_string(), port, dp, bound, evidence })
 }
 
 fn is_loopback_name(host: &str) -> bool {
@@ -65,26 +84,33 @@ pub fn bind_failed(f: &PairFacts) -> Vec<Finding> {
     for i in &f.instances {
         let Some(log) = &i.log else { continue };
         for b in &log.bind_errors {
-            let what = match b.thread.as_deref() {
-                Some("nixl_handshake_listener") => "its NIXL side-channel listener".to_string(),
-                Some(t) => format!("a ZMQ listener (thread {t})"),
-                None => "a ZMQ listener".to_string(),
-            };
-            let (rule, cause, fix) = match b.kind {
-                BindFailure::InUse => (
+            // The side channel binds `tcp://<VLLM_NIXL_SIDE_CHANNEL_HOST>:<port>`;
+            // KV events bind their endpoint, `tcp://*:5557` by default
+            // (`config/kv_events.py`). The traceback's thread settles it.
+            let kv_events = b.thread.as_deref() != Some("nixl_handshake_listener") && b.addr.contains('*');
+            let (rule, cause, fix) = match (b.kind, kv_events) {
+                (BindFailure::InUse, true) => (
+                    "kv_events_port_shared",
+                    format!(
+                        "the KV-events publisher could not bind {}: another process holds that port (two instances with KV events on one host); the engine stops",
+                        b.addr
+                    ),
+                    "a distinct \"endpoint\" port in --kv-events-config per instance on a host".to_string(),
+                ),
+                (BindFailure::InUse, false) => (
                     "side_channel_port_shared",
                     format!(
-                        "{what} could not bind {}: another process holds that port (two instances on one side-channel port); the engine stalls and never serves",
+                        "the NIXL side-channel listener could not bind {}: another process holds that port (two instances on one side-channel port); the engine stalls and never serves",
                         b.addr
                     ),
                     format!(
                         "a distinct {PORT_VAR} per instance on a host (each uses PORT + its DP index), e.g. 5600 for one and 5610 for the other"
                     ),
                 ),
-                BindFailure::CannotAssign => (
+                (BindFailure::CannotAssign, _) => (
                     "side_channel_host_not_local",
                     format!(
-                        "{what} could not bind {}: that host is no address of this machine; the engine stalls and never serves",
+                        "the NIXL side-channel listener could not bind {}: that host is no address of this machine; the engine stalls and never serves",
                         b.addr
                     ),
                     format!("{HOST_VAR}=<an address of this host that the other side reaches>"),
@@ -111,7 +137,9 @@ pub fn port_shared(f: &PairFacts) -> Vec<Finding> {
     let mut out = Vec::new();
     for (n, (a, ca)) in chans.iter().enumerate() {
         for (b, cb) in &chans[n + 1..] {
-            if ca.port != cb.port || machine(a) != machine(b) {
+            // Engine N of each binds PORT + N: ranges that overlap collide.
+            let overlap = ca.port < cb.port.saturating_add(cb.dp) && cb.port < ca.port.saturating_add(ca.dp);
+            if !overlap || machine(a) != machine(b) {
                 continue;
             }
             // A failure its log already shows is named by `bind_failed`.
@@ -179,7 +207,10 @@ pub fn localhost_across_hosts(f: &PairFacts) -> Vec<Finding> {
     f.of(Role::Prefill)
         .filter_map(|p| {
             let c = side_channel(p)?;
-            if !is_loopback_name(&c.host) {
+            // A host name can resolve to loopback too (127.0.1.1 in many
+            // /etc/hosts): the bound address settles it.
+            let on_loopback = c.bound.iter().any(|a| a.ip().is_loopback());
+            if !is_loopback_name(&c.host) && !on_loopback {
                 return None;
             }
             let decodes: Vec<String> = f.of(Role::Decode).filter(|d| machine(d) != machine(p)).map(InstanceFacts::name).collect();
@@ -190,7 +221,7 @@ pub fn localhost_across_hosts(f: &PairFacts) -> Vec<Finding> {
                 "side_channel_localhost_across_hosts",
                 Severity::Problem,
                 p.name(),
-                format!("it advertises side-channel host {} to {} on another host: decode dials its own loopback, handshakes with itself or times out, and every transfer fails", c.host, decodes.join(", ")),
+                format!("its side channel ({}) is on loopback while {} runs on another host: decode dials its own loopback, handshakes with itself or times out, and every transfer fails", c.host, decodes.join(", ")),
             );
             Some(c.evidence.iter().fold(fd, |fd, e| fd.evidence(e.clone())).fix(format!("{HOST_VAR}=<the prefill host's address on the KV network>")))
         })
