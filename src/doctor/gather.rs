@@ -29,12 +29,33 @@ pub struct Sources {
 }
 
 impl Sources {
+    fn root(&self) -> crate::sources::host::ProcRoot {
+        let root = crate::sources::host::ProcRoot::at(&self.proc_root);
+        match self.netns_pid {
+            Some(pid) => root.with_netns_pid(pid),
+            None => root,
+        }
+    }
+
+    /// The sockets listening on the instances' and the proxy's ports (none
+    /// where they cannot be read): a restarted server has a new one.
+    pub fn listeners(&self) -> Vec<crate::sources::host::Listener> {
+        let ports: Vec<u16> = self
+            .prefill
+            .iter()
+            .chain(&self.decode)
+            .chain(&self.proxy)
+            .filter_map(|ep| super::host::port_of(ep))
+            .collect();
+        let mut l = crate::sources::host::read_listeners(&self.root()).unwrap_or_default();
+        l.retain(|l| ports.contains(&l.addr.port()));
+        l.sort();
+        l
+    }
+
     /// This host's processes and interfaces, added to the facts.
     pub fn add_host(&self, f: &mut PairFacts) {
-        let mut root = crate::sources::host::ProcRoot::at(&self.proc_root);
-        if let Some(pid) = self.netns_pid {
-            root = root.with_netns_pid(pid);
-        }
+        let root = self.root();
         let sys = crate::sources::host::SysRoots {
             net: Some(self.sys_class_net.clone()),
             infiniband: Some(PathBuf::from("/sys/class/infiniband")),

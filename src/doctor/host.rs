@@ -13,7 +13,7 @@ use crate::sources::host::{
 };
 
 /// The port of `HOST:PORT` or a URL.
-fn port_of(endpoint: &str) -> Option<u16> {
+pub(super) fn port_of(endpoint: &str) -> Option<u16> {
     let s = endpoint.split("://").last().unwrap_or(endpoint);
     let s = s.split('/').next().unwrap_or(s);
     s.rsplit_once(':')?.1.parse().ok()

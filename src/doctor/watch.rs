@@ -1,10 +1,14 @@
 //! The doctor on the dashboard: the same rules, on the logs and this host,
-//! at start and every [`EVERY`], each report sent to the state as a
-//! `Msg::Doctor` (the state tells new findings, and all of them again after
-//! a restart). Logs are read on from where the last round stopped, never
-//! whole again.
+//! at start and whenever a server restarts, each report sent to the state
+//! as a `Msg::Doctor` (the state tells new findings, and all of them again
+//! after a restart). Every [`EVERY`] the logs are read on from where the
+//! last round stopped (never whole again) and the listening sockets are
+//! listed: only a new start-up in a log or a new listening socket (a
+//! restarted server) has the host read again, since walking every
+//! process's descriptors is the costly part. [`FULL_EVERY`] rounds read it
+//! all regardless (an interface may go down).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,9 +19,12 @@ use super::gather::{self, Sources};
 use super::loglines::LogFacts;
 use crate::clock::Clock;
 use crate::feed::Msg;
+use crate::sources::host::Listener;
 
 /// How often the doctor looks again (a restart is told within this).
 pub const EVERY: Duration = Duration::from_secs(20);
+/// Rounds between two full reads when nothing restarted.
+pub const FULL_EVERY: u32 = 15;
 
 /// A log read so far: where the next read starts, and what it said.
 #[derive(Default)]
@@ -56,7 +63,9 @@ impl Followed {
 
 /// Runs until the state's end drops the receiver.
 pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
-    let mut logs: HashMap<String, Followed> = HashMap::new();
+    let mut logs: BTreeMap<String, Followed> = BTreeMap::new();
+    let mut last: Option<(Vec<Listener>, Vec<Option<LogFacts>>)> = None;
+    let mut round = 0u32;
     loop {
         let facts = gather::instances(&sources, |path| logs.entry(path.to_string()).or_default().read(path));
         let mut facts = match facts {
@@ -74,6 +83,13 @@ pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
         for i in &mut facts.instances {
             i.version = i.startup.version.clone();
         }
+        let seen = (sources.listeners(), logs.values().map(|f| f.facts.clone()).collect::<Vec<_>>());
+        round += 1;
+        if last.as_ref() == Some(&seen) && !round.is_multiple_of(FULL_EVERY) {
+            clock.sleep(EVERY).await;
+            continue;
+        }
+        last = Some(seen);
         sources.add_host(&mut facts);
         gather::read_kv_dirs(&mut facts, &sources.proc_root);
         let report = super::diagnose(&facts);

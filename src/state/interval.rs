@@ -172,6 +172,15 @@ impl Hists {
         self.heads.iter().any(|h| h.hist == *hist)
     }
 
+    /// `hist`'s total count and its sum, without rebuilding it.
+    pub fn total_and_sum(&self, hist: &Hist) -> Option<(f64, f64)> {
+        let i = self.heads.iter().position(|h| h.hist == *hist)?;
+        let head = &self.heads[i];
+        let last = self.runs_of(i).last().map_or(head.count, |(_, v)| *v);
+        // As `Histogram::total` reads the rebuilt one.
+        Some((last.max(head.count), head.sum))
+    }
+
     /// Adds or replaces `hist`.
     pub fn insert(&mut self, hist: Hist, h: Histogram) {
         let mut all: Vec<(Hist, Histogram, Arc<[f64]>)> = (0..self.heads.len())

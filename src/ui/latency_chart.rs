@@ -24,7 +24,20 @@ const MIN_BIN_S: f64 = 5.0;
 /// overview gives the rows to other panels.
 pub fn has_data(state: &AppState, focus: Option<usize>) -> bool {
     let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
-    [Role::Prefill, Role::Decode].iter().any(|&r| !series(state, r, Hist::Ttft, since, 1, focus).is_empty())
+    // What `series` would bin, read without rebuilding a histogram: this
+    // runs every frame.
+    let is = &state.instances;
+    is.iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            matches!(s.endpoint.role, Role::Prefill | Role::Decode)
+                && focus.is_none_or(|o| o == *i || is[o].endpoint.role != s.endpoint.role)
+        })
+        .any(|(_, s)| {
+            s.history.iter().rev().take_while(|iv| iv.t > since).any(|iv| {
+                iv.hists.total_and_sum(&Hist::Ttft).is_some_and(|(total, sum)| total > 0.0 && sum != 0.0)
+            })
+        })
 }
 
 /// `━ prefill ━ decode · bright p50 · dim p90`, in the roles' colours, as

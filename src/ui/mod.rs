@@ -157,20 +157,30 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let notes_row = u16::from(!view.notes.is_empty());
     let errors_row = u16::from(!state.source_errors.is_empty());
     let doctor_row = u16::from(state.doctor.report.is_some());
-    let [top, instances, router_area, logs_area, notes_area, errors_area, doctor_area, banner_area, body, footer] =
-        Layout::vertical([
-            Constraint::Length(1),
-            Constraint::Length(header_rows),
-            Constraint::Length(router_row),
-            Constraint::Length(logs_row),
-            Constraint::Length(notes_row),
-            Constraint::Length(errors_row),
-            Constraint::Length(doctor_row),
-            Constraint::Length(banner),
-            Constraint::Min(0),
-            Constraint::Length(1),
-        ])
-        .areas(area);
+    let [
+        top,
+        instances,
+        router_area,
+        logs_area,
+        notes_area,
+        errors_area,
+        doctor_area,
+        banner_area,
+        body,
+        footer,
+    ] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(header_rows),
+        Constraint::Length(router_row),
+        Constraint::Length(logs_row),
+        Constraint::Length(notes_row),
+        Constraint::Length(errors_row),
+        Constraint::Length(doctor_row),
+        Constraint::Length(banner),
+        Constraint::Min(0),
+        Constraint::Length(1),
+    ])
+    .areas(area);
     title_bar(frame, top, state, view, theme);
     header::instances(frame, instances, state, theme);
     if router_row > 0 {

@@ -187,7 +187,8 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
     let traced = state.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
     // Every outcome, so the cells sum to `seen`.
     let tally = state.request_tally();
-    let mut title = vec![Span::styled(format!(" requests since start ({}) ", tally.source), theme.fg("title"))];
+    let mut title =
+        vec![Span::styled(format!(" requests since start ({}) ", tally.source), theme.fg("title"))];
     // A decode still waiting for remote KV past the threshold: no other
     // count shows it (it is neither loaded nor missed yet).
     if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {
@@ -203,7 +204,10 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
     };
     // Two columns of "label value", the labels padded to one width.
     let cell = |label: &str, v: u64| {
-        [Span::styled(format!(" {label:<12}"), theme.dim()), Span::styled(format!("{v:>5}  "), style_of(label, v))]
+        [
+            Span::styled(format!(" {label:<12}"), theme.dim()),
+            Span::styled(format!("{v:>5}  "), style_of(label, v)),
+        ]
     };
     let mut cells = vec![cell("seen", tally.seen)];
     cells.extend(tally.parts.iter().map(|(label, v)| cell(label, *v)));
