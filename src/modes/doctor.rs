@@ -43,5 +43,47 @@ pub fn doctor(args: &DoctorArgs) -> Result<Report> {
     rt.block_on(gather::fetch_http(&mut facts, timeout));
     sources.add_host(&mut facts);
     gather::read_kv_dirs(&mut facts, &sources.proc_root);
-    Ok(diagnose(&facts))
+    let mut report = diagnose(&facts);
+    report.findings.extend(unread_instances(&facts, &report));
+    report.findings.sort_by_key(|f| f.severity);
+    Ok(report)
+}
+
+/// An instance of which nothing could be read (no answer, no log, no
+/// process on this host): nothing about it is clean, so it is a problem,
+/// with the reasons as evidence. (The dashboard's doctor reads no HTTP, its
+/// scrapers do, so this is the command's own rule.)
+fn unread_instances(facts: &crate::doctor::PairFacts, report: &Report) -> Vec<crate::doctor::Finding> {
+    use crate::doctor::{Finding, Severity};
+    facts
+        .instances
+        .iter()
+        .filter(|i| {
+            i.log.is_none()
+                && i.metrics.is_none()
+                && i.version.is_none()
+                && i.models.is_none()
+                && i.process.is_none()
+        })
+        .map(|i| {
+            let mut f = Finding::new(
+                "instance_unread",
+                Severity::Problem,
+                i.name(),
+                "nothing could be read about this instance, so nothing about it can be called clean",
+            );
+            f.evidence = report
+                .unread
+                .iter()
+                .filter(|u| u.source.contains(&i.endpoint) || u.why.contains(&i.endpoint))
+                .map(|u| format!("{}: {}", u.source, u.why))
+                .collect();
+            let role = i.role.name();
+            f.fix = format!(
+                "start it or check --{role} {}; give --{role}-log for its start-up lines",
+                i.endpoint
+            );
+            f
+        })
+        .collect()
 }

@@ -54,10 +54,13 @@ fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &st
                 EventKind::Log(_) => ("LOG    ", theme.fg("error")),
                 EventKind::Doctor(s) => ("DOCTOR ", theme.fg(doctor_color(s))),
             });
+            let clock = format!(" {} ", fmt::clock(e.t));
+            // Cut by words with an ellipsis, never mid-word.
+            let room = (area.width as usize).saturating_sub(2 + fmt::width(&clock) + fmt::width(tag) + 1);
             Line::from(vec![
-                Span::styled(format!(" {} ", fmt::clock(e.t)), theme.dim()),
+                Span::styled(clock, theme.dim()),
                 Span::styled(tag, style),
-                Span::styled(format!(" {}", e.text), theme.text()),
+                Span::styled(format!(" {}", fmt::shorten(&e.text, room)), theme.text()),
             ])
         })
         .collect();

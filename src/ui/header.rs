@@ -185,7 +185,9 @@ pub fn alerts(frame: &mut Frame, area: Rect, alerts: &[Alert], now: f64, theme: 
             } else {
                 String::new()
             };
-            Line::styled(format!("{}{more}", alert_text(a, now)), theme.alarm())
+            // Cut by words with an ellipsis; the numbers lead, so they stay.
+            let room = (area.width as usize).saturating_sub(fmt::width(&more));
+            Line::styled(format!("{}{more}", fmt::shorten(&alert_text(a, now), room)), theme.alarm())
         })
         .collect();
     frame.render_widget(Paragraph::new(lines).style(theme.alarm()), area);
@@ -204,8 +206,28 @@ pub fn alert_text(a: &Alert, now: f64) -> String {
 
 /// One line on the tailed logs: each file's state and line count.
 pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
+    // The file names go first when the line is too wide, then whole files
+    // (the last first), never a count cut in two.
+    let cols = area.width as usize;
+    let full = logs_spans(state, logs_only, true, theme);
+    let spans = if full.iter().map(Span::width).sum::<usize>() <= cols {
+        full
+    } else {
+        let mut segments: Vec<(u8, Vec<Span<'static>>)> = Vec::new();
+        for (i, part) in logs_spans(state, logs_only, false, theme).split(|s| s.content == "   ").enumerate()
+        {
+            let mut part = part.to_vec();
+            part.push(Span::raw("   "));
+            segments.push((if i == 0 { 2 } else { 1 }, part));
+        }
+        fmt::keep_whole(segments, cols)
+    };
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> Vec<Span<'static>> {
     let Some(logs) = &state.logs else {
-        return;
+        return Vec::new();
     };
     let mut spans = vec![Span::styled(" LOGS    ", theme.dim())];
     if logs_only {
@@ -225,8 +247,9 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: boo
             None => ("○", theme.dim()),
         };
         spans.push(Span::styled(format!("{mark} "), style));
+        let name = if names { format!(" {name}") } else { String::new() };
         spans.push(Span::styled(
-            format!("{} {name} {} lines", s.source, fmt::count(s.lines as f64)),
+            format!("{}{name} {} lines", s.source, fmt::count(s.lines as f64)),
             theme.text(),
         ));
         let c = &s.counts;
@@ -246,7 +269,7 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: boo
         }
         spans.push(Span::raw("   "));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    spans
 }
 
 /// What the logs read after the fact could not say, the weightiest first

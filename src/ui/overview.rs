@@ -169,13 +169,20 @@ fn requests_panel(
     theme: &Theme,
 ) {
     let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
-    // Rows short: the heading of the comparison goes first, never a count.
+    // Rows short: the heading of the comparison goes first, then an
+    // agreeing cross-check, then the comparison's detail; never a count, a
+    // disagreement or the verdict.
     let room = area.height.saturating_sub(2) as usize;
-    let lines: Vec<Line> = if lines.len() > room {
-        lines.into_iter().filter(|l| !l.spans.iter().any(|s| s.content.contains("worth it?"))).collect()
-    } else {
-        lines
+    let rank = |l: &Line| {
+        let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+        [" worth it?", " metrics agree", " loaded "].iter().position(|p| text.starts_with(p))
     };
+    let mut lines = lines;
+    for r in 0..3 {
+        if lines.len() > room {
+            lines.retain(|l| rank(l) != Some(r));
+        }
+    }
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 

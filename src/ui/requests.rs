@@ -135,27 +135,30 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         None => (area, None),
     };
     let c = logs.correlator.counts();
-    // The filter first: a narrow screen cuts the title's end.
-    let mut title = filter_title(state, view, &rows, selected, list_area.width, theme);
-    title.push(Span::styled(format!(" requests {} · loaded {} · ", c.seen, c.loaded), theme.fg("title")));
-    title.push(Span::styled(
-        format!("silent miss {}", c.silent_miss),
-        if c.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") },
-    ));
-    title.push(Span::styled(
-        format!(
-            " · no prefill {} · error {} · cancelled {} · unknown {} · pending {} ",
-            c.no_prefill, c.error, c.cancelled, c.unknown, c.pending
-        ),
-        theme.fg("title"),
-    ));
+    // The filter first; on a narrow screen whole counts go, the rarest
+    // first, never a number cut in two.
+    let t = theme.fg("title");
+    let seg = |rank: u8, text: String, style| (rank, vec![Span::styled(text, style)]);
+    let miss_style = if c.silent_miss > 0 { theme.alarm() } else { theme.fg("ok") };
+    let mut parts = vec![
+        (9, filter_title(state, view, &rows, selected, list_area.width, theme)),
+        seg(8, format!(" requests {}", c.seen), t),
+        seg(5, format!(" · loaded {}", c.loaded), t),
+        (7, vec![Span::styled(" · ", t), Span::styled(format!("silent miss {}", c.silent_miss), miss_style)]),
+        seg(4, format!(" · no prefill {}", c.no_prefill), t),
+        seg(6, format!(" · error {}", c.error), t),
+        seg(3, format!(" · cancelled {}", c.cancelled), t),
+        seg(2, format!(" · unknown {}", c.unknown), t),
+        seg(1, format!(" · pending {} ", c.pending), t),
+    ];
     if c.stuck > 0 {
-        title.push(Span::styled(format!(" {} STUCK ", c.stuck), theme.fg("error")));
+        parts.push(seg(8, format!(" {} STUCK ", c.stuck), theme.fg("error")));
     }
     let spans = (!state.spans.is_empty()).then_some(&state.spans);
     if spans.is_some() {
-        title.push(Span::styled(format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
+        parts.push(seg(0, format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
     }
+    let title = fmt::keep_whole(parts, list_area.width.saturating_sub(2) as usize);
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
     let inner = block.inner(list_area);

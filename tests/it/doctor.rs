@@ -426,6 +426,19 @@ fn the_command_lists_what_it_could_not_read_and_fails_on_a_bad_file() {
     assert_eq!(rc, 2);
 }
 
+#[test]
+fn nothing_read_is_no_clean_bill() {
+    // Two ports nothing listens on, no logs: nothing can be called clean.
+    let (rc, out, _) = pdtop(&["--prefill", "127.0.0.1:9", "--decode", "127.0.0.1:7", "--json"]);
+    assert_eq!(rc, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let unread: Vec<&serde_json::Value> =
+        v["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == "instance_unread").collect();
+    assert_eq!(unread.len(), 2, "{v}");
+    assert_eq!(unread[0]["severity"], "problem");
+    assert!(unread.iter().any(|f| f["evidence"].to_string().contains("127.0.0.1:7/metrics")), "{v}");
+}
+
 /// The report of a pair whose decode log shows the shared port.
 fn bind_failure_report() -> pdtop::doctor::Report {
     let mut f = nixl_pair();

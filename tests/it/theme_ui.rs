@@ -22,7 +22,12 @@ fn chart(theme: &str) -> String {
 /// The chart's columns, bottom to top, as the glyphs drawn in them.
 fn columns(text: &str) -> Vec<String> {
     let rows: Vec<Vec<char>> =
-        text.lines().skip(1).filter(|l| l.starts_with('│')).map(|l| l.chars().collect()).collect();
+        // The plot's rows: the legend row (words) is no column.
+        text.lines()
+            .skip(1)
+            .filter(|l| l.starts_with('│') && !l.chars().any(char::is_alphanumeric))
+            .map(|l| l.chars().collect())
+            .collect();
     let w = rows.iter().map(Vec::len).min().unwrap_or(0);
     (1..w.saturating_sub(1))
         .map(|x| rows.iter().rev().map(|r| r[x]).filter(|c| *c != ' ').collect())
