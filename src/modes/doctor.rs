@@ -72,12 +72,13 @@ fn unread_instances(facts: &crate::doctor::PairFacts, report: &Report) -> Vec<cr
                 i.name(),
                 "nothing could be read about this instance, so nothing about it can be called clean",
             );
-            f.evidence = report
+            let sources: Vec<&str> = report
                 .unread
                 .iter()
                 .filter(|u| u.source.contains(&i.endpoint) || u.why.contains(&i.endpoint))
-                .map(|u| format!("{}: {}", u.source, u.why))
+                .map(|u| u.source.as_str())
                 .collect();
+            f.evidence = vec![format!("not read (why: under `not read`): {}", sources.join(", "))];
             let role = i.role.name();
             f.fix = format!(
                 "start it or check --{role} {}; give --{role}-log for its start-up lines",

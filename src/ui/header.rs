@@ -53,56 +53,84 @@ fn instance_line(
     theme: &Theme,
 ) -> Line<'static> {
     let role = i.endpoint.role;
-    let mut spans = vec![
-        Span::styled(format!(" {:<7} ", role.name().to_uppercase()), role_style(role, theme)),
-        Span::styled(format!("{:<endpoint_w$} ", i.endpoint.display), theme.text()),
-    ];
+    // Whole segments go, the least telling first, when the row is too
+    // wide; the restart marker and the state stay whole (a cut `↻ 1` of
+    // 11 reads as a wrong number).
+    let mut segs: Vec<(u8, Vec<Span<'static>>)> = vec![(
+        9,
+        vec![
+            Span::styled(format!(" {:<7} ", role.name().to_uppercase()), role_style(role, theme)),
+            Span::styled(format!("{:<endpoint_w$} ", i.endpoint.display), theme.text()),
+        ],
+    )];
     if width >= 100 {
         let model = i.model_name().unwrap_or("?").to_string();
         let block = i.block_size().map(|b| format!("blk {b}")).unwrap_or_else(|| "blk ?".into());
-        spans.push(Span::styled(format!("{model:<12.12} "), theme.dim()));
         let block_style = if block_differs { theme.fg("error") } else { theme.dim() };
-        spans.push(Span::styled(format!("{block:<7} "), block_style));
+        segs.push((
+            2,
+            vec![
+                Span::styled(format!("{model:<12.12} "), theme.dim()),
+                Span::styled(format!("{block:<7} "), block_style),
+            ],
+        ));
     }
+    let restarts = (i.health.restarts > 0)
+        .then(|| (8, vec![Span::styled(format!(" ↻ {} restart(s)", i.health.restarts), theme.fg("warn"))]));
     let h = &i.health;
     if h.up {
-        spans.push(Span::styled("● up ", theme.fg("ok")));
-        spans.push(Span::styled(format!("{:<5} ", up_label(i, now)), theme.dim()));
+        segs.push((
+            8,
+            vec![
+                Span::styled("● up ", theme.fg("ok")),
+                Span::styled(format!("{:<5} ", up_label(i, now)), theme.dim()),
+            ],
+        ));
         if let Some(s) = &i.latest {
             let run = s.running.map(fmt::count).unwrap_or_else(|| "?".into());
             let wait = s.waiting.map(fmt::count).unwrap_or_else(|| "?".into());
-            spans.push(Span::styled(format!("run {run:>3} wait {wait:>3}  "), theme.text()));
-            spans.push(Span::styled("KV ", theme.dim()));
+            segs.push((5, vec![Span::styled(format!("run {run:>3} wait {wait:>3}  "), theme.text())]));
             let w = 10;
             let b = s.kv_usage.map(|u| bar(u, 1.0, w)).unwrap_or_default();
             let pad = w.saturating_sub(b.chars().count());
-            spans.push(Span::styled(format!("▕{b}{}▏", " ".repeat(pad)), role_style(role, theme)));
-            spans.push(Span::styled(format!("{:>6} ", fmt::pct(s.kv_usage)), theme.text()));
+            segs.push((
+                4,
+                vec![
+                    Span::styled("KV ", theme.dim()),
+                    Span::styled(format!("▕{b}{}▏", " ".repeat(pad)), role_style(role, theme)),
+                ],
+            ));
+            segs.push((6, vec![Span::styled(format!("{:>6} ", fmt::pct(s.kv_usage)), theme.text())]));
         }
         if h.no_vllm_metrics {
-            spans.push(Span::styled(
-                " ⚠ no vllm: metrics (wrong port? --disable-log-stats?) ",
-                theme.fg("warn"),
+            segs.push((
+                7,
+                vec![Span::styled(
+                    " ⚠ no vllm: metrics (wrong port? --disable-log-stats?) ",
+                    theme.fg("warn"),
+                )],
             ));
         }
         if h.bad_lines_last > 0 {
-            spans.push(Span::styled(format!(" ⚠ {} bad lines ", h.bad_lines_last), theme.fg("warn")));
+            segs.push((
+                7,
+                vec![Span::styled(format!(" ⚠ {} bad lines ", h.bad_lines_last), theme.fg("warn"))],
+            ));
         }
     } else if h.scrapes_failed == 0 {
-        spans.push(Span::styled("○ connecting…", theme.dim()));
+        segs.push((8, vec![Span::styled("○ connecting…", theme.dim())]));
     } else {
         let since = h.last_ok.map(|t| format!(" {}", fmt::age(now - t))).unwrap_or_default();
+        segs.push((9, vec![Span::styled(format!("✖ DOWN{since} "), theme.fg("error"))]));
+        // The error gets what the rest leaves, cut by words.
+        let used: usize = segs.iter().chain(&restarts).flat_map(|(_, s)| s).map(Span::width).sum();
+        let room = (width as usize).saturating_sub(used);
         let err = h.last_error.clone().unwrap_or_default();
-        spans.push(Span::styled(format!("✖ DOWN{since} "), theme.fg("error")));
-        spans.push(Span::styled(
-            format!("{err} ({} failed, retrying) ", h.consecutive_failures),
-            theme.fg("error"),
-        ));
+        let text = fmt::shorten(&format!("{err} ({} failed, retrying) ", h.consecutive_failures), room);
+        segs.push((3, vec![Span::styled(text, theme.fg("error"))]));
     }
-    if h.restarts > 0 {
-        spans.push(Span::styled(format!(" ↻ {} restart(s)", h.restarts), theme.fg("warn")));
-    }
-    Line::from(spans)
+    segs.extend(restarts);
+    Line::from(fmt::keep_whole(segs, width as usize))
 }
 
 /// How long the process has been up (`process_start_time_seconds`, on the
@@ -255,7 +283,7 @@ fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> 
         let c = &s.counts;
         let skipped = c.long_lines_skipped + c.invalid_utf8_lines;
         if c.rotations + c.truncations > 0 {
-            spans.push(Span::styled(format!(" ↻{}", c.rotations + c.truncations), theme.fg("warn")));
+            spans.push(Span::styled(format!(" rotated {}×", c.rotations + c.truncations), theme.fg("warn")));
         }
         if skipped > 0 {
             spans.push(Span::styled(format!(" ⚠{skipped} bad"), theme.fg("warn")));

@@ -247,10 +247,14 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     let room = (area.width as usize).saturating_sub(left_w);
     let demo_long = demo_long.or_else(|| view.badge.clone());
     let demo_short = demo_short.or_else(|| view.badge.clone());
+    // Without the clock, the window still shows (`w` changes it), and no
+    // separator is left dangling.
+    let short = demo_short.unwrap_or_default();
     let candidates = [
         (demo_long.clone().unwrap_or_default(), clock.clone()),
-        (demo_short.clone().unwrap_or_default(), clock.clone()),
-        (demo_short.unwrap_or_default(), String::new()),
+        (short.clone(), clock.clone()),
+        (short.clone(), format!("{focus}{window} ")),
+        (short.trim_end_matches(" · ").to_string() + " ", String::new()),
     ];
     let (demo, clock) = candidates
         .iter()
