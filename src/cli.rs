@@ -11,6 +11,8 @@ use crate::kv::KvArgs;
 #[command(
     name = "pdtop",
     version,
+    // Wrapped to the terminal, never wider than this.
+    max_term_width = 100,
     about = "A terminal dashboard for a vLLM disaggregated-prefill pair: TTFT/TPOT of both sides, KV usage, \
              where decode's prompt tokens came from, and the silent miss (decode recomputed the prompt and nothing errored).",
     after_help = concat!(
@@ -55,8 +57,30 @@ pub enum Command {
     ImportLab(ImportLabArgs),
     /// Before the first request: read the pair's start-up logs, endpoints,
     /// processes and this host's network, and name each misconfiguration
-    /// with its cause, evidence and fix. Exit 0 clean, 1 a problem found,
-    /// 2 bad usage or an unreadable file.
+    /// with its cause, evidence and fix.
+    #[command(after_help = exit_status!(doctor))]
+    // The dashboard's flags it shares but does not read stay out of its help.
+    #[command(mut_arg("router", |a| a.hide(true)))]
+    #[command(mut_arg("proxy_log", |a| a.hide(true)))]
+    #[command(mut_arg("kv_dir", |a| a.hide(true)))]
+    #[command(mut_arg("iface", |a| a.hide(true)))]
+    #[command(mut_arg("net_dev_file", |a| a.hide(true)))]
+    #[command(mut_arg("sys_class_infiniband", |a| a.hide(true)))]
+    #[command(mut_arg("model_config", |a| a.hide(true)))]
+    #[command(mut_arg("kv_bytes_per_token", |a| a.hide(true)))]
+    #[command(mut_arg("kv_cache_dtype", |a| a.hide(true)))]
+    #[command(mut_arg("show_prompts", |a| a.hide(true)))]
+    #[command(mut_arg("interval", |a| a.hide(true)))]
+    #[command(mut_arg("window", |a| a.hide(true)))]
+    #[command(mut_arg("stuck_after", |a| a.hide(true)))]
+    #[command(mut_arg("prometheus", |a| a.hide(true)))]
+    #[command(mut_arg("prefill_match", |a| a.hide(true)))]
+    #[command(mut_arg("decode_match", |a| a.hide(true)))]
+    #[command(mut_arg("prometheus_user", |a| a.hide(true)))]
+    #[command(mut_arg("otlp_listen", |a| a.hide(true)))]
+    #[command(mut_arg("otlp_grpc_listen", |a| a.hide(true)))]
+    #[command(mut_arg("otlp_allow_remote", |a| a.hide(true)))]
+    #[command(mut_arg("clock_speed", |a| a.hide(true)))]
     Doctor(Box<DoctorArgs>),
     /// Writes the README's screenshots (SVG) from the embedded recording.
     #[command(hide = true)]
@@ -99,6 +123,13 @@ macro_rules! exit_status {
     };
     (usage_only) => {
         concat!("Exit status:\n  0  printed\n", exit_status!(@usage))
+    };
+    (doctor) => {
+        concat!(
+            "Exit status:\n  0  clean (warnings and notes allowed)\n  1  a problem found (an instance of which\n     \
+             nothing could be read is one)\n",
+            exit_status!(@usage)
+        )
     };
 }
 use exit_status;

@@ -306,20 +306,27 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     let mut lines = Vec::new();
     for p in &t.phases {
         // The span's time where it has one; log stamps say no more than seconds.
-        let dur = phase_duration(p, &tm).map_or_else(|| "…".into(), |d| d.text());
+        // `-`: no end seen (the hop is open, or its end was not logged).
+        let dur = phase_duration(p, &tm).map_or_else(|| "-".into(), |d| d.text());
         let offset = match (start.is_finite(), phase_timed_by(p)) {
             (false, _) => String::new(),
             (true, TimedBy::Stamp) => format!("+{:.0}s", p.start - start),
             (true, _) => format!("+{:.1}s", p.start - start),
         };
-        lines.push(Line::from(vec![
+        let mut hop = vec![
             Span::styled(format!(" {} {:>6} ", fmt::clock(p.start), offset), theme.dim()),
             Span::styled(format!("{:<9} ", p.hop.to_string()), theme.fg("accent")),
             Span::styled(format!("{:<10} ", p.source.to_string()), theme.text()),
-            Span::styled(format!("{:<20.20} ", p.process.clone().unwrap_or_default()), theme.dim()),
-            Span::styled(format!("{dur:>8}  "), theme.text()),
-            Span::styled(p.detail.clone(), theme.text()),
-        ]));
+        ];
+        // Narrow: the process goes (it is in the logs), the detail keeps
+        // its row, cut by words.
+        if area.width >= 100 {
+            hop.push(Span::styled(format!("{:<20.20} ", p.process.clone().unwrap_or_default()), theme.dim()));
+        }
+        hop.push(Span::styled(format!("{dur:>8}  "), theme.text()));
+        let room = (area.width as usize).saturating_sub(2 + hop.iter().map(Span::width).sum::<usize>());
+        hop.push(Span::styled(fmt::shorten(&p.detail, room), theme.text()));
+        lines.push(Line::from(hop));
         if let Some(e) = &p.error {
             lines.push(Line::styled(format!("{:>30}✖ {e}", ""), theme.fg("error")));
         }
