@@ -20,8 +20,16 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
     // error used to leave the terminal raw and on the alternate screen).
     let restore = RestoreOnDrop;
     let hook = std::panic::take_hook();
+    // Only a panic of this (the drawing) thread ends the dashboard, so only
+    // it restores the terminal. A collector's panic is caught by its runtime
+    // and shown as that source failing; it may run on a runtime's worker
+    // or blocking thread, whose name is not the collector's, and restoring
+    // there would leave a running dashboard in cooked mode (keys echoed,
+    // `q` waiting for Enter).
+    let ui = std::thread::current().id();
     std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some(COLLECTOR_THREAD) {
+        let here = std::thread::current();
+        if here.id() != ui || here.name() == Some(COLLECTOR_THREAD) {
             return;
         }
         hook(info);

@@ -103,7 +103,7 @@ async fn rotated_truncated_and_deleted_logs_are_followed_and_shown() {
     fs::rename(&path, dir.join("decode.log.1")).unwrap();
     append(&path, lines(10..15).as_bytes());
     w.until("the rotation", |l| l.counts.rotations == 1 && l.lines == 15).await;
-    assert!(w.row().contains("15 lines ↻1"), "{}", w.row());
+    assert!(w.row().contains("15 lines rotated 1×"), "{}", w.row());
 
     // Truncation in place (copytruncate), then new lines.
     OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
@@ -111,7 +111,7 @@ async fn rotated_truncated_and_deleted_logs_are_followed_and_shown() {
     w.until("the truncation", |l| l.counts.truncations == 1).await;
     append(&path, lines(15..18).as_bytes());
     w.until("lines after the truncation", |l| l.lines == 18).await;
-    assert!(w.row().contains("18 lines ↻2"), "{}", w.row());
+    assert!(w.row().contains("18 lines rotated 2×"), "{}", w.row());
 
     // Deleted: shown as missing, and picked up again when it comes back.
     fs::remove_file(&path).unwrap();
