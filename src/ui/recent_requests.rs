@@ -3,23 +3,13 @@
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::fmt;
+use super::requests::outcome_style;
 use crate::theme::Theme;
-use crate::traces::{Outcome, Trace};
-
-fn outcome_style(o: Outcome, theme: &Theme) -> Style {
-    match o {
-        Outcome::Loaded => theme.fg("ok"),
-        Outcome::SilentMiss => theme.alarm(),
-        Outcome::Error => theme.fg("error"),
-        Outcome::NoPrefill => theme.text(),
-        Outcome::Pending | Outcome::Unknown | Outcome::Cancelled => theme.dim(),
-    }
-}
+use crate::traces::Trace;
 
 /// `traces` newest first; the id column as wide as the widest id shown.
 pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {

@@ -82,7 +82,8 @@ fn decode_cell(state: &AppState, t: &Trace) -> String {
     }
 }
 
-fn outcome_style(o: Outcome, theme: &Theme) -> Style {
+/// An outcome's colour, wherever a request is listed.
+pub(super) fn outcome_style(o: Outcome, theme: &Theme) -> Style {
     match o {
         Outcome::Loaded => theme.fg("ok"),
         Outcome::SilentMiss => theme.alarm(),
