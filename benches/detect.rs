@@ -1,11 +1,11 @@
 //! Detection latency: how long after the decode's line reaches its log file
-//! does the state hold the named silent miss? The demo's lab plays the real
-//! qwen3 recording at 1x (its log files written, its `/metrics` served over
-//! loopback), a live pipeline watches it exactly as `pdtop demo` does, and
-//! this loop folds the messages into an `AppState` as the dashboard does,
-//! with its 1 s tick. Each miss is timed from the moment the decode log first
-//! holds its request's `Added request` line (a watcher polls the file every
-//! 2 ms) to the first state that names it.
+//! does the screen's alert row count the silent miss? The demo's lab plays
+//! the real qwen3 recording at 1x (its log files written, its `/metrics`
+//! served over loopback), a live pipeline watches it exactly as `pdtop
+//! demo` does, and the dashboard's own loop (`app::run`) draws it into a
+//! 160x48 test terminal. Each miss is timed from the moment the decode log
+//! first holds its request's `Added request` line (a watcher polls the file
+//! every 2 ms) to the first frame whose `SILENT MISS ×N` counts it.
 //!
 //! `cargo bench --bench detect` prints one row per miss and the median. The
 //! goal (issue #20) is one refresh, 1 s; the time includes whatever later
@@ -15,14 +15,17 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pdtop::app::TICK;
+use pdtop::app::{self, App, Input, TICK};
 use pdtop::cli::{Inputs, UiArgs};
 use pdtop::clock::{Clock, ScaledClock};
 use pdtop::config::{FileConfig, Settings};
-use pdtop::feed::Msg;
 use pdtop::lab::{self, Capture, LabOptions};
 use pdtop::modes::lab_session;
 use pdtop::pipeline::{Feed, run_on_thread};
+use pdtop::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::{Backend, TestBackend};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// Where the lab starts in the recording (lab seconds after its first
 /// moment): a little before its first mismatched prompt.
@@ -89,35 +92,119 @@ fn main() {
     }
 }
 
-/// Folds the live feed into a state as the dashboard does (messages as they
-/// come, a tick a second) and notes when each miss is first named.
+/// Runs the dashboard's own loop (`app::run`) on the live feed, drawn into
+/// a 160x48 test terminal, and notes when each count of silent misses is
+/// first on screen (the alert row's `SILENT MISS ×N`). The k-th miss named
+/// is timed to the first frame showing N >= k.
 fn watch_state(session: &pdtop::pipeline::Session, clock: Arc<dyn Clock>) -> BTreeMap<String, Instant> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    rt.block_on(async {
-        let Ok(Feed::Live(mut live)) = Feed::live(session, clock.clone()) else {
+    let shown: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
+    let app = rt.block_on(async {
+        let Ok(feed) = Feed::live(session, clock.clone()) else {
             panic!("a live feed");
         };
-        let mut state = session.state();
-        let mut named: BTreeMap<String, Instant> = BTreeMap::new();
-        let mut tick = tokio::time::interval(TICK);
-        let end = tokio::time::Instant::now() + WATCH;
-        loop {
-            tokio::select! {
-                msg = live.rx.recv() => match msg {
-                    Some(m) => state.apply(m),
-                    None => break,
-                },
-                _ = tick.tick() => state.apply(Msg::Tick { at: clock.now() }),
-                _ = tokio::time::sleep_until(end) => break,
-            }
-            if let Some(logs) = &state.logs {
-                for id in logs.correlator.silent_miss_ids() {
-                    named.entry(id).or_insert_with(Instant::now);
-                }
-            }
+        let mut app = App::new(session.state(), Theme::builtin("dark").expect("dark theme"));
+        let backend = Watch { inner: TestBackend::new(160, 48), shown: shown.clone() };
+        let mut term = Terminal::new(backend).expect("terminal");
+        let (keys, input) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            tokio::time::sleep(WATCH).await;
+            let _ = keys.send(Input::Key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE)));
+        });
+        app::run(&mut term, &mut app, feed, input).await.expect("the loop");
+        app
+    });
+    // Misses in the order they were named (decided oldest first).
+    let mut misses: Vec<(f64, String)> = app
+        .state
+        .logs
+        .as_ref()
+        .map(|l| {
+            l.correlator
+                .traces()
+                .filter(|t| t.outcome == pdtop::traces::Outcome::SilentMiss)
+                .map(|t| (t.decided_at.unwrap_or(f64::INFINITY), t.id.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    misses.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if std::env::var_os("DETECT_DEBUG").is_some() {
+        for t in app.state.logs.as_ref().unwrap().correlator.traces() {
+            eprintln!("{} {:?} {:?} {:?}: {}", t.id, t.outcome, t.confidence, t.decided_at, t.evidence);
         }
-        named
-    })
+    }
+    let shown = shown.lock().expect("frames");
+    let mut named = BTreeMap::new();
+    for (k, (_, id)) in misses.into_iter().enumerate() {
+        if let Some((at, _)) = shown.iter().find(|(_, n)| *n > k as u64) {
+            named.insert(id, *at);
+        }
+    }
+    named
+}
+
+/// A test terminal that notes, at each frame, the silent-miss count the
+/// alert row shows.
+struct Watch {
+    inner: TestBackend,
+    shown: Arc<Mutex<Vec<(Instant, u64)>>>,
+}
+
+impl Watch {
+    fn count(&self) -> u64 {
+        let buf = self.inner.buffer();
+        let w = buf.area.width as usize;
+        buf.content
+            .chunks(w)
+            .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
+            .find_map(|row| {
+                let rest = row.split("SILENT MISS ×").nth(1)?;
+                rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Backend for Watch {
+    type Error = <TestBackend as Backend>::Error;
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<ratatui::layout::Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<ratatui::layout::Position>>(&mut self, p: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(p)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, t: ratatui::backend::ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(t)
+    }
+    fn size(&self) -> Result<ratatui::layout::Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<ratatui::backend::WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        let n = self.count();
+        let mut shown = self.shown.lock().expect("frames");
+        if shown.last().is_none_or(|(_, m)| *m != n) {
+            shown.push((Instant::now(), n));
+        }
+        self.inner.flush()
+    }
 }
 
 /// Polls the decode log and notes the first time each request's

@@ -266,6 +266,7 @@ pub async fn run<B: Backend>(
                 ev = input.recv() => dirty |= app.on_input(ev, None),
                 msg = live.rx.recv() => {
                     let Some(msg) = msg else { break };
+                    let alerts = app.state.alerts.rev;
                     app.on_msg(msg);
                     stats.messages += 1;
                     for _ in 0..DRAIN_BATCH {
@@ -278,10 +279,14 @@ pub async fn run<B: Backend>(
                         }
                     }
                     data = true;
+                    // A new alert is drawn at once, not at the next refresh.
+                    dirty |= app.state.alerts.rev != alerts;
                 }
                 _ = tick.tick() => {
+                    let alerts = app.state.alerts.rev;
                     app.on_msg(Msg::Tick { at: live.clock.now() });
                     data = true;
+                    dirty |= app.state.alerts.rev != alerts;
                 }
                 _ = tokio::time::sleep_until(next_frame), if dirty || data => {}
             },

@@ -163,6 +163,7 @@ impl Session {
             .with_link(LinkState::new(self.iface.clone(), self.kv_model.clone(), dtype))
             .show_prompts(self.show_prompts)
             .with_router(self.router.clone())
+            .reading_every(self.collect.as_ref().map(|c| c.log_poll.as_secs_f64() * self.clock_speed))
     }
 
     /// The system clock, or a faster one for a sped-up lab.

@@ -98,6 +98,8 @@ pub struct AlertLog {
     deaths: Vec<(String, f64)>,
     /// Requests decided as errors so far (the traces' or the metrics').
     errors_counted: u64,
+    /// Bumped by every event that alerts, so the screen shows it at once.
+    pub rev: u64,
 }
 
 impl AlertLog {
@@ -107,6 +109,7 @@ impl AlertLog {
         let Some(a) = AlertKind::of_event(kind) else {
             return;
         };
+        self.rev += 1;
         let e = self.seen.entry(a).or_insert((0, t, String::new()));
         e.0 += n;
         if t >= e.1 || e.2.is_empty() {
@@ -190,6 +193,9 @@ impl AppState {
     /// Findings of one instance's configuration (`pdtop doctor`, #21):
     /// each is a config-problem alert while it is set.
     pub fn set_config_problems(&mut self, findings: Vec<String>) {
+        if findings != self.config_problems {
+            self.alerts.rev += 1;
+        }
         self.config_problems = findings;
     }
 

@@ -115,6 +115,14 @@ impl AppState {
         self
     }
 
+    /// Logs tailed live, read every `secs` clock seconds (`Correlator::set_read_every`).
+    pub fn reading_every(mut self, secs: Option<f64>) -> AppState {
+        if let Some(logs) = &mut self.logs {
+            logs.correlator.set_read_every(secs);
+        }
+        self
+    }
+
     /// The end of a `check`: everything decidable is decided.
     pub fn finish(&mut self, at: f64) {
         self.tick(at);

@@ -58,6 +58,10 @@ pub struct Correlator {
     /// What instances' logs said of themselves, for the state to take.
     pub(super) notes: InstanceNotes,
     pub(super) inflight: super::instance::inflight::InFlight,
+    /// `counts()` as of (store revision, unattributed misses): it is read
+    /// on every tick and frame, and scanning 10,000 traces each time was
+    /// most of an idle dashboard's work.
+    pub(super) counted: std::cell::Cell<Option<(u64, u64, Counts)>>,
 }
 
 /// Per-instance facts read from its log.
@@ -116,6 +120,7 @@ impl Correlator {
             prev_line: HashMap::new(),
             notes: InstanceNotes::default(),
             inflight: Default::default(),
+            counted: std::cell::Cell::new(None),
         }
     }
 
@@ -129,6 +134,12 @@ impl Correlator {
     /// Keep (or stop keeping) the prompt text lines carry: `--show-prompts`.
     pub fn set_keep_prompts(&mut self, on: bool) {
         self.opts.keep_prompts = on;
+    }
+
+    /// Lines come from a live tail read every `secs` (clock seconds), timed
+    /// when read: the hit wait follows the engine (`HitQueue::wait`).
+    pub fn set_read_every(&mut self, secs: Option<f64>) {
+        self.opts.read_every_s = secs.filter(|s| s.is_finite() && *s >= 0.0);
     }
 
     /// The `host:port` an instance serves on, so that a proxy line naming
@@ -218,19 +229,6 @@ impl Correlator {
     pub fn get(&self, id: &str) -> Option<&Trace> {
         let s = self.store.latest(id).or_else(|| self.store.by_engine(id))?;
         self.store.get(s).map(|e| &e.trace)
-    }
-
-    pub fn counts(&self) -> Counts {
-        let mut c = Counts {
-            unattributed_misses: self.unattributed_misses,
-            evicted: self.store.evicted,
-            ..Counts::default()
-        };
-        for t in self.store.traces() {
-            c.add(t.outcome);
-            c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
-        }
-        c
     }
 
     /// Base ids of the silent misses held, oldest first.

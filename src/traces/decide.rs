@@ -6,6 +6,7 @@ use super::correlator::{Correlator, Style};
 use super::ids::{base_id, invented};
 use super::model::{Confidence, Hop, Join, Outcome};
 use super::proxy::flow::PROXY_WAIT_S;
+use super::store::push_capped;
 use crate::feed::LogOrigin;
 
 impl Correlator {
@@ -15,6 +16,7 @@ impl Correlator {
         for i in decodes {
             let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            let quick = if busy { settle } else { self.hit_wait(i) };
             if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
                 && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
             {
@@ -25,11 +27,13 @@ impl Correlator {
                 .decodes
                 .get_mut(&i)
                 .map(|d| &mut d.hits)
-                .map(|q| q.expire(now, settle, force))
+                .map(|q| q.expire(now, settle, quick, force))
                 .unwrap_or_default();
             for w in gone {
-                self.no_hit_verdict(i, w, now, busy, false);
+                let waited = if w.quiet && !busy { quick } else { settle };
+                self.no_hit_verdict(i, w, now, busy, false, waited);
             }
+            self.confirm_early(i, now, force);
         }
         self.joiner.prune(&self.store, now);
         let store = &self.store;
@@ -60,6 +64,12 @@ impl Correlator {
         self.judge_waits(now, force);
     }
 
+    /// How long decode#`i`'s requests wait for their hit (`HitQueue::wait`).
+    pub(super) fn hit_wait(&self, i: usize) -> f64 {
+        let (settle, read) = (self.opts.settle_s, self.opts.read_every_s);
+        self.decodes.get(&i).map_or(settle, |d| d.hits.wait(settle, read))
+    }
+
     /// Deadline verdicts for traces not waiting on a hit. `true` when decided.
     fn decide_open(&mut self, s: u64, now: f64, force: bool) -> bool {
         let Some(e) = self.store.get(s) else {
@@ -74,7 +84,8 @@ impl Correlator {
             if !force && !self.prefill_guaranteed(s) && now - since < PROXY_WAIT_S && !self.flow.bypass {
                 return false;
             }
-            self.miss_now(di, s, busy, now);
+            let waited = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            self.miss_now(di, s, busy, now, waited);
             return true;
         }
         let (settle, busy_settle) = (self.opts.settle_s, self.opts.settle_busy_s);
@@ -194,7 +205,15 @@ impl Correlator {
     }
 
     /// A queued request's hit never came (`capped`: pushed out of a full queue).
-    pub(super) fn no_hit_verdict(&mut self, i: usize, w: Waiting, now: f64, busy: bool, capped: bool) {
+    pub(super) fn no_hit_verdict(
+        &mut self,
+        i: usize,
+        w: Waiting,
+        now: f64,
+        busy: bool,
+        capped: bool,
+        waited_s: f64,
+    ) {
         let Some(e) = self.store.get_mut(w.serial) else {
             return;
         };
@@ -229,11 +248,12 @@ impl Correlator {
             self.mark_open(w.serial);
             return;
         }
-        self.miss_now(i, w.serial, busy, now);
+        self.miss_now(i, w.serial, busy, now, waited_s);
     }
 
     /// The verdict on a request whose hit never came.
-    pub(super) fn miss_now(&mut self, i: usize, serial: u64, busy: bool, now: f64) {
+    /// `waited_s`: how long its hit was waited for.
+    pub(super) fn miss_now(&mut self, i: usize, serial: u64, busy: bool, now: f64, waited_s: f64) {
         let Some(e) = self.store.get_mut(serial) else {
             return;
         };
@@ -243,7 +263,7 @@ impl Correlator {
         }
         let prefill = e.trace.prefill.unwrap_or(0);
         let t_dec = e.track.decode_event_t.unwrap_or(now);
-        let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+        let settle = waited_s;
         let style = self.style(i);
         if style == Style::Unknown {
             let ev = format!(
@@ -261,12 +281,69 @@ impl Correlator {
             )
         } else {
             format!(
-                "prefill on prefill#{prefill} finished{finished}, decode computed the prompt itself: no External Cache Hit within {settle:.1} s of its Added line{}",
+                "prefill on prefill#{prefill} finished{finished}, decode computed the prompt itself: no External Cache Hit within {} of its Added line{}",
+                wait_words(settle),
                 if busy { " (decode was queueing requests)" } else { "" }
             )
         };
-        let conf = if busy { Confidence::Likely } else { Confidence::Sure };
+        // Called before `settle_s`: likely, until the rest of it passes.
+        let early = !busy && style == Style::Hits && waited_s < self.opts.settle_s;
+        let (conf, ev) = match early {
+            true => (Confidence::Likely, format!("{ev}{EARLY_NOTE}")),
+            false if busy => (Confidence::Likely, ev),
+            false => (Confidence::Sure, ev),
+        };
+        let added = self.store.get(serial).and_then(|e| e.track.decode_added_at).unwrap_or(now);
         self.decide(serial, Outcome::SilentMiss, conf, ev, now);
+        if early {
+            let d = self.decodes.entry(i).or_default();
+            push_capped(&mut d.early, (serial, added, waited_s), self.opts.max_pending);
+        }
+    }
+
+    /// Early misses whose `settle_s` has passed with no hit: sure now.
+    fn confirm_early(&mut self, i: usize, now: f64, force: bool) {
+        let settle = self.opts.settle_s;
+        while let Some(&(s, added, waited)) = self.decodes.get(&i).and_then(|d| d.early.front()) {
+            if !force && now - added < settle {
+                break;
+            }
+            self.decodes.get_mut(&i).map(|d| d.early.pop_front());
+            if let Some(e) = self.store.get_mut(s)
+                && e.trace.outcome == Outcome::SilentMiss
+                && e.trace.confidence == Confidence::Likely
+                && e.trace.evidence.contains(EARLY_NOTE)
+            {
+                let t = &mut e.trace;
+                t.evidence = t.evidence.replace(EARLY_NOTE, "").replacen(
+                    &format!("within {}", wait_words(waited)),
+                    &format!("within {}", wait_words(settle)),
+                    1,
+                );
+                t.confidence = Confidence::Sure;
+            }
+        }
+    }
+
+    /// A hit came with no request waiting for it: the latest early miss
+    /// on that decode may have been scheduled late after all.
+    pub(super) fn late_hit(&mut self, i: usize, at: f64) {
+        let Some((s, added, _)) = self.decodes.get_mut(&i).and_then(|d| d.early.pop_back()) else {
+            return;
+        };
+        let Some(e) = self.store.get_mut(s) else {
+            return;
+        };
+        if e.trace.outcome != Outcome::SilentMiss {
+            return;
+        }
+        let t = &mut e.trace;
+        t.outcome = Outcome::Unknown;
+        t.confidence = Confidence::Unsure;
+        t.evidence = format!(
+            "decode#{i} printed an External Cache Hit {} after its Added line with no request waiting: it was this request's, scheduled late, or the next request's, printed before its Added line",
+            wait_words(at - added)
+        );
     }
 
     fn no_prefill_by_flow(&self, di: usize) -> String {
@@ -369,4 +446,13 @@ impl Correlator {
             ""
         }
     }
+}
+
+/// Ends an early miss's evidence until `settle_s` confirms it.
+const EARLY_NOTE: &str =
+    " (no other request was being added, so it was due; sure if none comes within 1.5 s)";
+
+/// A wait as the evidence says it: "350 ms", "1.5 s".
+fn wait_words(s: f64) -> String {
+    if s < 1.0 { format!("{:.0} ms", s * 1e3) } else { format!("{s:.1} s") }
 }

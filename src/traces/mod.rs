@@ -25,11 +25,13 @@
 mod abort;
 mod connector;
 mod correlator;
+mod counting;
 mod decide;
 mod ids;
 mod instance;
 mod joiner;
 mod model;
+mod options;
 mod prompt_join;
 mod proxy;
 mod stamp;

@@ -83,6 +83,9 @@ pub(crate) struct Store {
     /// Trace per engine-internal id (prefill side), for NIXL params and expiry lines.
     by_engine: HashMap<Box<str>, u64>,
     pub evicted: u64,
+    /// Bumped by every change to an entry (a push, a `get_mut`), so what is
+    /// computed from all traces can be kept until it moves.
+    pub rev: u64,
 }
 
 impl Store {
@@ -94,12 +97,14 @@ impl Store {
             by_base: HashMap::new(),
             by_engine: HashMap::new(),
             evicted: 0,
+            rev: 0,
         }
     }
 
     /// Adds a trace, indexed under its id; drops the oldest beyond capacity.
     pub fn push(&mut self, mut trace: Trace, track: Track) -> u64 {
         let serial = self.first + self.entries.len() as u64;
+        self.rev += 1;
         trace.serial = serial;
         insert_key(&mut self.by_base, &trace.id, serial);
         // Grown exactly up to the cap: doubling would leave a full ring of
@@ -165,7 +170,9 @@ impl Store {
 
     pub fn get_mut(&mut self, serial: u64) -> Option<&mut Entry> {
         let i = serial.checked_sub(self.first)?;
-        self.entries.get_mut(usize::try_from(i).ok()?)
+        let e = self.entries.get_mut(usize::try_from(i).ok()?)?;
+        self.rev += 1;
+        Some(e)
     }
 
     pub fn latest(&self, base: &str) -> Option<u64> {

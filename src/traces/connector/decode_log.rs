@@ -16,6 +16,9 @@ pub(crate) struct DecodeLog {
     pub busy_until: Option<f64>,
     /// Its requests have arrived with `kv_transfer_params`.
     pub params_seen: bool,
+    /// Misses called early (`HitQueue::wait`), sure once `settle_s` passes
+    /// without a hit: (serial, `Added` read time, the wait used).
+    pub early: VecDeque<(u64, f64, f64)>,
 }
 
 impl DecodeLog {

@@ -45,6 +45,10 @@ pub(crate) struct Waiting {
     pub rivals: Vec<u64>,
     /// Scheduled in a step that gave it no hit: it takes none later.
     pub closed: bool,
+    /// No other request was added to this engine in the `QUIET_S` before
+    /// it: no step loading another's KV or computing another's prompt
+    /// delays its scheduling, so its hit is due within `HitQueue::wait`.
+    pub quiet: bool,
 }
 
 /// A hit given to a request.
@@ -74,6 +78,24 @@ pub(crate) struct Group {
 /// Most open groups kept per decode instance.
 const MAX_GROUPS: usize = 256;
 
+/// The least scheduling lag a live wait allows, however prompt the engine
+/// has been: vLLM's engine takes a new request between two steps, and a
+/// decode step of a large model takes up to a few hundred milliseconds.
+pub(crate) const MIN_SCHED_S: f64 = 0.25;
+/// A request's first step can be long: it loads the request's KV (the
+/// ExampleConnector reads it from disk inside the step) or computes its
+/// prompt. A request added within a second of another may wait for that
+/// step (qwen3-shape-restart: steady-5 and -3 added at 06:26:17 while
+/// steady-4's 288-token load ran; their hits printed at :18), so it waits
+/// `settle_s`. A quiet one is called early, as likely, and sure at
+/// `settle_s` (`decide.rs`).
+const QUIET_S: f64 = 1.0;
+/// Lags remembered: the wait follows the engine's recent behaviour.
+const LAGS_KEPT: usize = 32;
+/// A hit this long after a given-up request's `Added` line may be its late
+/// hit; later it is another request's (the stamped wait, `settle_s`).
+const LATE_HIT_S: f64 = 1.5;
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HitQueue {
     /// Unsettled groups, oldest first.
@@ -88,13 +110,23 @@ pub(crate) struct HitQueue {
     step: Option<(Vec<u64>, f64)>,
     pub orphan_total: u64,
     pub hits_seen: u64,
+    /// Read time from `Added` to its hit, of recent hits: how long this
+    /// engine takes to schedule a new request.
+    lags: VecDeque<f64>,
+    /// `Added` read time of the request last given up on, so a hit that
+    /// comes for it after all still teaches the wait.
+    last_expired: Option<f64>,
+    /// Read time of the latest `Added` line.
+    last_added: Option<f64>,
 }
 
 impl HitQueue {
     /// A candidate request was added. Returns a claim when a fresh orphan
     /// hit was waiting for it (the engine's line beat the API server's),
     /// and any request pushed out by the cap.
-    pub fn add(&mut self, w: Waiting, orphan_s: f64, cap: usize) -> (Option<Claim>, Option<Waiting>) {
+    pub fn add(&mut self, mut w: Waiting, orphan_s: f64, cap: usize) -> (Option<Claim>, Option<Waiting>) {
+        w.quiet = self.last_added.is_none_or(|t| w.added_at - t >= QUIET_S);
+        self.last_added = Some(self.last_added.map_or(w.added_at, |t| t.max(w.added_at)));
         while self.orphans.front().is_some_and(|t| w.added_at - t > orphan_s) {
             self.orphans.pop_front();
         }
@@ -121,10 +153,20 @@ impl HitQueue {
         let pos =
             self.waiting.iter().position(|x| !x.closed).or_else(|| (!self.waiting.is_empty()).then_some(0));
         let Some(w) = pos.and_then(|p| self.waiting.remove(p)) else {
+            // Printed after the request it may belong to was given up on:
+            // the engine schedules later than the wait allowed.
+            if let Some(t) = self.last_expired.take()
+                && at - t <= LATE_HIT_S
+            {
+                push_capped(&mut self.lags, at - t, LAGS_KEPT);
+            }
             self.orphan_total += 1;
             push_capped(&mut self.orphans, at, cap);
             return None;
         };
+        if !w.closed {
+            push_capped(&mut self.lags, (at - w.added_at).max(0.0), LAGS_KEPT);
+        }
         for younger in self.waiting.iter_mut().filter(|x| !x.closed) {
             younger.rivals.push(w.serial);
         }
@@ -162,13 +204,31 @@ impl HitQueue {
         self.step.as_ref().map(|(_, at)| *at)
     }
 
-    /// Requests whose hit is overdue (`force`: all of them).
-    pub fn expire(&mut self, now: f64, settle_s: f64, force: bool) -> Vec<Waiting> {
+    /// How long a quiet request may go without its hit: `settle_s` for
+    /// stamped lines; for read lines (`read_every_s`) the engine's longest
+    /// recent lag, at least `MIN_SCHED_S`, plus two reads (a hit printed
+    /// just after the file was read comes with the next read), at most
+    /// `settle_s`.
+    pub fn wait(&self, settle_s: f64, read_every_s: Option<f64>) -> f64 {
+        let Some(read) = read_every_s else {
+            return settle_s;
+        };
+        let lag = self.lags.iter().copied().fold(MIN_SCHED_S, f64::max);
+        (lag + 2.0 * read).min(settle_s)
+    }
+
+    /// Requests whose hit is overdue (`force`: all of them): quiet ones
+    /// after `quick_s`, the others after `settle_s`.
+    pub fn expire(&mut self, now: f64, settle_s: f64, quick_s: f64, force: bool) -> Vec<Waiting> {
         let mut out = Vec::new();
         // Oldest first, so a verdict never overtakes an older request's.
         while let Some(w) = self.waiting.front() {
-            if force || now - w.added_at >= settle_s {
+            let due = if w.quiet && !w.closed { quick_s.min(settle_s) } else { settle_s };
+            if force || now - w.added_at >= due {
                 if let Some(w) = self.waiting.pop_front() {
+                    if !w.closed {
+                        self.last_expired = Some(w.added_at);
+                    }
                     out.push(w);
                 }
             } else {
@@ -199,7 +259,7 @@ mod tests {
     use super::*;
 
     fn w(serial: u64, at: f64) -> Waiting {
-        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false }
+        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false, quiet: false }
     }
 
     #[test]
@@ -211,7 +271,7 @@ mod tests {
         assert_eq!((c.serial, c.contested_by), (1, 1));
         assert_eq!(q.inject(), Some(1));
         // Request 2 gets nothing: it expires with request 1 as its rival.
-        let gone = q.expire(2.0, 1.5, false);
+        let gone = q.expire(2.0, 1.5, 1.5, false);
         assert_eq!(gone.len(), 1);
         assert_eq!((gone[0].serial, gone[0].rivals.clone()), (2, vec![1]));
     }

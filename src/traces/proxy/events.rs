@@ -125,7 +125,8 @@ impl Correlator {
             e.trace.confidence = Confidence::Likely;
         }
         if let Some((busy, di)) = due {
-            self.miss_now(di, s, busy, at);
+            let waited = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            self.miss_now(di, s, busy, at, waited);
         }
     }
 

@@ -1,0 +1,26 @@
+//! The outcome counts over every trace held, kept until a trace changes.
+
+use super::correlator::Correlator;
+use super::model::Counts;
+
+impl Correlator {
+    pub fn counts(&self) -> Counts {
+        let key = (self.store.rev, self.unattributed_misses);
+        if let Some((rev, un, c)) = self.counted.get()
+            && (rev, un) == key
+        {
+            return c;
+        }
+        let mut c = Counts {
+            unattributed_misses: self.unattributed_misses,
+            evicted: self.store.evicted,
+            ..Counts::default()
+        };
+        for t in self.store.traces() {
+            c.add(t.outcome);
+            c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
+        }
+        self.counted.set(Some((key.0, key.1, c)));
+        c
+    }
+}
