@@ -172,44 +172,49 @@ async fn serve_instance(role: Role, listener: TcpListener, capture: Arc<Capture>
     }
 }
 
-/// Answers one HTTP/1.1 request and closes the connection.
+/// Answers HTTP/1.1 requests on one connection, kept alive between them as
+/// uvicorn keeps a scraper's. While the recorded instance is down the
+/// connection is dropped unanswered, as a dead process's is.
 async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock: LabClock) {
     let mut buf = vec![0u8; 8192];
-    let mut n = 0;
-    while n < buf.len() {
-        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf[n..])).await {
-            Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-            Ok(Ok(k)) => {
-                n += k;
-                if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
+    loop {
+        let mut n = 0;
+        while n < buf.len() {
+            // uvicorn's keep-alive timeout is 5 s.
+            match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf[n..])).await {
+                Ok(Ok(0)) | Err(_) | Ok(Err(_)) => return,
+                Ok(Ok(k)) => {
+                    n += k;
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
                 }
             }
         }
+        let head = String::from_utf8_lossy(&buf[..n]);
+        let path = head.split_whitespace().nth(1).unwrap_or("/");
+        let (_, t) = clock.now();
+        let (status, ctype, body) = match path {
+            "/metrics" => match row_at(&capture, role, t) {
+                Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
+                Err(()) => return,
+            },
+            "/v1/models" => ("200 OK", "application/json", models_json(&capture, role)),
+            "/version" => match version_of(&capture, role) {
+                Some(v) => ("200 OK", "application/json", serde_json::json!({ "version": v }).to_string()),
+                None => ("404 Not Found", "text/plain", "not found\n".to_string()),
+            },
+            "/health" => ("200 OK", "text/plain", String::new()),
+            _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        if stream.write_all(resp.as_bytes()).await.is_err() {
+            return;
+        }
     }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let path = head.split_whitespace().nth(1).unwrap_or("/");
-    let (_, t) = clock.now();
-    let (status, ctype, body) = match path {
-        "/metrics" => match row_at(&capture, role, t) {
-            Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
-            Err(()) => ("503 Service Unavailable", "text/plain", "down\n".to_string()),
-        },
-        "/v1/models" => ("200 OK", "application/json", models_json(&capture, role)),
-        "/version" => match version_of(&capture, role) {
-            Some(v) => ("200 OK", "application/json", serde_json::json!({ "version": v }).to_string()),
-            None => ("404 Not Found", "text/plain", "not found\n".to_string()),
-        },
-        "/health" => ("200 OK", "text/plain", String::new()),
-        _ => ("404 Not Found", "text/plain", "not found\n".to_string()),
-    };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = stream.write_all(resp.as_bytes()).await;
-    let _ = stream.write_all(body.as_bytes()).await;
-    let _ = stream.shutdown().await;
 }
 
 /// What the recorded instance's `/v1/models` said, as far as its own

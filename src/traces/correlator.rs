@@ -12,7 +12,7 @@ use super::connector::decode_log::DecodeLog;
 use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
 use super::model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, Hop, Join, Outcome, Phase, SourceStats, Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Hop, Join, Outcome, Phase, SourceStats, Trace,
 };
 use super::proxy::flow::Flow;
 use super::store::{Store, Track, push_capped};
@@ -61,7 +61,7 @@ pub struct Correlator {
     /// `counts()` as of (store revision, unattributed misses): it is read
     /// on every tick and frame, and scanning 10,000 traces each time was
     /// most of an idle dashboard's work.
-    pub(super) counted: std::cell::Cell<Option<(u64, u64, Counts)>>,
+    pub(super) counted: super::counting::Memo,
 }
 
 /// Per-instance facts read from its log.
@@ -120,7 +120,7 @@ impl Correlator {
             prev_line: HashMap::new(),
             notes: InstanceNotes::default(),
             inflight: Default::default(),
-            counted: std::cell::Cell::new(None),
+            counted: Default::default(),
         }
     }
 
