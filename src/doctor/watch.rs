@@ -2,9 +2,10 @@
 //! at start and whenever a server restarts, each report sent to the state
 //! as a `Msg::Doctor` (the state tells new findings, and all of them again
 //! after a restart). Every [`EVERY`] the logs are read on from where the
-//! last round stopped (never whole again) and the listening sockets are
-//! listed: only a new start-up in a log or a new listening socket (a
-//! restarted server) has the host read again, since walking every
+//! last round stopped (never whole again), and the listening sockets are
+//! listed when a log said something new or every [`LIST_EVERY`] rounds:
+//! only a new start-up in a log or a new listening socket (a restarted
+//! server) has the host read again, since walking every
 //! process's descriptors is the costly part. [`FULL_EVERY`] rounds read it
 //! all regardless (an interface may go down).
 
@@ -25,6 +26,8 @@ use crate::sources::host::Listener;
 pub const EVERY: Duration = Duration::from_secs(20);
 /// Rounds between two full reads when nothing restarted.
 pub const FULL_EVERY: u32 = 15;
+/// Rounds between two listings of the sockets when the logs say nothing new.
+pub const LIST_EVERY: u32 = 3;
 
 /// A log read so far: where the next read starts, and what it said.
 #[derive(Default)]
@@ -83,8 +86,17 @@ pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
         for i in &mut facts.instances {
             i.version = i.startup.version.clone();
         }
-        let seen = (sources.listeners(), logs.values().map(|f| f.facts.clone()).collect::<Vec<_>>());
         round += 1;
+        let said: Vec<_> = logs.values().map(|f| f.facts.clone()).collect();
+        // Listing sockets walks every TCP socket of the host: only when a
+        // log said something new, or every `LIST_EVERY`th round (a server
+        // restarted whose log is not read).
+        let log_news = last.as_ref().is_none_or(|(_, l)| *l != said);
+        let listeners = match &last {
+            Some((l, _)) if !log_news && !round.is_multiple_of(LIST_EVERY) => l.clone(),
+            _ => sources.listeners(),
+        };
+        let seen = (listeners, said);
         if last.as_ref() == Some(&seen) && !round.is_multiple_of(FULL_EVERY) {
             clock.sleep(EVERY).await;
             continue;

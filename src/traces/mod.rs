@@ -27,6 +27,8 @@ mod connector;
 mod correlator;
 mod counting;
 mod decide;
+#[cfg(test)]
+mod early_tests;
 mod ids;
 mod instance;
 mod joiner;

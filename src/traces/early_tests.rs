@@ -1,0 +1,106 @@
+//! Live misses called early: a quiet request's missing hit is likely after
+//! the engine's scheduling lag plus two reads, sure at `settle_s`, and
+//! unknown when a hit comes late. Fed the real lines of the qwen3 capture.
+
+use crate::feed::LogOrigin;
+use crate::traces::{Confidence, Correlator, CorrelatorOptions, Outcome};
+
+const T0: f64 = 1_800_000_000.0;
+
+fn lines(file: &str, from: usize, to: usize) -> Vec<String> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/lab-captures/qwen3-shape-restart")
+        .join(file);
+    let text = std::fs::read_to_string(p).expect("capture log");
+    text.lines().skip(from - 1).take(to + 1 - from).map(str::to_string).collect()
+}
+
+fn feed(c: &mut Correlator, src: LogOrigin, file: &str, from: usize, to: usize, at: f64) {
+    for l in lines(file, from, to) {
+        c.on_line(src, &l, at);
+    }
+}
+
+/// Both logs up to just before the request at decode line `next`, read
+/// long ago and decided; then a tailed, live correlator.
+fn live_before(prefill_to: usize, next: usize) -> Correlator {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    c.set_read_every(Some(0.25));
+    feed(&mut c, LogOrigin::Prefill(0), "vllm-prefill.log", 1, prefill_to, T0);
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 1, next - 1, T0);
+    c.on_tick(T0 + 10.0);
+    c
+}
+
+fn verdict(c: &Correlator, id: &str) -> (Outcome, Confidence) {
+    let t = c.get(id).expect(id);
+    (t.outcome, t.confidence)
+}
+
+/// edge_block-0 (a 1025-token prompt whose folder the decode looks up
+/// under 1008): added with no other request near it, so its hit was due
+/// within 0.25 s + two reads of 0.25 s.
+#[test]
+fn a_quiet_miss_is_likely_at_the_engines_lag_and_sure_at_the_settle_time() {
+    let mut c = live_before(199, 256);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    c.on_tick(t + 0.6);
+    assert_eq!(c.get("lab-edge_block-0").expect("traced").outcome, Outcome::Pending);
+    c.on_tick(t + 0.8);
+    assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
+    assert!(c.get("lab-edge_block-0").unwrap().evidence.contains("within 750 ms"));
+    c.on_tick(t + 1.6);
+    let tr = c.get("lab-edge_block-0").unwrap();
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Sure), "{}", tr.evidence);
+    assert!(tr.evidence.contains("within 1.5 s") && !tr.evidence.contains("sure if"), "{}", tr.evidence);
+}
+
+/// The same request, but a hit prints a second after its `Added` line with
+/// no request waiting: it may have been this one's, so it is no longer a miss.
+#[test]
+fn a_late_hit_makes_an_early_miss_unknown() {
+    let mut c = live_before(199, 256);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    c.on_tick(t + 0.8);
+    assert_eq!(verdict(&c, "lab-edge_block-0").0, Outcome::SilentMiss);
+    // A real hit line of this decode (steady-4's, line 354).
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 354, 354, t + 1.0);
+    c.on_tick(t + 1.6);
+    let tr = c.get("lab-edge_block-0").unwrap();
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::Unknown, Confidence::Unsure), "{}", tr.evidence);
+    assert_eq!(c.counts().silent_miss, 0);
+}
+
+/// steady-5 and steady-3 were added while steady-4's load ran, and their
+/// hits printed a second later (06:26:17 → :18): requests added together
+/// wait the whole settle time, so neither is called a miss.
+#[test]
+fn requests_added_together_wait_the_settle_time() {
+    let mut c = live_before(293, 351);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 351, 361, t);
+    c.on_tick(t + 0.9);
+    for id in ["lab-steady-5", "lab-steady-3"] {
+        assert_eq!(c.get(id).expect(id).outcome, Outcome::Pending, "{id}");
+    }
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 362, 365, t + 1.0);
+    c.on_tick(t + 2.0);
+    for id in ["lab-steady-4", "lab-steady-5", "lab-steady-3"] {
+        assert_eq!(verdict(&c, id), (Outcome::Loaded, Confidence::Sure), "{id}");
+    }
+}
+
+/// Lines timed by their stamps (`check --from-logs`): no early call.
+#[test]
+fn stamped_lines_wait_the_settle_time() {
+    let mut c = live_before(199, 256);
+    c.set_read_every(None);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    c.on_tick(t + 1.4);
+    assert_eq!(c.get("lab-edge_block-0").expect("traced").outcome, Outcome::Pending);
+    c.on_tick(t + 1.6);
+    assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Sure));
+}
