@@ -12,9 +12,10 @@ const TARGET_LABELS: [&str; 2] = ["instance", "job"];
 /// the text format cannot carry (UTF-8 names of Prometheus 3).
 pub(super) fn render_prefix(out: &mut String, name: &str, labels: &[Label<'_>]) -> bool {
     let legal = |s: &str, colon: bool| {
-        let mut chars = s.chars();
-        chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || colon && c == ':')
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || colon && c == ':')
+        let word = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || colon && *c == b':';
+        s.as_bytes()
+            .split_first()
+            .is_some_and(|(c, rest)| !c.is_ascii_digit() && word(c) && rest.iter().all(word))
     };
     out.clear();
     if !legal(name, true) {
@@ -44,14 +45,17 @@ pub(super) fn render_prefix(out: &mut String, name: &str, labels: &[Label<'_>]) 
         first = false;
         out.push_str(k);
         out.push_str("=\"");
-        for c in v.chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '"' => out.push_str("\\\""),
-                '\n' => out.push_str("\\n"),
-                c => out.push(c),
-            }
+        let mut rest = v.as_ref();
+        while let Some(i) = rest.bytes().position(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+            out.push_str(&rest[..i]);
+            out.push_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            });
+            rest = &rest[i + 1..];
         }
+        out.push_str(rest);
         out.push('"');
     }
     if !first {

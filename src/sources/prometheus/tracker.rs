@@ -255,12 +255,21 @@ impl Tracker {
 impl MatrixSink for Tracker {
     fn series(&mut self, labels: &[Label<'_>]) -> bool {
         self.reading = None;
-        let get = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_ref());
-        let Some(&slot) = get("instance").and_then(|i| self.by_name.get(i)) else {
+        let (mut instance, mut job, mut name, mut model) = (None, None, None, None);
+        for (k, v) in labels {
+            let v = Some(v.as_ref());
+            match k.as_ref() {
+                "instance" => instance = v,
+                "job" => job = v,
+                "__name__" => name = v,
+                "model_name" => model = v,
+                _ => {}
+            }
+        }
+        let Some(&slot) = instance.and_then(|i| self.by_name.get(i)) else {
             return false;
         };
         let w = &mut self.watched[slot];
-        let job = get("job");
         if w.job.is_none() {
             w.job = job.map(str::to_owned);
         }
@@ -268,12 +277,12 @@ impl MatrixSink for Tracker {
             return false;
         }
         if !w.model_told
-            && let Some(model) = get("model_name")
+            && let Some(model) = model
         {
             w.model_told = true;
             self.found.push(Out::Model { index: w.index, name: model.to_string() });
         }
-        let Some(name) = get("__name__") else {
+        let Some(name) = name else {
             return false;
         };
         let up = name == "up";
