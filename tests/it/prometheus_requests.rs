@@ -199,8 +199,8 @@ async fn one_request_per_refresh_feeds_both_roles() {
     let both: BTreeSet<&str> = FLEET.iter().map(|f| f.0).collect();
     {
         let seen = seen.lock().unwrap();
-        assert_eq!(seen.discoveries, 1, "one discovery for both roles");
         assert_eq!(seen.data, vec![both.clone()], "one data request for both roles");
+        assert_eq!(seen.discoveries, 1, "one discovery for both roles");
         assert_eq!(seen.other, 0);
     }
     // Two more refreshes: each one request, each feeding both.
