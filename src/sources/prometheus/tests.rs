@@ -253,3 +253,33 @@ fn a_window_answer_is_read_with_escapes_and_in_any_key_order() {
     let err = br#"{"status":"error","errorType":"bad_data","error":"1:2: parse error"}"#;
     assert_eq!(t.on_window(err).unwrap_err(), "bad_data: 1:2: parse error");
 }
+
+#[test]
+fn prefill_scrapes_reach_the_state_before_decode_scrapes() {
+    // The miss detector pairs a decode's requests with the prefills that
+    // completed before: within one answer every prefill comes first, even
+    // when a decode instance's name sorts before it.
+    let mut t = Tracker::new(0);
+    t.on_discovery(Role::Prefill, discovery(&[("b:1", "p"), ("d:1", "p")], "1"));
+    t.on_discovery(Role::Decode, discovery(&[("a:1", "d"), ("c:1", "d")], "1"));
+    let one = |inst: &str, job: &str, ts: &[(f64, &str)]| {
+        series(&[("__name__", "vllm:x"), ("instance", inst), ("job", job)], ts)
+    };
+    let all = |ts: &[(f64, &str)]| {
+        vec![one("a:1", "d", ts), one("b:1", "p", ts), one("c:1", "d", ts), one("d:1", "p", ts)]
+    };
+    window(&mut t, all(&[(1.0, "1")]));
+    let out = window(&mut t, all(&[(2.0, "2"), (3.0, "3")]));
+    let order: Vec<(usize, i64)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Out::Scrape { index, ts_ms, .. } => Some((*index, *ts_ms)),
+            _ => None,
+        })
+        .collect();
+    // Indices: b:1 0, d:1 1 (prefill), a:1 2, c:1 3 (decode).
+    assert_eq!(
+        order,
+        [(0, 2000), (0, 3000), (1, 2000), (1, 3000), (2, 2000), (2, 3000), (3, 2000), (3, 3000)]
+    );
+}

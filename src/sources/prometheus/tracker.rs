@@ -200,8 +200,16 @@ impl Tracker {
             }
             return Err(e);
         }
-        for slot in self.by_name.values() {
-            let w = &mut self.watched[*slot];
+        // Every prefill's scrapes before any decode's, as one request per
+        // role gave them: the miss detector pairs a decode's requests with
+        // the prefills that completed before, so a prefill seen in the same
+        // refresh must reach the state first.
+        let order: Vec<usize> = [Role::Prefill, Role::Decode]
+            .iter()
+            .flat_map(|r| self.by_name.values().copied().filter(|s| self.watched[*s].role == *r))
+            .collect();
+        for slot in order {
+            let w = &mut self.watched[slot];
             if w.pending.is_empty() {
                 continue;
             }
