@@ -22,6 +22,9 @@ pub const REDISCOVER: Duration = Duration::from_secs(10);
 /// outage. Samples skipped by the cap only make one interval longer: the
 /// counters are cumulative, so no delta is lost.
 const MAX_WINDOW: Duration = Duration::from_secs(600);
+/// How long the server's time read from one answer is kept when no answer
+/// comes back faster.
+const RETELL: Duration = Duration::from_secs(300);
 
 /// Starts the collector on the current runtime, under a supervisor.
 /// `first_index`: the state's instance count when it starts.
@@ -69,6 +72,15 @@ impl ServerTime {
     }
 }
 
+/// Whether an answer that took `rtt` (pdtop's seconds) should replace the
+/// server's time read from an earlier one (its round trip, its age). The
+/// fastest answer says the server's time best (the error is at most half
+/// the round trip); it is kept until a faster one comes or it is old
+/// (clocks drift), so scrape times do not jump at each discovery.
+pub(super) fn better_reading(rtt: f64, kept: Option<(f64, Duration)>) -> bool {
+    kept.is_none_or(|(kept_rtt, age)| rtt <= kept_rtt || age >= RETELL)
+}
+
 /// Refreshes until the receiver is gone.
 async fn run(
     opts: PromOptions,
@@ -79,6 +91,8 @@ async fn run(
 ) {
     let mut tracker = Tracker::new(first_index);
     let mut server_time = ServerTime::from_host(clock.now(), opts.clock_speed);
+    // The round trip of the answer `server_time` was read from, and when.
+    let mut told: Option<(f64, Instant)> = None;
     // Real time: windows and rediscovery are spans of the server's clock.
     let mut last_discovery: Option<Instant> = None;
     let mut last_ok: Option<Instant> = None;
@@ -100,8 +114,11 @@ async fn run(
             match query(&client, &opts, &discovery_query(&opts.roles)).await {
                 Ok(mut series) => {
                     let got = clock.now();
-                    if let Some((eval, _)) = series.first().and_then(|s| s.value.as_ref()) {
+                    if let Some((eval, _)) = series.first().and_then(|s| s.value.as_ref())
+                        && better_reading(got - sent, told.map(|(rtt, at)| (rtt, at.elapsed())))
+                    {
                         server_time = ServerTime::from_answer(*eval, sent, got, opts.clock_speed);
+                        told = Some((got - sent, Instant::now()));
                     }
                     // Role by role, in the order of the command line: an
                     // instance both match is the first role's.

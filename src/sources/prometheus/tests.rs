@@ -1,5 +1,5 @@
 use super::api::{ApiData, decode, form_encode, ms};
-use super::collector::ServerTime;
+use super::collector::{ServerTime, better_reading};
 use super::*;
 use crate::feed::Role;
 use std::time::Duration;
@@ -233,6 +233,13 @@ fn server_times_are_read_on_pdtops_clock() {
     assert_eq!(st.server_at(1000.0), 1_700_000_000.0);
     // Ten of pdtop's seconds later the server is two seconds on.
     assert_eq!(st.server_at(1010.0), 1_700_000_002.0);
+    // The fastest answer's reading is kept: a slower one replaces it only
+    // once it is five minutes old.
+    let minute = Duration::from_secs(60);
+    assert!(better_reading(0.2, None));
+    assert!(better_reading(0.01, Some((0.02, minute))));
+    assert!(!better_reading(0.2, Some((0.02, minute))));
+    assert!(better_reading(0.2, Some((0.02, 5 * minute))));
 }
 
 #[test]
