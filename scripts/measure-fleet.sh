@@ -9,13 +9,25 @@
 # recorded qwen3 pair's scrapes on INSTANCES loopback ports.
 # Needs python3, curl, GNU time (/usr/bin/time) and prometheus.
 # Usage: scripts/measure-fleet.sh [SECONDS] [INSTANCES]
+# Environment: PDTOP_BIN=path measures that binary instead of building
+# target/release/pdtop; PDTOP_BIN_B=path also runs a second build through
+# the same server at the same time (a paired A/B: same fleet, same minutes;
+# the server's request and byte counts are then the sum of both);
+# DIRECT=0 skips the run straight at the endpoints; PERF=file records a
+# profile of the (first) build's run through the server with `perf record`
+# (its CPU figure then includes perf's own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 n=${2:-64}
 half=$((n / 2))
-cargo build --release --quiet
-bin=$PWD/target/release/pdtop
+if [ -n "${PDTOP_BIN:-}" ]; then
+  bin=$(realpath "$PDTOP_BIN")
+else
+  cargo build --release --quiet
+  bin=$PWD/target/release/pdtop
+fi
+bin_b=${PDTOP_BIN_B:+$(realpath "$PDTOP_BIN_B")}
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -31,24 +43,36 @@ mapfile -t prefill < <(awk '$1 == "prefill" {print $2}' "$work/fleet")
 mapfile -t decode < <(awk '$1 == "decode" {print $2}' "$work/fleet")
 lab=${prefill[0]}
 
-# $1: label; the rest: pdtop's arguments. Prints "cpu_pct rss_kib elapsed_s".
-run_pdtop() {
-  local label=$1
-  shift
-  /usr/bin/time -f "%U %S %M %e" -o "$work/$label.time" "$bin" check --json --interval 1 --duration "$secs" "$@" \
+# $1: label, $2: binary; the rest: pdtop's arguments.
+start_pdtop() {
+  local label=$1 exe=$2 pre=()
+  shift 2
+  if [ "$label" = prometheus ] && [ -n "${PERF:-}" ]; then
+    pre=(perf record -q -F 999 --call-graph dwarf,16384 -o "$(realpath "$PERF")" --)
+  fi
+  /usr/bin/time -f "%U %S %M %e" -o "$work/$label.time" "${pre[@]}" "$exe" check --json --interval 1 --duration "$secs" "$@" \
     > "$work/$label.json" 2> "$work/$label.err" || true
-  read -r u s m e < <(tail -1 "$work/$label.time")
+}
+# $1: label. Prints "cpu_pct rss_kib elapsed_s".
+result() {
+  read -r u s m e < <(tail -1 "$work/$1.time")
   echo "$(echo "scale=1; 100 * ($u + $s) / $e" | bc) $m $e"
+}
+run_pdtop() {
+  start_pdtop "$1" "$bin" "${@:2}"
+  result "$1"
 }
 lab_count() { curl -s "http://$lab/fleet-lab/requests" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["requests"], d["bytes"])'; }
 
 # 1. Straight at the endpoints.
-read -r r0 b0 < <(lab_count)
-read -r cpu rss el < <(run_pdtop direct --prefill "${prefill[@]}" --decode "${decode[@]}")
-read -r r1 b1 < <(lab_count)
-direct_rps=$(echo "scale=1; ($r1 - $r0) / $el" | bc)
-direct_kbps=$(echo "scale=0; ($b1 - $b0) / $el / 1024" | bc)
-echo "direct:     $n instances, pdtop cpu ${cpu}% of one core, peak rss $((rss / 1024)) MiB, ${direct_rps} req/s, ${direct_kbps} KiB/s received"
+if [ "${DIRECT:-1}" != 0 ]; then
+  read -r r0 b0 < <(lab_count)
+  read -r cpu rss el < <(run_pdtop direct --prefill "${prefill[@]}" --decode "${decode[@]}")
+  read -r r1 b1 < <(lab_count)
+  direct_rps=$(echo "scale=1; ($r1 - $r0) / $el" | bc)
+  direct_kbps=$(echo "scale=0; ($b1 - $b0) / $el / 1024" | bc)
+  echo "direct:     $n instances, pdtop cpu ${cpu}% of one core, peak rss $((rss / 1024)) MiB, ${direct_rps} req/s, ${direct_kbps} KiB/s received"
+fi
 
 # 2. Through Prometheus (scrape interval 1 s), once it scrapes every target.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -79,15 +103,27 @@ prom_count() {
 prom_cpu() { awk '{print $14 + $15}' "/proc/$prom/stat"; }
 mapfile -t before < <(prom_count)
 pc0=$(prom_cpu)
-read -r cpu rss el < <(run_pdtop prometheus --prometheus "http://127.0.0.1:$port" \
-  --prefill-match '{job="vllm-prefill"}' --decode-match '{job="vllm-decode"}')
+prom_args=(--prometheus "http://127.0.0.1:$port" --prefill-match '{job="vllm-prefill"}' --decode-match '{job="vllm-decode"}')
+if [ -n "$bin_b" ]; then
+  start_pdtop prometheus-b "$bin_b" "${prom_args[@]}" &
+  pb=$!
+fi
+read -r cpu rss el < <(run_pdtop prometheus "${prom_args[@]}")
+if [ -n "$bin_b" ]; then
+  wait "$pb"
+  read -r cpu_b rss_b _ < <(result prometheus-b)
+fi
 pc1=$(prom_cpu)
 mapfile -t after < <(prom_count)
 prom_rps=$(echo "scale=1; (${after[0]} - ${before[0]}) / $el" | bc)
 prom_kbps=$(echo "scale=0; (${after[1]} - ${before[1]}) / $el / 1024" | bc)
 prom_pct=$(echo "scale=1; 100 * ($pc1 - $pc0) / $(getconf CLK_TCK) / $el" | bc)
 echo "prometheus: $n instances, pdtop cpu ${cpu}% of one core, peak rss $((rss / 1024)) MiB, ${prom_rps} req/s, ${prom_kbps} KiB/s received (the server itself: ${prom_pct}% cpu)"
-for f in direct prometheus; do
+if [ -n "$bin_b" ]; then
+  echo "  (paired: $bin, and at the same time $bin_b: cpu ${cpu_b}% of one core, peak rss $((rss_b / 1024)) MiB; requests and bytes are both together)"
+fi
+for f in direct prometheus prometheus-b; do
+  [ -f "$work/$f.json" ] || continue
   python3 - "$work/$f.json" "$f" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -32,6 +32,7 @@ mod mismatch_screen;
 mod otlp_e2e;
 mod otlp_receiver;
 mod parsers_never_panic;
+mod prometheus_requests;
 mod prompts;
 mod real_logs;
 mod recovery_real;

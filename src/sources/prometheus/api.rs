@@ -7,20 +7,70 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::options::{Auth, PromOptions};
+use crate::feed::Role;
 use crate::sources::scrape::describe;
 
 /// An answer larger than this is refused (64 instances are ~5 MB).
 const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 
-/// The raw samples of one role's instances over the last `window`.
-pub fn window_query(inner: &str, window: Duration) -> String {
+/// The label each role's discovery answer is marked with.
+pub const ROLE_LABEL: &str = "pdtop_role";
+
+/// The raw samples of the given instances (`instance` labels) over the last
+/// `window`, from the given jobs (`None`: any). One selector for every
+/// role: the discovery says which instance is which.
+pub fn window_query<'a>(
+    instances: impl IntoIterator<Item = &'a str>,
+    jobs: Option<impl IntoIterator<Item = &'a str>>,
+    window: Duration,
+) -> String {
     let ms = window.as_millis().max(1);
-    format!("{{__name__=~\"vllm:.+|process_start_time_seconds|up\",{inner}}}[{ms}ms]")
+    let mut q = String::from("{__name__=~\"vllm:.+|process_start_time_seconds|up\"");
+    if let Some(jobs) = jobs {
+        q.push_str(",job=~\"");
+        alternatives(&mut q, jobs);
+        q.push('"');
+    }
+    q.push_str(",instance=~\"");
+    alternatives(&mut q, instances);
+    q.push_str(&format!("\"}}[{ms}ms]"));
+    q
 }
 
-/// Each instance of a role with the time of its latest scrape.
-pub fn discovery_query(inner: &str) -> String {
-    format!("timestamp(up{{{inner}}})")
+/// `a|b|c` of literal values, as the inside of a PromQL string holding a
+/// regular expression: each value's regex characters escaped, then the
+/// string's (`\.` is written `\\.`).
+fn alternatives<'a>(out: &mut String, values: impl IntoIterator<Item = &'a str>) {
+    for (i, v) in values.into_iter().enumerate() {
+        if i > 0 {
+            out.push('|');
+        }
+        for c in v.chars() {
+            match c {
+                // A backslash is escaped twice over: `\\\\`.
+                '\\' => out.push_str("\\\\\\\\"),
+                '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$' => {
+                    out.push_str("\\\\");
+                    out.push(c);
+                }
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+    }
+}
+
+/// Every instance of every role with the time of its latest scrape, in one
+/// query: each role's answer marked with [`ROLE_LABEL`].
+pub fn discovery_query(roles: &[(Role, String)]) -> String {
+    let parts: Vec<String> = roles
+        .iter()
+        .map(|(role, inner)| {
+            format!("label_replace(timestamp(up{{{inner}}}),\"{ROLE_LABEL}\",\"{}\",\"\",\"\")", role.name())
+        })
+        .collect();
+    parts.join(" or ")
 }
 
 #[derive(Debug, Deserialize)]
@@ -99,15 +149,28 @@ pub(super) async fn query(
     opts: &PromOptions,
     promql: &str,
 ) -> Result<Vec<Series>, String> {
-    let body = format!("query={}", form_encode(promql));
-    let req = client
-        .post(format!("{}/api/v1/query", opts.url))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body);
-    match decode(&send(req, opts).await?)? {
+    let mut body = Vec::new();
+    query_into(client, opts, promql, &mut body).await?;
+    match decode(&body)? {
         ApiData::Result { result, .. } => Ok(result),
         ApiData::Targets { .. } => Err("unexpected answer to a query".into()),
     }
+}
+
+/// `/api/v1/query` by POST, its answer's body into `body` (a buffer kept
+/// from one refresh to the next).
+pub(super) async fn query_into(
+    client: &reqwest::Client,
+    opts: &PromOptions,
+    promql: &str,
+    body: &mut Vec<u8>,
+) -> Result<(), String> {
+    let form = format!("query={}", form_encode(promql));
+    let req = client
+        .post(format!("{}/api/v1/query", opts.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form);
+    send(req, opts, body).await
 }
 
 /// `lastError` of each active target, by `instance` label.
@@ -116,7 +179,9 @@ pub(super) async fn target_errors(
     opts: &PromOptions,
 ) -> Result<BTreeMap<String, String>, String> {
     let req = client.get(format!("{}/api/v1/targets?state=active", opts.url));
-    match decode(&send(req, opts).await?)? {
+    let mut body = Vec::new();
+    send(req, opts, &mut body).await?;
+    match decode(&body)? {
         ApiData::Targets { active_targets } => Ok(active_targets
             .into_iter()
             .filter_map(|t| Some((t.labels.get("instance")?.clone(), t.last_error)))
@@ -125,7 +190,7 @@ pub(super) async fn target_errors(
     }
 }
 
-async fn send(req: reqwest::RequestBuilder, opts: &PromOptions) -> Result<Vec<u8>, String> {
+async fn send(req: reqwest::RequestBuilder, opts: &PromOptions, body: &mut Vec<u8>) -> Result<(), String> {
     let req = match &opts.auth {
         Auth::None => req,
         Auth::Basic { user, password } => req.basic_auth(user, Some(password)),
@@ -133,7 +198,7 @@ async fn send(req: reqwest::RequestBuilder, opts: &PromOptions) -> Result<Vec<u8
     };
     let mut resp = req.send().await.map_err(|e| describe(&e))?;
     let status = resp.status();
-    let mut body = Vec::new();
+    body.clear();
     while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(format!("answer larger than {} MiB", MAX_BODY_BYTES >> 20));
@@ -143,12 +208,12 @@ async fn send(req: reqwest::RequestBuilder, opts: &PromOptions) -> Result<Vec<u8
     // The API answers errors with a JSON body that says what is wrong
     // (400 bad_data: a matcher it cannot parse); keep that text.
     if !status.is_success() {
-        return Err(match decode(&body) {
+        return Err(match decode(body) {
             Err(e) if !e.starts_with("not a Prometheus") => format!("HTTP {status}: {e}"),
             _ => format!("HTTP {status}"),
         });
     }
-    Ok(body)
+    Ok(())
 }
 
 /// `application/x-www-form-urlencoded` for one value.
@@ -158,7 +223,12 @@ pub(super) fn form_encode(s: &str) -> String {
         match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => out.push(b as char),
             b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.push('%');
+                out.push(HEX[usize::from(b >> 4)] as char);
+                out.push(HEX[usize::from(b & 15)] as char);
+            }
         }
     }
     out

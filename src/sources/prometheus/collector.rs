@@ -7,20 +7,24 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::Sender;
 
-use super::api::{discovery_query, ms, query, target_errors, window_query};
+use super::api::{ROLE_LABEL, discovery_query, ms, query, query_into, target_errors, window_query};
 use super::options::PromOptions;
 use super::tracker::{Out, Tracker};
 use crate::clock::Clock;
 use crate::feed::{ModelInfo, Msg};
 use crate::sources::{scrape, supervise};
 
-/// How often the instance list is asked for again (new instances also
-/// appear as soon as a refresh carries one of their samples).
-pub const REDISCOVER: Duration = Duration::from_secs(30);
+/// How often the instance list is asked for again: a new instance is
+/// watched from the next discovery on (the data query names the known
+/// instances).
+pub const REDISCOVER: Duration = Duration::from_secs(10);
 /// The longest window asked for after a gap: bounds the answer after a long
 /// outage. Samples skipped by the cap only make one interval longer: the
 /// counters are cumulative, so no delta is lost.
 const MAX_WINDOW: Duration = Duration::from_secs(600);
+/// How long the server's time read from one answer is kept when no answer
+/// comes back faster.
+const RETELL: Duration = Duration::from_secs(300);
 
 /// Starts the collector on the current runtime, under a supervisor.
 /// `first_index`: the state's instance count when it starts.
@@ -68,6 +72,15 @@ impl ServerTime {
     }
 }
 
+/// Whether an answer that took `rtt` (pdtop's seconds) should replace the
+/// server's time read from an earlier one (its round trip, its age). The
+/// fastest answer says the server's time best (the error is at most half
+/// the round trip); it is kept until a faster one comes or it is old
+/// (clocks drift), so scrape times do not jump at each discovery.
+pub(super) fn better_reading(rtt: f64, kept: Option<(f64, Duration)>) -> bool {
+    kept.is_none_or(|(kept_rtt, age)| rtt <= kept_rtt || age >= RETELL)
+}
+
 /// Refreshes until the receiver is gone.
 async fn run(
     opts: PromOptions,
@@ -78,6 +91,8 @@ async fn run(
 ) {
     let mut tracker = Tracker::new(first_index);
     let mut server_time = ServerTime::from_host(clock.now(), opts.clock_speed);
+    // The round trip of the answer `server_time` was read from, and when.
+    let mut told: Option<(f64, Instant)> = None;
     // Real time: windows and rediscovery are spans of the server's clock.
     let mut last_discovery: Option<Instant> = None;
     let mut last_ok: Option<Instant> = None;
@@ -87,46 +102,55 @@ async fn run(
     // window reaches back this much more than the time since the last
     // refresh, so a scrape in flight during a refresh is caught next time.
     let margin = opts.interval.max(Duration::from_secs(1));
+    // The answer's body, kept from one refresh to the next.
+    let mut body = Vec::new();
     loop {
         let started = Instant::now();
         let mut outs = Vec::new();
         let mut error = None;
-        if last_discovery.is_none_or(|t| t.elapsed() >= REDISCOVER) {
-            let mut ok = true;
-            for (role, inner) in &opts.roles {
-                let sent = clock.now();
-                match query(&client, &opts, &discovery_query(inner)).await {
-                    Ok(series) => {
-                        let got = clock.now();
-                        if let Some((eval, _)) = series.first().and_then(|s| s.value.as_ref()) {
-                            server_time = ServerTime::from_answer(*eval, sent, got, opts.clock_speed);
-                        }
-                        outs.extend(tracker.on_discovery(*role, series));
+        // Until an instance is known, every refresh asks.
+        if tracker.is_empty() || last_discovery.is_none_or(|t| t.elapsed() >= REDISCOVER) {
+            let sent = clock.now();
+            match query(&client, &opts, &discovery_query(&opts.roles)).await {
+                Ok(mut series) => {
+                    let got = clock.now();
+                    if let Some((eval, _)) = series.first().and_then(|s| s.value.as_ref())
+                        && better_reading(got - sent, told.map(|(rtt, at)| (rtt, at.elapsed())))
+                    {
+                        server_time = ServerTime::from_answer(*eval, sent, got, opts.clock_speed);
+                        told = Some((got - sent, Instant::now()));
                     }
-                    Err(e) => {
-                        ok = false;
-                        error = Some(e);
+                    // Role by role, in the order of the command line: an
+                    // instance both match is the first role's.
+                    for (role, _) in &opts.roles {
+                        let (mine, rest) = series
+                            .into_iter()
+                            .partition(|s| s.metric.get(ROLE_LABEL).map(String::as_str) == Some(role.name()));
+                        series = rest;
+                        outs.extend(tracker.on_discovery(*role, mine));
                     }
+                    last_discovery = Some(Instant::now());
                 }
-            }
-            if ok {
-                last_discovery = Some(Instant::now());
+                Err(e) => error = Some(e),
             }
         }
         let window = last_ok.map_or(margin, |t| t.elapsed() + margin).min(MAX_WINDOW);
         let refreshed = Instant::now();
-        let mut ok = true;
-        for (role, inner) in &opts.roles {
-            match query(&client, &opts, &window_query(inner, window)).await {
-                Ok(series) => outs.extend(tracker.on_window(*role, series)),
-                Err(e) => {
-                    ok = false;
-                    error = Some(e);
+        // One request for every instance of every role.
+        let (instances, jobs) = tracker.targets();
+        if !instances.is_empty() {
+            let promql = window_query(instances, jobs, window);
+            let read = match query_into(&client, &opts, &promql, &mut body).await {
+                Ok(()) => tracker.on_window(&body),
+                Err(e) => Err(e),
+            };
+            match read {
+                Ok(found) => {
+                    outs.extend(found);
+                    last_ok = Some(refreshed);
                 }
+                Err(e) => error = Some(e),
             }
-        }
-        if ok {
-            last_ok = Some(refreshed);
         }
         let server_now = server_time.server_at(clock.now());
         let stale_floor = opts.interval.max(Duration::from_secs(1));

@@ -1,11 +1,14 @@
 //! A Prometheus server as the source: the fleet read through the server
 //! that already scrapes it (or anything that speaks its query API: Thanos,
-//! Mimir, VictoriaMetrics), one request per role per refresh instead of one
-//! connection per instance.
+//! Mimir, VictoriaMetrics), one request per refresh for the whole fleet
+//! instead of one connection per instance.
 //!
-//! The collector asks for the *raw samples* of each watched instance since
-//! its last refresh (`{__name__=~"vllm:.+|process_start_time_seconds|up",
-//! <matcher>}[<window>]`), groups them by the `instance` label and by
+//! The collector asks for the *raw samples* of every watched instance since
+//! its last refresh, both roles in one selector
+//! (`{__name__=~"vllm:.+|process_start_time_seconds|up", job=~"<jobs>",
+//! instance=~"<instances>"}[<window>]`, the instances and their roles from
+//! the discovery), reads the answer as it is parsed (`matrix`: nothing
+//! allocated per sample), groups the samples by the `instance` label and by
 //! sample timestamp (every series of one server scrape shares its
 //! timestamp, and TSDB isolation makes a scrape visible whole or not at
 //! all), and re-renders each group as the exposition text that instance
@@ -20,18 +23,21 @@
 //! the `lastError` of `/api/v1/targets`; an instance with no sample for
 //! [`STALE_SCRAPES`] of its scrape intervals is stale (the server stopped
 //! scraping it, or the server itself is unreachable). Instances are found
-//! by `timestamp(up{<matcher>})` at start and every [`REDISCOVER`], and by
-//! any sample of a new `instance` in a refresh: the set is dynamic.
+//! by `timestamp(up{<matcher>})` of every role in one query (each role's
+//! answer marked by `label_replace`) at start, at every refresh until one
+//! is found, and every [`REDISCOVER`]: the set is dynamic.
 //!
 //! The parts: `options` (the command line), `api` (requests and answers),
-//! `tracker` (answers to findings, no I/O), `exposition` (series back to
-//! text), `collector` (the task, and placing server times on pdtop's clock).
+//! `matrix` (a range answer read without owning it), `tracker` (answers to
+//! findings, no I/O), `exposition` (series back to text), `collector` (the
+//! task, and placing server times on pdtop's clock).
 //!
 //! [`Msg::Scrape`]: crate::feed::Msg::Scrape
 
 mod api;
 mod collector;
 mod exposition;
+mod matrix;
 mod options;
 mod tracker;
 

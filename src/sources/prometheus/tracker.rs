@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::api::{Series, ms, parse_sample_value};
 use super::exposition::render_prefix;
+use super::matrix::{self, Label, MatrixSink};
 use crate::feed::Endpoint;
 use crate::feed::Role;
 
@@ -35,6 +36,8 @@ pub enum Out {
 
 #[derive(Debug, Clone)]
 struct Watched {
+    /// The `instance` label.
+    name: String,
     index: usize,
     role: Role,
     /// The job whose series are used (two jobs scraping one target would
@@ -48,22 +51,42 @@ struct Watched {
     gap_ms: Option<i64>,
     stale: bool,
     model_told: bool,
+    /// The server scrapes of this refresh newer than `last_fed`, being
+    /// rebuilt (emptied at the end of each refresh, kept allocated).
+    pending: Vec<Group>,
+    /// The longest text rebuilt so far: each new one is sized to it.
+    text_len: usize,
+}
+
+/// One server scrape of one instance, being rebuilt.
+#[derive(Debug, Clone)]
+struct Group {
+    ts: i64,
+    text: String,
+    up: Option<f64>,
+    samples: usize,
+}
+
+/// The series whose samples are being read: its instance's slot, and
+/// whether it is `up` (read, not written into the text).
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    slot: usize,
+    up: bool,
 }
 
 #[derive(Debug, Default)]
 pub struct Tracker {
-    /// By `instance` label.
-    watched: BTreeMap<String, Watched>,
+    /// Slots in `watched`, by `instance` label.
+    by_name: BTreeMap<String, usize>,
+    watched: Vec<Watched>,
     next_index: usize,
     warned: BTreeSet<String>,
-}
-
-/// One server scrape of one instance, being rebuilt.
-#[derive(Default)]
-struct Group {
-    text: String,
-    up: Option<f64>,
-    samples: usize,
+    /// While a window is read: the current series, its rendered
+    /// `name{labels} ` (one buffer for all), and the findings so far.
+    reading: Option<Reading>,
+    prefix: String,
+    found: Vec<Out>,
 }
 
 impl Tracker {
@@ -80,6 +103,14 @@ impl Tracker {
         self.watched.is_empty()
     }
 
+    /// The `instance` labels watched, in order, and the jobs their series
+    /// come from (`None` when one is not known: then any job).
+    pub fn targets(&self) -> (Vec<&str>, Option<BTreeSet<&str>>) {
+        let names = self.by_name.keys().map(String::as_str).collect();
+        let jobs = self.watched.iter().map(|w| w.job.as_deref()).collect();
+        (names, jobs)
+    }
+
     /// The entry for an instance seen under `role`, new or known; `None`
     /// when it belongs to the other role (told once).
     fn entry(
@@ -89,16 +120,21 @@ impl Tracker {
         job: Option<&str>,
         out: &mut Vec<Out>,
     ) -> Option<&mut Watched> {
-        if !self.watched.contains_key(instance) {
-            let index = self.next_index;
-            self.next_index += 1;
-            let base_url =
-                if instance.contains("://") { instance.to_string() } else { format!("http://{instance}") };
-            let endpoint = Endpoint { role, display: instance.to_string(), base_url };
-            out.push(Out::Discovered { index, endpoint });
-            self.watched.insert(
-                instance.to_string(),
-                Watched {
+        let slot = match self.by_name.get(instance) {
+            Some(slot) => *slot,
+            None => {
+                let index = self.next_index;
+                self.next_index += 1;
+                let base_url = if instance.contains("://") {
+                    instance.to_string()
+                } else {
+                    format!("http://{instance}")
+                };
+                let endpoint = Endpoint { role, display: instance.to_string(), base_url };
+                out.push(Out::Discovered { index, endpoint });
+                self.by_name.insert(instance.to_string(), self.watched.len());
+                self.watched.push(Watched {
+                    name: instance.to_string(),
                     index,
                     role,
                     job: job.map(str::to_owned),
@@ -107,10 +143,13 @@ impl Tracker {
                     gap_ms: None,
                     stale: false,
                     model_told: false,
-                },
-            );
-        }
-        let w = self.watched.get_mut(instance)?;
+                    pending: Vec::new(),
+                    text_len: 0,
+                });
+                self.watched.len() - 1
+            }
+        };
+        let w = &mut self.watched[slot];
         if w.role != role {
             if self.warned.insert(instance.to_string()) {
                 out.push(Out::Warn(format!(
@@ -145,87 +184,60 @@ impl Tracker {
         out
     }
 
-    /// Takes the raw samples of a role's instances over a window and says
-    /// which server scrapes are new, oldest first per instance.
-    pub fn on_window(&mut self, role: Role, mut series: Vec<Series>) -> Vec<Out> {
-        let mut out = Vec::new();
-        series.sort_by(|a, b| {
-            (a.metric.get("instance"), a.metric.get("job"))
-                .cmp(&(b.metric.get("instance"), b.metric.get("job")))
-        });
-        // instance -> scrape time -> the rebuilt text.
-        let mut groups: BTreeMap<String, BTreeMap<i64, Group>> = BTreeMap::new();
-        for s in &series {
-            let Some(instance) = s.metric.get("instance") else {
-                continue;
-            };
-            let job = s.metric.get("job").map(String::as_str);
-            let Some(w) = self.entry(role, instance, job, &mut out) else {
-                continue;
-            };
-            if w.job.is_none() {
-                w.job = job.map(str::to_owned);
+    /// Takes the answer to [`window_query`](super::window_query): the raw
+    /// samples of the watched instances over a window, both roles in one,
+    /// and says which server scrapes are new, oldest first per instance.
+    /// Series of an instance not (yet) discovered are left out. An answer
+    /// that cannot be read feeds nothing.
+    pub fn on_window(&mut self, body: &[u8]) -> Result<Vec<Out>, String> {
+        self.reading = None;
+        let read = matrix::read(body, self);
+        self.reading = None;
+        let mut out = std::mem::take(&mut self.found);
+        if let Err(e) = read {
+            for w in &mut self.watched {
+                w.pending.clear();
             }
-            if w.job.as_deref() != job {
-                continue;
-            }
-            let last_fed = w.last_fed;
-            if !w.model_told
-                && let Some(model) = s.metric.get("model_name")
-            {
-                w.model_told = true;
-                out.push(Out::Model { index: w.index, name: model.clone() });
-            }
-            let Some(name) = s.metric.get("__name__") else {
-                continue;
-            };
-            let per_ts = groups.entry(instance.clone()).or_default();
-            let prefix = if name == "up" { None } else { render_prefix(name, &s.metric) };
-            for (t, v) in &s.values {
-                let ts = ms(*t);
-                if last_fed.is_some_and(|f| ts <= f) {
-                    continue;
-                }
-                let g = per_ts.entry(ts).or_default();
-                if name == "up" {
-                    g.up = parse_sample_value(v);
-                    continue;
-                }
-                let Some(prefix) = &prefix else {
-                    continue;
-                };
-                g.text.push_str(prefix);
-                g.text.push_str(v);
-                g.text.push('\n');
-                g.samples += 1;
-            }
+            return Err(e);
         }
-        for (instance, per_ts) in groups {
-            let Some(w) = self.watched.get_mut(&instance) else {
+        // Every prefill's scrapes before any decode's, as one request per
+        // role gave them: the miss detector pairs a decode's requests with
+        // the prefills that completed before, so a prefill seen in the same
+        // refresh must reach the state first.
+        let order: Vec<usize> = [Role::Prefill, Role::Decode]
+            .iter()
+            .flat_map(|r| self.by_name.values().copied().filter(|s| self.watched[*s].role == *r))
+            .collect();
+        for slot in order {
+            let w = &mut self.watched[slot];
+            if w.pending.is_empty() {
                 continue;
-            };
+            }
+            w.pending.sort_unstable_by_key(|g| g.ts);
             // The first sight of an instance is its baseline: only its
             // newest scrape, as a direct scraper's first fetch would be.
-            let skip = if w.last_fed.is_none() { per_ts.len().saturating_sub(1) } else { 0 };
-            for (ts, g) in per_ts.into_iter().skip(skip) {
+            let skip = if w.last_fed.is_none() { w.pending.len() - 1 } else { 0 };
+            for g in w.pending.drain(..).skip(skip) {
+                let ts = g.ts;
                 if let Some(prev) = w.newest.filter(|p| *p < ts) {
                     w.gap_ms = Some(ts - prev);
                 }
                 w.newest = w.newest.max(Some(ts));
                 w.last_fed = Some(ts);
                 w.stale = false;
+                w.text_len = w.text_len.max(g.text.len());
                 // A group without `up` (a rule or federation dropped it) is
                 // taken as a good scrape when it holds samples.
                 match g.up {
                     Some(up) if up < 0.5 => {
-                        out.push(Out::Down { index: w.index, ts_ms: ts, instance: instance.clone() })
+                        out.push(Out::Down { index: w.index, ts_ms: ts, instance: w.name.clone() })
                     }
                     _ if g.samples == 0 && g.up.is_none() => {}
                     _ => out.push(Out::Scrape { index: w.index, ts_ms: ts, body: g.text }),
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// Instances with no sample for [`STALE_SCRAPES`] of their intervals
@@ -233,7 +245,7 @@ impl Tracker {
     pub fn stale(&mut self, server_now_ms: i64, min_interval: Duration) -> Vec<Out> {
         let mut out = Vec::new();
         let floor = min_interval.as_millis() as i64;
-        for w in self.watched.values_mut() {
+        for w in &mut self.watched {
             let Some(newest) = w.newest else {
                 continue;
             };
@@ -245,5 +257,75 @@ impl Tracker {
             }
         }
         out
+    }
+}
+
+impl MatrixSink for Tracker {
+    fn series(&mut self, labels: &[Label<'_>]) -> bool {
+        self.reading = None;
+        let (mut instance, mut job, mut name, mut model) = (None, None, None, None);
+        for (k, v) in labels {
+            let v = Some(v.as_ref());
+            match k.as_ref() {
+                "instance" => instance = v,
+                "job" => job = v,
+                "__name__" => name = v,
+                "model_name" => model = v,
+                _ => {}
+            }
+        }
+        let Some(&slot) = instance.and_then(|i| self.by_name.get(i)) else {
+            return false;
+        };
+        let w = &mut self.watched[slot];
+        if w.job.is_none() {
+            w.job = job.map(str::to_owned);
+        }
+        if w.job.as_deref() != job {
+            return false;
+        }
+        if !w.model_told
+            && let Some(model) = model
+        {
+            w.model_told = true;
+            self.found.push(Out::Model { index: w.index, name: model.to_string() });
+        }
+        let Some(name) = name else {
+            return false;
+        };
+        let up = name == "up";
+        if !up && !render_prefix(&mut self.prefix, name, labels) {
+            return false;
+        }
+        self.reading = Some(Reading { slot, up });
+        true
+    }
+
+    fn sample(&mut self, ts_ms: i64, value: &str) {
+        let Some(r) = self.reading else {
+            return;
+        };
+        let w = &mut self.watched[r.slot];
+        if w.last_fed.is_some_and(|f| ts_ms <= f) {
+            return;
+        }
+        // A window holds two or three scrapes of an instance: a scan.
+        let i = match w.pending.iter().position(|g| g.ts == ts_ms) {
+            Some(i) => i,
+            None => {
+                let text = String::with_capacity(w.text_len);
+                w.pending.push(Group { ts: ts_ms, text, up: None, samples: 0 });
+                w.pending.len() - 1
+            }
+        };
+        let g = &mut w.pending[i];
+        if r.up {
+            g.up = parse_sample_value(value);
+            return;
+        }
+        g.text.push_str(&self.prefix);
+        g.text.push_str(value);
+        g.text.push('\n');
+        g.samples += 1;
     }
 }
