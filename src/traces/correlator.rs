@@ -61,7 +61,7 @@ pub struct Correlator {
     /// `counts()` as of (store revision, unattributed misses): it is read
     /// on every tick and frame, and scanning 10,000 traces each time was
     /// most of an idle dashboard's work.
-    pub(super) counted: super::counting::Memo,
+    pub(super) counted: super::store::Memo,
 }
 
 /// Per-instance facts read from its log.

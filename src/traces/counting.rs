@@ -3,27 +3,6 @@
 use super::correlator::Correlator;
 use super::model::Counts;
 
-/// The last counts and what they were counted at; a lock, not a `Cell`, so
-/// the state stays `Sync`.
-#[derive(Default)]
-pub(crate) struct Memo(std::sync::Mutex<Option<(u64, u64, Counts)>>);
-
-impl Memo {
-    fn get(&self) -> Option<(u64, u64, Counts)> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn set(&self, v: (u64, u64, Counts)) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
-    }
-}
-
-impl Clone for Memo {
-    fn clone(&self) -> Self {
-        Memo(std::sync::Mutex::new(self.get()))
-    }
-}
-
 impl Correlator {
     pub fn counts(&self) -> Counts {
         let key = (self.store.rev, self.unattributed_misses);

@@ -1,6 +1,7 @@
 //! Deadlines and verdict wording: what `on_tick`/`finish` conclude, and how
 //! a hit (or its absence) becomes a verdict.
 
+use super::connector::early::{EARLY_NOTE, wait_words};
 use super::connector::hits::{Claim, Waiting};
 use super::correlator::{Correlator, Style};
 use super::ids::{base_id, invented};
@@ -301,51 +302,6 @@ impl Correlator {
         }
     }
 
-    /// Early misses whose `settle_s` has passed with no hit: sure now.
-    fn confirm_early(&mut self, i: usize, now: f64, force: bool) {
-        let settle = self.opts.settle_s;
-        while let Some(&(s, added, waited)) = self.decodes.get(&i).and_then(|d| d.early.front()) {
-            if !force && now - added < settle {
-                break;
-            }
-            self.decodes.get_mut(&i).map(|d| d.early.pop_front());
-            if let Some(e) = self.store.get_mut(s)
-                && e.trace.outcome == Outcome::SilentMiss
-                && e.trace.confidence == Confidence::Likely
-                && e.trace.evidence.contains(EARLY_NOTE)
-            {
-                let t = &mut e.trace;
-                t.evidence = t.evidence.replace(EARLY_NOTE, "").replacen(
-                    &format!("within {}", wait_words(waited)),
-                    &format!("within {}", wait_words(settle)),
-                    1,
-                );
-                t.confidence = Confidence::Sure;
-            }
-        }
-    }
-
-    /// A hit came with no request waiting for it: the latest early miss
-    /// on that decode may have been scheduled late after all.
-    pub(super) fn late_hit(&mut self, i: usize, at: f64) {
-        let Some((s, added, _)) = self.decodes.get_mut(&i).and_then(|d| d.early.pop_back()) else {
-            return;
-        };
-        let Some(e) = self.store.get_mut(s) else {
-            return;
-        };
-        if e.trace.outcome != Outcome::SilentMiss {
-            return;
-        }
-        let t = &mut e.trace;
-        t.outcome = Outcome::Unknown;
-        t.confidence = Confidence::Unsure;
-        t.evidence = format!(
-            "decode#{i} printed an External Cache Hit {} after its Added line with no request waiting: it was this request's, scheduled late, or the next request's, printed before its Added line",
-            wait_words(at - added)
-        );
-    }
-
     fn no_prefill_by_flow(&self, di: usize) -> String {
         format!(
             "decode#{di} served it with no prefill copy before it and no proxy access line for it: it bypassed the proxy, which prefills every request it forwards"
@@ -446,13 +402,4 @@ impl Correlator {
             ""
         }
     }
-}
-
-/// Ends an early miss's evidence until `settle_s` confirms it.
-const EARLY_NOTE: &str =
-    " (no other request was being added, so it was due; sure if none comes within 1.5 s)";
-
-/// A wait as the evidence says it: "350 ms", "1.5 s".
-fn wait_words(s: f64) -> String {
-    if s < 1.0 { format!("{:.0} ms", s * 1e3) } else { format!("{s:.1} s") }
 }

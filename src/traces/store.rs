@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::model::{Hop, Outcome, Trace};
+use super::model::{Counts, Hop, Outcome, Trace};
 use crate::feed::LogOrigin;
 
 /// What the correlator knows about a trace beyond what it shows.
@@ -67,6 +67,27 @@ pub(crate) struct Track {
 pub(crate) struct Entry {
     pub trace: Trace,
     pub track: Track,
+}
+
+/// The last counts and what they were counted at; a lock, not a `Cell`, so
+/// the state stays `Sync`.
+#[derive(Default)]
+pub(crate) struct Memo(std::sync::Mutex<Option<(u64, u64, Counts)>>);
+
+impl Memo {
+    pub fn get(&self) -> Option<(u64, u64, Counts)> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set(&self, v: (u64, u64, Counts)) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+    }
+}
+
+impl Clone for Memo {
+    fn clone(&self) -> Self {
+        Memo(std::sync::Mutex::new(self.get()))
+    }
 }
 
 /// How many traces behind the newest one a trace is compacted.
