@@ -26,6 +26,7 @@ pub mod lab;
 pub mod logs;
 pub mod metrics;
 pub mod modes;
+pub mod panic_report;
 pub mod pipeline;
 pub mod record;
 pub mod report;

@@ -53,8 +53,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// The screen modes print a panic as a readable report (color-eyre's hook,
-/// which the terminal guard lets through once the screen is restored).
+/// The screen modes print a panic as a readable report (`panic_report`),
+/// which the terminal guard lets through once the screen is restored.
 fn screen_hooks() -> Result<(), Error> {
-    color_eyre::install().map_err(|e| Error::Runtime(format!("panic hook: {e}")))
+    pdtop::panic_report::install();
+    Ok(())
 }

@@ -2,12 +2,11 @@
 //!
 //! Why: a KV transfer over TCP (NIXL on `tcp/lo`, or a real NIC) shows up as
 //! received bytes; comparing them with the predicted KV size is how a silent
-//! miss (nothing moved) is seen on the wire. Parsing uses procfs'
-//! `InterfaceDeviceStatus`; this module adds per-line errors, snapshots from
-//! other network namespaces, and deltas that survive counter resets.
+//! miss (nothing moved) is seen on the wire. Parsed here (the kernel's
+//! `dev_seq_printf_stats`: name, then 8 receive and 8 transmit counters),
+//! with per-line errors, snapshots from other network namespaces, and deltas
+//! that survive counter resets.
 
-use procfs::FromBufRead;
-use procfs::net::InterfaceDeviceStatus;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -49,8 +48,7 @@ impl std::error::Error for NetDevError {
 ///
 /// The two header lines must be present (`Inter-|` and ` face |`), so that
 /// an empty or unrelated file is an error rather than "no interfaces".
-/// Blank lines are skipped. Each data line goes through procfs' parser on its
-/// own, so an error names the line.
+/// Blank lines are skipped. An error names the line.
 pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
     let mut lines = text.lines();
     let header_ok = lines.next().is_some_and(|l| l.trim_start().starts_with("Inter-"))
@@ -67,23 +65,39 @@ pub fn parse_net_dev(text: &str) -> Result<NetDevSnapshot, NetDevError> {
         }
         // Interface names cannot contain ':' (the kernel's dev_valid_name
         // refuses it), so the first ':' ends the name. Old kernels printed
-        // "%6s:%8llu", gluing a large rx_bytes to the colon ("eth0:123456789");
-        // procfs splits on whitespace only, so put a space there.
-        let Some((name, counters)) = line.split_once(':').filter(|(name, _)| !name.trim().is_empty()) else {
+        // "%6s:%8llu", gluing a large rx_bytes to the colon ("eth0:123456789").
+        // Nor whitespace, which is what separates the fields.
+        let named = |name: &str| !name.trim().is_empty() && !name.trim().contains(char::is_whitespace);
+        let Some((name, counters)) = line.split_once(':').filter(|(name, _)| named(name)) else {
             return Err(NetDevError::Line {
                 line: line_no,
                 reason: "expected `<interface>: <16 counters>`".to_owned(),
             });
         };
-        // procfs' reader skips two header lines; give it two empty ones.
-        let one = format!("\n\n{name}: {counters}\n");
-        let parsed = InterfaceDeviceStatus::from_buf_read(one.as_bytes())
-            .map_err(|e| NetDevError::Line { line: line_no, reason: e.to_string() })?;
-        for (name, dev) in parsed.0 {
-            ifaces.insert(name, IfaceBytes { rx_bytes: dev.recv_bytes, tx_bytes: dev.sent_bytes });
-        }
+        let counters =
+            parse_counters(counters).map_err(|reason| NetDevError::Line { line: line_no, reason })?;
+        // rx_bytes is the first receive counter, tx_bytes the first transmit one.
+        ifaces.insert(
+            name.trim().to_owned(),
+            IfaceBytes { rx_bytes: counters[0], tx_bytes: counters[RX_COUNTERS] },
+        );
     }
     Ok(NetDevSnapshot { ifaces, links: BTreeMap::new() })
+}
+
+/// Receive counters per line (bytes, packets, errs, drop, fifo, frame,
+/// compressed, multicast); the transmit ones follow.
+const RX_COUNTERS: usize = 8;
+
+/// The 16 counters after the name's colon; more (a future kernel's) are ignored.
+fn parse_counters(text: &str) -> Result<[u64; 2 * RX_COUNTERS], String> {
+    let mut out = [0u64; 2 * RX_COUNTERS];
+    let mut fields = text.split_whitespace();
+    for (i, slot) in out.iter_mut().enumerate() {
+        let field = fields.next().ok_or_else(|| format!("{i} counters, expected {}", 2 * RX_COUNTERS))?;
+        *slot = field.parse().map_err(|e| format!("counter {} `{field}`: {e}", i + 1))?;
+    }
+    Ok(out)
 }
 
 /// Read `/proc/net/dev` of this process's network namespace, or, with

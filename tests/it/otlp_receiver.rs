@@ -189,14 +189,17 @@ async fn otlp_http_bodies_at_their_pace_become_timings_of_named_requests() {
 
 #[tokio::test]
 async fn otlp_grpc_export_with_a_tonic_client() {
-    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+    // The client sends opentelemetry-proto's full messages; pdtop decodes its subset.
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest as FullRequest, trace_service_client::TraceServiceClient,
+    };
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     let opts = OtlpOptions { http: None, grpc: Some("127.0.0.1:0".parse().unwrap()) };
     let addr = otlp::spawn(&opts, Arc::new(SystemClock), tx).unwrap()[0];
     let client = TraceServiceClient::connect(format!("http://{addr}")).await.unwrap();
     let sent = tokio::spawn(pace(100.0, move |body| {
         use prost::Message;
-        let req = ExportTraceServiceRequest::decode(&body[..]).unwrap();
+        let req = FullRequest::decode(&body[..]).unwrap();
         let mut c = client.clone();
         async move {
             c.export(req).await.unwrap();
@@ -345,7 +348,8 @@ struct NotAnExport {
 #[tokio::test]
 async fn a_bad_grpc_message_gets_an_error_and_the_receiver_goes_on() {
     use opentelemetry_proto::tonic::collector::trace::v1::{
-        ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
+        ExportTraceServiceRequest as FullRequest, ExportTraceServiceResponse,
+        trace_service_client::TraceServiceClient,
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     let opts = OtlpOptions { http: None, grpc: Some("127.0.0.1:0".parse().unwrap()) };
@@ -363,11 +367,14 @@ async fn a_bad_grpc_message_gets_an_error_and_the_receiver_goes_on() {
     assert_ne!(err.code(), tonic::Code::Ok);
     let good = bodies()
         .into_iter()
+        .find(|(_, b)| {
+            use prost::Message;
+            !otlp::request_spans(&ExportTraceServiceRequest::decode(&b[..]).unwrap()).0.is_empty()
+        })
         .map(|(_, b)| {
             use prost::Message;
-            ExportTraceServiceRequest::decode(&b[..]).unwrap()
+            FullRequest::decode(&b[..]).unwrap()
         })
-        .find(|r| !otlp::request_spans(r).0.is_empty())
         .unwrap();
     TraceServiceClient::new(channel).export(good).await.unwrap();
     let m = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.unwrap().unwrap();

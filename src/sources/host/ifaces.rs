@@ -15,8 +15,6 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-use procfs::FromBufRead;
-use procfs::net::RouteEntries;
 use serde::Serialize;
 
 use super::root::{ProcRoot, Unreadable, read_text};
@@ -92,22 +90,56 @@ fn contains(dest: Ipv4Addr, mask: Ipv4Addr, ip: Ipv4Addr) -> bool {
 
 const RTF_GATEWAY: u16 = 0x2;
 
+/// One row of `<net>/route`, the fields read here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub iface: String,
+    pub destination: Ipv4Addr,
+    pub flags: u16,
+    pub metric: u32,
+    pub mask: Ipv4Addr,
+}
+
+/// A `route` address: the kernel prints the network-order word as a
+/// host-order `%08X`, so `0100007F` is 127.0.0.1 on the little-endian hosts
+/// vLLM runs on (read the same way as `tcp`, whatever machine reads it).
+fn route_addr(hex: &str) -> Option<Ipv4Addr> {
+    Some(Ipv4Addr::from(u32::from_str_radix(hex, 16).ok()?.to_le_bytes()))
+}
+
+/// `<net>/route` rows after its header: Iface, Destination, Gateway, Flags,
+/// RefCnt, Use, Metric, Mask, MTU, Window, IRTT. A row that does not parse
+/// is skipped.
+pub fn parse_routes(text: &str) -> Vec<Route> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Some(Route {
+                iface: f.first()?.to_string(),
+                destination: route_addr(f.get(1)?)?,
+                flags: u16::from_str_radix(f.get(3)?, 16).ok()?,
+                metric: f.get(6)?.parse().ok()?,
+                mask: route_addr(f.get(7)?)?,
+            })
+        })
+        .collect()
+}
+
 /// The interface of each address, by the most specific connected route.
-fn place(ip: Ipv4Addr, routes: &RouteEntries) -> Option<String> {
+fn place(ip: Ipv4Addr, routes: &[Route]) -> Option<String> {
     routes
-        .0
         .iter()
         .filter(|r| r.flags & RTF_GATEWAY == 0 && contains(r.destination, r.mask, ip))
         .max_by_key(|r| prefix_len(r.mask))
         .map(|r| r.iface.clone())
 }
 
-fn default_v4(routes: &RouteEntries) -> Option<String> {
+fn default_v4(routes: &[Route]) -> Option<String> {
     routes
-        .0
         .iter()
         .filter(|r| u32::from(r.destination) == 0 && u32::from(r.mask) == 0)
-        .min_by_key(|r| r.metrics)
+        .min_by_key(|r| r.metric)
         .map(|r| r.iface.clone())
 }
 
@@ -161,10 +193,7 @@ pub fn read_interfaces(root: &ProcRoot, sys: &SysRoots) -> Interfaces {
         })
         .collect();
 
-    let routes = route
-        .as_deref()
-        .and_then(|t| RouteEntries::from_buf_read(t.as_bytes()).ok())
-        .unwrap_or(RouteEntries(Vec::new()));
+    let routes = route.as_deref().map(parse_routes).unwrap_or_default();
     out.default_route = default_v4(&routes).or_else(|| route6.as_deref().and_then(default_v6));
     for ip in fib.as_deref().map(parse_fib_trie_local).unwrap_or_default() {
         let iface = if ip.is_loopback() {
@@ -184,4 +213,36 @@ pub fn read_interfaces(root: &ProcRoot, sys: &SysRoots) -> Interfaces {
     }
     out.list = by_name.into_values().collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Default via 192.0.2.1 on eth0, the connected 192.0.2.0/24, and a
+    // second default (via 10.0.10.1 on eth1) of higher metric.
+    const ROUTE: &str = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
+eth0\t00000000\t010200C0\t0003\t0\t0\t0\t00000000\t0\t0\t0
+eth0\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0
+eth1\t00000000\t010A000A\t0003\t0\t0\t100\t00000000\t0\t0\t0
+";
+
+    #[test]
+    fn routes_parse_in_network_order() {
+        let r = parse_routes(ROUTE);
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[1].destination, Ipv4Addr::new(192, 0, 2, 0));
+        assert_eq!(r[1].mask, Ipv4Addr::new(255, 255, 255, 0));
+        assert_eq!((r[2].flags, r[2].metric), (3, 100));
+        assert_eq!(default_v4(&r).as_deref(), Some("eth0"));
+        assert_eq!(place(Ipv4Addr::new(192, 0, 2, 7), &r).as_deref(), Some("eth0"));
+        assert_eq!(place(Ipv4Addr::new(10, 0, 0, 7), &r), None);
+    }
+
+    #[test]
+    fn a_bad_route_row_is_skipped_alone() {
+        let text =
+            format!("{ROUTE}eth2\tnothex\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\nshort\t00000000\n");
+        assert_eq!(parse_routes(&text), parse_routes(ROUTE));
+    }
 }

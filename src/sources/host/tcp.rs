@@ -2,9 +2,8 @@
 //! proc/net/tcp and proc/net/tcp6 variables"). Each address is hex of
 //! 32-bit words as the kernel holds them in memory: network-order bytes
 //! printed as a host-order integer, so on the little-endian hosts vLLM runs
-//! on (x86-64, aarch64) `0100007F` is 127.0.0.1. Parsed here rather than by
-//! procfs, whose reader wants the live system's byte order: a captured file
-//! is read the same on any machine.
+//! on (x86-64, aarch64) `0100007F` is 127.0.0.1. Parsed as little-endian
+//! whatever the reading machine, so a captured file reads the same anywhere.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 

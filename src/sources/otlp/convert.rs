@@ -1,8 +1,6 @@
 //! An OTLP export request reduced to the request spans pdtop reads.
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
-use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode};
+use super::proto::{AnyValue, ExportTraceServiceRequest, KeyValue, STATUS_CODE_ERROR, Span, Value};
 
 use crate::feed::RequestSpan;
 
@@ -38,7 +36,7 @@ fn request_span(service: &str, span: &Span) -> Option<RequestSpan> {
     let error = span
         .status
         .as_ref()
-        .filter(|s| s.code == StatusCode::Error as i32)
+        .filter(|s| s.code == STATUS_CODE_ERROR)
         .map(|s| if s.message.is_empty() { "error".to_string() } else { s.message.clone() });
     Some(RequestSpan {
         service: service.to_string(),

@@ -9,6 +9,7 @@
 pub mod convert;
 mod grpc;
 mod http;
+pub mod proto;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,9 +21,7 @@ use crate::clock::Clock;
 use crate::feed::{Msg, SpanCounts};
 
 pub use convert::{REQUEST_ID, request_spans};
-pub use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
+pub use proto::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 
 /// The largest export body taken (decompressed too): vLLM's batches are a
 /// few kB; the OTLP exporters' own limit is 4 MiB on gRPC.
