@@ -13,6 +13,8 @@
 # -Z unstable-options --report-time (run the binary: RUSTC_BOOTSTRAP in
 # cargo's environment rebuilds every crate).
 #
+# TIMINGS=1 adds --timings and keeps each build's report as $WORK/<sha>-timing.html.
+#
 # The machine must be otherwise quiet for numbers worth comparing; run the
 # commits to compare in one invocation (one after the other, same load).
 # WORK (default /tmp/pdtop-measure-tests) holds the clones; deleted after.
@@ -35,7 +37,7 @@ for commit in "$@"; do
   start=$EPOCHREALTIME
   # Each line stamped with the seconds since the start; the last line is
   # the end (time's report).
-  (cd "$dir/pdtop" && CARGO_TARGET_DIR="$dir/pdtop/target" /usr/bin/time -v cargo test 2>&1 || true) |
+  (cd "$dir/pdtop" && CARGO_TARGET_DIR="$dir/pdtop/target" /usr/bin/time -v cargo test ${TIMINGS:+--timings} 2>&1 || true) |
     while IFS= read -r line; do
       printf '%8.1f %s\n' "$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')" "$line"
     done >"$log"
@@ -54,5 +56,6 @@ for commit in "$@"; do
         failed ? " (FAILURES: see the log)" : ""
       print "  " results
     }' "$log"
+  [ -z "${TIMINGS:-}" ] || cp "$dir/pdtop/target/cargo-timings/cargo-timing.html" "$work/$sha-timing.html"
   rm -rf "$dir"
 done

@@ -1,124 +1,12 @@
 //! End to end: a real recording served over loopback HTTP by the demo lab
-//! (sped up), and `pdtop check --json` run as processes against it.
+//! (sped up), and `pdtop check --json` run as processes against it
+//! (`common::labs`).
 
 use crate::common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-use pdtop::lab::{self, Capture, LabOptions};
-
-/// Lab seconds per real second. A miss is called 1.5 lab seconds after a
-/// request is added: checks that read logs at 10x leave a loaded 2-core
-/// machine too little room.
-const SPEED: f64 = 5.0;
-
-/// Which of the lab's logs a check is given.
-#[derive(Clone, Copy, PartialEq)]
-enum Logs {
-    None,
-    ProxyOnly,
-    All,
-}
-
-/// What the checks of one lab run reported: (exit code, `--json` report).
-struct LabRun {
-    metrics: (i32, serde_json::Value),
-    proxy_only: (i32, serde_json::Value),
-    all: (i32, serde_json::Value),
-    /// `pdtop record` of the inputs the `all` check read, as it read them
-    /// (of `RECORDED` only: the one a test replays).
-    recording: Option<PathBuf>,
-}
-
-const RECORDED: &str = "qwen3-shape-restart";
-
-/// Each capture is played once, and every check the tests ask of it
-/// watches that one lab side by side: metrics only, the proxy log only,
-/// every log (and a recording of it). The tests read the reports; the first
-/// to ask plays the lab (in its turn of `REAL_TIME`) and the others wait.
-fn lab_run(capture: &'static str) -> &'static LabRun {
-    static RUNS: [OnceLock<LabRun>; 2] = [OnceLock::new(), OnceLock::new()];
-    let i = common::CAPTURES.iter().position(|c| *c == capture).expect("a capture of CAPTURES");
-    RUNS[i].get_or_init(|| {
-        // A runtime of its own: the lab serves from it, whichever test asked.
-        std::thread::spawn(move || {
-            let _turn = common::REAL_TIME.blocking_lock();
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(play(capture))
-        })
-        .join()
-        .unwrap_or_else(|_| panic!("the lab run of {capture} failed (its panic is above)"))
-    })
-}
-
-async fn play(capture: &str) -> LabRun {
-    let cap = Capture::from_dir(&common::capture_dir(capture)).unwrap();
-    let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
-    let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
-    let recording = (capture == RECORDED)
-        .then(|| std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}.pdrec", std::process::id())));
-    let spawn = |mut args: Vec<String>, logs: Logs| {
-        args.extend(inputs(capture, &lab, logs, secs));
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
-        })
-    };
-    let check = |logs| spawn(vec!["check".into(), "--json".into()], logs);
-    let recorder = recording
-        .as_ref()
-        .map(|file| spawn(vec!["record".into(), "-o".into(), file.display().to_string()], Logs::All));
-    let runs = [check(Logs::None), check(Logs::ProxyOnly), check(Logs::All)];
-    let mut outs = Vec::new();
-    for run in runs {
-        outs.push(run.await.unwrap());
-    }
-    if let Some(r) = recorder {
-        let rec = r.await.unwrap();
-        assert!(rec.status.success(), "record failed: {}", String::from_utf8_lossy(&rec.stderr));
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut reports = outs.into_iter().map(|out| {
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-        });
-        (out.status.code().unwrap_or(-1), json)
-    });
-    let (metrics, proxy_only, all) =
-        (reports.next().unwrap(), reports.next().unwrap(), reports.next().unwrap());
-    LabRun { metrics, proxy_only, all, recording }
-}
-
-/// The arguments that point pdtop at the lab and the logs it is given.
-fn inputs(capture: &str, lab: &lab::LabHandle, logs: Logs, secs: f64) -> Vec<String> {
-    let mut args = common::lab_pair_args(lab, SPEED, secs);
-    let path = |p: &Path| p.display().to_string();
-    if logs == Logs::All {
-        args.extend([
-            "--prefill-log".into(),
-            path(&lab.prefill_log),
-            "--decode-log".into(),
-            path(&lab.decode_log),
-        ]);
-        let config = common::capture_dir(capture).join("model-config.json");
-        args.extend(["--model-config".into(), path(&config)]);
-        if let Some(dir) = &lab.kv_dir {
-            args.extend(["--kv-dir".into(), path(dir)]);
-        }
-        if let Some(file) = &lab.net_dev_file {
-            args.extend(["--iface".into(), "lo".into(), "--net-dev-file".into(), path(file)]);
-        }
-    }
-    if logs != Logs::None
-        && let Some(proxy) = &lab.proxy_log
-    {
-        args.extend(["--proxy-log".into(), path(proxy)]);
-    }
-    args
-}
+use common::labs::{RECORDED, lab_run};
 
 fn decode_of(report: &serde_json::Value) -> &serde_json::Value {
     report["instances"].as_array().unwrap().iter().find(|i| i["role"] == "decode").unwrap()

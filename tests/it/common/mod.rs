@@ -2,6 +2,7 @@
 //! `tests/fixtures/lab-captures/` (copies of the real recordings).
 #![allow(dead_code)]
 
+pub mod labs;
 pub mod prometheus;
 
 use std::io::{Read, Write};
