@@ -1,108 +1,22 @@
 //! End to end: a real recording served over loopback HTTP by the demo lab
-//! (sped up), and `pdtop check --json` run as a process against it.
+//! (sped up), and `pdtop check --json` run as processes against it
+//! (`common::labs`).
 
 use crate::common;
 
 use std::process::Command;
 
-use pdtop::lab::{self, Capture, LabOptions};
-
-/// Lab seconds per real second in these tests. Checks that read logs run
-/// slower: a miss is called 1.5 lab seconds after a request is added, and
-/// at 10x that leaves a loaded 2-core machine too little room.
-const SPEED: f64 = 10.0;
-const SPEED_LOGS: f64 = 5.0;
-
-/// Which of the lab's logs `check` is given.
-#[derive(Clone, Copy, PartialEq)]
-enum Logs {
-    None,
-    ProxyOnly,
-    All,
-}
-
-/// Labs run one at a time: a sped-up lab and the check watching it are
-/// timing-sensitive, and this machine has two cores.
-static ONE_LAB_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn check_against_lab(capture: &str, logs: Logs) -> (i32, serde_json::Value) {
-    check_and_record(capture, logs, None).await
-}
-
-/// Runs `check` against a sped-up lab; with `record`, also `pdtop record`
-/// of the same inputs at the same time.
-async fn check_and_record(
-    capture: &str,
-    logs: Logs,
-    record: Option<std::path::PathBuf>,
-) -> (i32, serde_json::Value) {
-    let _turn = ONE_LAB_AT_A_TIME.lock().await;
-    let cap = Capture::from_dir(&common::capture_dir(capture)).unwrap();
-    let speed = if logs == Logs::All { SPEED_LOGS } else { SPEED };
-    let secs = (cap.t_end - cap.t0) / speed + 1.0;
-    // One folder per lab: tests run in parallel in this process.
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}-{n}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
-    let mut args = common::lab_pair_args(&lab, speed, secs);
-    let path = |p: &std::path::Path| p.display().to_string();
-    if logs == Logs::All {
-        args.extend([
-            "--prefill-log".into(),
-            path(&lab.prefill_log),
-            "--decode-log".into(),
-            path(&lab.decode_log),
-        ]);
-        let config = common::capture_dir(capture).join("model-config.json");
-        args.extend(["--model-config".into(), path(&config)]);
-        if let Some(dir) = &lab.kv_dir {
-            args.extend(["--kv-dir".into(), path(dir)]);
-        }
-        if let Some(file) = &lab.net_dev_file {
-            args.extend(["--iface".into(), "lo".into(), "--net-dev-file".into(), path(file)]);
-        }
-    }
-    if logs != Logs::None
-        && let Some(proxy) = &lab.proxy_log
-    {
-        args.extend(["--proxy-log".into(), path(proxy)]);
-    }
-    let recorder = record.map(|file| {
-        let mut rargs: Vec<String> = vec!["record".into(), "-o".into(), file.display().to_string()];
-        rargs.extend(args.iter().cloned());
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&rargs).output().unwrap()
-        })
-    });
-    let mut cargs: Vec<String> = vec!["check".into(), "--json".into()];
-    cargs.extend(args);
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&cargs).output().unwrap()
-    })
-    .await
-    .unwrap();
-    if let Some(r) = recorder {
-        let rec = r.await.unwrap();
-        assert!(rec.status.success(), "record failed: {}", String::from_utf8_lossy(&rec.stderr));
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    });
-    (out.status.code().unwrap_or(-1), json)
-}
+use common::labs::{RECORDED, lab_run};
 
 fn decode_of(report: &serde_json::Value) -> &serde_json::Value {
     report["instances"].as_array().unwrap().iter().find(|i| i["role"] == "decode").unwrap()
 }
 
-#[tokio::test]
-async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
-    let _turn = common::REAL_TIME.lock().await;
-    let (code, r) = check_against_lab("qwen3-shape-restart", Logs::None).await;
-    let decode = decode_of(&r);
+#[test]
+fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
+    let (code, r) = &lab_run("qwen3-shape-restart").metrics;
+    let code = *code;
+    let decode = decode_of(r);
     assert!(decode["restarts"].as_u64().unwrap() >= 1, "{decode}");
     assert!(decode["scrapes_failed"].as_u64().unwrap() > 0, "{decode}");
     assert!(decode["last_error"].as_str().unwrap().contains("refused"), "{decode}");
@@ -117,27 +31,26 @@ async fn check_sees_the_restart_and_the_silent_misses_from_metrics() {
     assert_eq!(r["decode_prompt_tokens"]["local_cache_hit"], 0.0);
 }
 
-#[tokio::test]
-async fn check_on_the_nixl_capture_from_metrics() {
-    let _turn = common::REAL_TIME.lock().await;
-    let (_, r) = check_against_lab("nixl-llama-shape", Logs::None).await;
+#[test]
+fn check_on_the_nixl_capture_from_metrics() {
+    let (_, r) = &lab_run("nixl-llama-shape").metrics;
     // Metrics alone are a conservative cross-check: never more than the
     // truth (4), and they see misses.
     let n = r["requests"]["silent_miss"].as_u64().unwrap();
     assert!((1..=4).contains(&n), "{}", r["requests"]);
     assert_eq!(r["requests_source"], "metrics");
     assert_eq!(r["verdict"], "silent_misses");
-    assert!(decode_of(&r)["restarts"].as_u64().unwrap() >= 1);
+    assert!(decode_of(r)["restarts"].as_u64().unwrap() >= 1);
 }
 
 fn ids(r: &serde_json::Value) -> Vec<String> {
     r["silent_miss_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
 }
 
-#[tokio::test]
-async fn traces_name_the_misses_on_the_example_connector_capture() {
-    let _turn = common::REAL_TIME.lock().await;
-    let (code, r) = check_against_lab("qwen3-shape-restart", Logs::All).await;
+#[test]
+fn traces_name_the_misses_on_the_example_connector_capture() {
+    let (code, r) = &lab_run("qwen3-shape-restart").all;
+    let code = *code;
     let q = &r["requests"];
     assert_eq!(r["requests_source"], "traces");
     assert_eq!(q["silent_miss"], 8, "{q}");
@@ -146,7 +59,7 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
         .chain((0..4).map(|i| format!("lab-mismatch-{i}")))
         .collect();
     expected.sort();
-    let mut got = ids(&r);
+    let mut got = ids(r);
     got.sort();
     assert_eq!(got, expected);
     assert_eq!(q["no_prefill"], 8, "{q}");
@@ -171,13 +84,12 @@ async fn traces_name_the_misses_on_the_example_connector_capture() {
     assert_eq!(kv["window"]["moved_nothing"].as_array().unwrap().len(), 8, "{}", kv["window"]);
 }
 
-#[tokio::test]
-async fn traces_name_the_misses_on_the_nixl_capture() {
-    let _turn = common::REAL_TIME.lock().await;
-    let (_, r) = check_against_lab("nixl-llama-shape", Logs::All).await;
+#[test]
+fn traces_name_the_misses_on_the_nixl_capture() {
+    let (_, r) = &lab_run("nixl-llama-shape").all;
     let q = &r["requests"];
     assert_eq!(q["silent_miss"], 4, "{q}");
-    let mut got = ids(&r);
+    let mut got = ids(r);
     got.sort();
     assert_eq!(got, (0..4).map(|i| format!("lab-noparams-{i}")).collect::<Vec<_>>());
     // edge_block moved whole blocks over NIXL: loaded, not missed.
@@ -192,12 +104,11 @@ async fn traces_name_the_misses_on_the_nixl_capture() {
     assert_eq!(kv["iface"]["name"], "lo", "{kv}");
 }
 
-#[tokio::test]
-async fn proxy_log_alone_names_no_request() {
-    let _turn = common::REAL_TIME.lock().await;
+#[test]
+fn proxy_log_alone_names_no_request() {
     for capture in common::CAPTURES {
-        let (_, r) = check_against_lab(capture, Logs::ProxyOnly).await;
-        assert!(ids(&r).is_empty(), "{capture}: {}", r["silent_miss_ids"]);
+        let (_, r) = &lab_run(capture).proxy_only;
+        assert!(ids(r).is_empty(), "{capture}: {}", r["silent_miss_ids"]);
         // Without an instance log, the counts are the metrics' own.
         assert_eq!(r["requests_source"], "metrics");
     }
@@ -227,11 +138,11 @@ fn unreachable_instance_is_degraded_and_exits_1() {
     assert!(r["instances"][0]["scrapes_failed"].as_u64().unwrap() > 0);
 }
 
-#[tokio::test]
-async fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
-    let _turn = common::REAL_TIME.lock().await;
-    let file = std::env::temp_dir().join(format!("pdtop-e2e-{}.pdrec", std::process::id()));
-    let (live_code, live) = check_and_record("qwen3-shape-restart", Logs::All, Some(file.clone())).await;
+#[test]
+fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
+    let run = lab_run(RECORDED);
+    let ((live_code, live), file) = (&run.all, run.recording.as_ref().unwrap());
+    let live_code = *live_code;
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
         .args(["check", "--replay", &file.display().to_string(), "--json"])
         .output()
@@ -249,15 +160,17 @@ async fn a_recording_replays_to_the_same_verdict_as_the_live_check() {
     }
     assert_eq!(replayed["kv"]["bytes_per_token"], live["kv"]["bytes_per_token"]);
     // A damaged recording is a clear error naming the byte offset.
-    let bytes = std::fs::read(&file).unwrap();
-    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let bytes = std::fs::read(file).unwrap();
+    let damaged = file.with_extension("damaged.pdrec");
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
-        .args(["check", "--replay", &file.display().to_string(), "--json"])
+        .args(["check", "--replay", &damaged.display().to_string(), "--json"])
         .output()
         .unwrap();
     // A runtime failure, not bad usage: exit 3.
     assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at byte"), "{err}");
-    std::fs::remove_file(&file).ok();
+    std::fs::remove_file(&damaged).ok();
+    std::fs::remove_file(file).ok();
 }

@@ -199,50 +199,10 @@ fn the_wrong_wire_is_said_loudly_on_screen() {
 
 /// `pdtop check --json` against the recording served on loopback, its
 /// interface counters through `--net-dev-file`, with `--iface eth0` named.
-#[tokio::test]
-async fn check_says_the_kv_went_over_lo_when_eth0_is_named() {
-    use pdtop::lab::{self, Capture, LabOptions};
-    let speed = 5.0;
-    let cap = Capture::from_dir(&common::capture_dir("nixl-llama-shape")).unwrap();
-    let secs = (cap.t_end - cap.t0) / speed + 1.0;
-    let dir = std::env::temp_dir().join(format!("pdtop-kvbytes-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
-    let p = |p: &std::path::Path| p.display().to_string();
-    let config = common::capture_dir("nixl-llama-shape").join("model-config.json");
-    let args: Vec<String> = vec![
-        "check".into(),
-        "--json".into(),
-        "--prefill".into(),
-        lab.prefill.to_string(),
-        "--decode".into(),
-        lab.decode.to_string(),
-        "--interval".into(),
-        "0.1".into(),
-        "--timeout".into(),
-        "1".into(),
-        "--clock-speed".into(),
-        speed.to_string(),
-        "--duration".into(),
-        secs.to_string(),
-        "--prefill-log".into(),
-        p(&lab.prefill_log),
-        "--decode-log".into(),
-        p(&lab.decode_log),
-        "--model-config".into(),
-        p(&config),
-        "--iface".into(),
-        "eth0".into(),
-        "--net-dev-file".into(),
-        p(lab.net_dev_file.as_ref().unwrap()),
-    ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap()
-    })
-    .await
-    .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+#[test]
+fn check_says_the_kv_went_over_lo_when_eth0_is_named() {
+    // Played once with the other checks of the capture (`common::labs`).
+    let (_, r) = common::labs::lab_run(common::labs::ETH0).eth0.as_ref().unwrap();
     let kv = &r["kv"];
     assert_eq!(kv["carrier"], "lo", "{kv}");
     assert_eq!(kv["iface_named"], "eth0", "{kv}");

@@ -219,6 +219,8 @@ fn a_panic_and_an_error_exit_restore_the_terminal() {
     assert!(p.lines().any(|l| l == "EXITED=101"), "{p}");
     t.assert_restored();
     t.send("clear");
+    // The first run's EXITED line gone: else it could pass for the second's.
+    t.until("the screen cleared", |p| !exited(p));
     t.run_pdtop("PDTOP_TEST_UI_FAULT=error", &format!("--decode {ep}"));
     let p = t.until("pdtop to exit", exited);
     assert!(p.contains("pdtop:") && p.contains("test hook PDTOP_TEST_UI_FAULT"), "{p}");

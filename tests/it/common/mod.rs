@@ -2,6 +2,7 @@
 //! `tests/fixtures/lab-captures/` (copies of the real recordings).
 #![allow(dead_code)]
 
+pub mod labs;
 pub mod prometheus;
 
 use std::io::{Read, Write};
@@ -24,8 +25,22 @@ pub fn capture_dir(name: &str) -> PathBuf {
     dir
 }
 
+pub type ScrapeRow = (f64, String, Option<String>, Option<String>);
+
 /// The rows of `scrapes.jsonl.xz`: (t, instance, Some(body) | None when down, error).
-pub fn scrapes(name: &str) -> Vec<(f64, String, Option<String>, Option<String>)> {
+/// Read once per capture: tests replay the same scrapes many times.
+pub fn scrapes(name: &str) -> Vec<ScrapeRow> {
+    static READ: std::sync::Mutex<Vec<(String, Arc<Vec<ScrapeRow>>)>> = std::sync::Mutex::new(Vec::new());
+    let known = READ.lock().unwrap().iter().find(|(n, _)| n == name).map(|(_, rows)| rows.clone());
+    let rows = known.unwrap_or_else(|| {
+        let rows = Arc::new(read_scrapes(name));
+        READ.lock().unwrap().push((name.to_string(), rows.clone()));
+        rows
+    });
+    rows.as_ref().clone()
+}
+
+fn read_scrapes(name: &str) -> Vec<ScrapeRow> {
     let raw = std::fs::read(capture_dir(name).join("scrapes.jsonl.xz")).unwrap();
     let mut out = Vec::new();
     lzma_rs::xz_decompress(&mut &raw[..], &mut out).unwrap();
