@@ -6,6 +6,8 @@
 # a busy machine weighs on both alike). CARGO_HOME is shared and
 # `cargo fetch` runs first, untimed, so only compiling is measured. Prints
 # the wall times, then the new build's 10 slowest units from `--timings`.
+# KEEP_BINS=DIR copies each build's binary there (DIR/pdtop-old, DIR/pdtop-new)
+# for the paired runtime measurements.
 # Usage: scripts/measure-build.sh OLD_COMMIT NEW_COMMIT
 set -euo pipefail
 old=${1:?usage: measure-build.sh OLD_COMMIT NEW_COMMIT}
@@ -33,6 +35,7 @@ for r in $(seq "$rounds"); do
       { cat "$tmp/$side.err"; exit 1; }
     t1=$(date +%s.%N)
     echo "$r,$side,$(git -C "$dir" rev-parse --short HEAD),$(echo "$t1 - $t0" | bc)"
+    if [ -n "${KEEP_BINS:-}" ]; then cp "$dir/target/release/pdtop" "$KEEP_BINS/pdtop-$side"; fi
   done
 done
 
