@@ -1,6 +1,7 @@
 //! Deadlines and verdict wording: what `on_tick`/`finish` conclude, and how
 //! a hit (or its absence) becomes a verdict.
 
+use super::connector::decode_log::Early;
 use super::connector::early::{EARLY_NOTE, wait_words};
 use super::connector::hits::{Claim, Waiting};
 use super::correlator::{Correlator, Style};
@@ -298,7 +299,8 @@ impl Correlator {
         self.decide(serial, Outcome::SilentMiss, conf, ev, now);
         if early {
             let d = self.decodes.entry(i).or_default();
-            push_capped(&mut d.early, (serial, added, waited_s), self.opts.max_pending);
+            let e = Early { serial, added_at: added, waited: waited_s, contested: false };
+            push_capped(&mut d.early, e, self.opts.max_pending);
         }
     }
 

@@ -73,6 +73,25 @@ fn a_late_hit_makes_an_early_miss_unknown() {
     assert_eq!(c.counts().silent_miss, 0);
 }
 
+/// edge_block-1 is added after edge_block-0 was called early, and a hit
+/// comes: FIFO gives it to edge_block-1, but it may have been the older
+/// one's, scheduled late, so edge_block-0 stays likely past 1.5 s.
+#[test]
+fn a_hit_taken_by_a_younger_request_keeps_an_early_miss_likely() {
+    let mut c = live_before(199, 256);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    c.on_tick(t + 0.8);
+    assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
+    feed(&mut c, LogOrigin::Prefill(0), "vllm-prefill.log", 200, 209, t + 0.9);
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 259, 266, t + 0.9);
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 354, 354, t + 1.0);
+    c.on_tick(t + 1.6);
+    let tr = c.get("lab-edge_block-0").unwrap();
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Likely), "{}", tr.evidence);
+    assert!(tr.evidence.contains("younger request took a hit"), "{}", tr.evidence);
+}
+
 /// steady-5 and steady-3 were added while steady-4's load ran, and their
 /// hits printed a second later (06:26:17 → :18): requests added together
 /// wait the whole settle time, so neither is called a miss.

@@ -17,12 +17,24 @@ pub(crate) struct DecodeLog {
     /// Its requests have arrived with `kv_transfer_params`.
     pub params_seen: bool,
     /// Misses called early (`HitQueue::wait`), sure once `settle_s` passes
-    /// without a hit: (serial, `Added` read time, the wait used).
-    pub early: VecDeque<(u64, f64, f64)>,
+    /// without a hit.
+    pub early: VecDeque<Early>,
 }
 
 impl DecodeLog {
     pub fn busy(&self, now: f64) -> bool {
         self.busy_until.is_some_and(|u| u > now)
     }
+}
+
+/// A miss called early, waiting for `settle_s` to make it sure.
+#[derive(Debug, Clone)]
+pub(crate) struct Early {
+    pub serial: u64,
+    /// Read time of its `Added` line.
+    pub added_at: f64,
+    /// The wait it was called after.
+    pub waited: f64,
+    /// A younger request took a hit meanwhile: it may have been this one's.
+    pub contested: bool,
 }

@@ -6,36 +6,52 @@ use crate::traces::correlator::Correlator;
 use crate::traces::model::{Confidence, Outcome};
 
 impl Correlator {
-    /// Early misses whose `settle_s` has passed with no hit: sure now.
+    /// Early misses whose `settle_s` has passed with no hit: sure now,
+    /// unless a younger request took a hit meanwhile (FIFO gave it to the
+    /// younger; it may have been this one's, scheduled late): then likely.
     pub(in crate::traces) fn confirm_early(&mut self, i: usize, now: f64, force: bool) {
         let settle = self.opts.settle_s;
-        while let Some(&(s, added, waited)) = self.decodes.get(&i).and_then(|d| d.early.front()) {
-            if !force && now - added < settle {
+        while let Some(early) = self.decodes.get(&i).and_then(|d| d.early.front()).cloned() {
+            if !force && now - early.added_at < settle {
                 break;
             }
             self.decodes.get_mut(&i).map(|d| d.early.pop_front());
-            if let Some(e) = self.store.get_mut(s)
-                && e.trace.outcome == Outcome::SilentMiss
-                && e.trace.confidence == Confidence::Likely
-                && e.trace.evidence.contains(EARLY_NOTE)
+            let Some(e) = self.store.get_mut(early.serial) else {
+                continue;
+            };
+            let t = &mut e.trace;
+            if t.outcome != Outcome::SilentMiss
+                || t.confidence != Confidence::Likely
+                || !t.evidence.contains(EARLY_NOTE)
             {
-                let t = &mut e.trace;
-                t.evidence = t.evidence.replace(EARLY_NOTE, "").replacen(
-                    &format!("within {}", wait_words(waited)),
-                    &format!("within {}", wait_words(settle)),
-                    1,
-                );
-                t.confidence = Confidence::Sure;
+                continue;
             }
+            if early.contested {
+                t.evidence = t.evidence.replace(EARLY_NOTE, CONTESTED_NOTE);
+                continue;
+            }
+            let (was, is) =
+                (format!("within {}", wait_words(early.waited)), format!("within {}", wait_words(settle)));
+            t.evidence = t.evidence.replace(EARLY_NOTE, "").replacen(&was, &is, 1);
+            t.confidence = Confidence::Sure;
+        }
+    }
+
+    /// A hit was taken on decode#`i`: the early misses there may have been
+    /// its owner.
+    pub(in crate::traces) fn contest_early(&mut self, i: usize) {
+        if let Some(d) = self.decodes.get_mut(&i) {
+            d.early.iter_mut().for_each(|e| e.contested = true);
         }
     }
 
     /// A hit came with no request waiting for it: the latest early miss
     /// on that decode may have been scheduled late after all.
     pub(in crate::traces) fn late_hit(&mut self, i: usize, at: f64) {
-        let Some((s, added, _)) = self.decodes.get_mut(&i).and_then(|d| d.early.pop_back()) else {
+        let Some(early) = self.decodes.get_mut(&i).and_then(|d| d.early.pop_back()) else {
             return;
         };
+        let (s, added) = (early.serial, early.added_at);
         let Some(e) = self.store.get_mut(s) else {
             return;
         };
@@ -51,6 +67,10 @@ impl Correlator {
         );
     }
 }
+
+/// Ends an early miss's evidence when a younger request took a hit before
+/// `settle_s` passed.
+const CONTESTED_NOTE: &str = " (a younger request took a hit before 1.5 s passed: FIFO gave it to that one, but it may have been this one's, scheduled late)";
 
 /// Ends an early miss's evidence until `settle_s` confirms it.
 pub(in crate::traces) const EARLY_NOTE: &str =

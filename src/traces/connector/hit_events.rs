@@ -48,7 +48,10 @@ impl Correlator {
     pub(crate) fn on_hit(&mut self, i: usize, t: f64, at: f64) {
         let cap = self.opts.max_pending;
         match self.decodes.entry(i).or_default().hits.hit(at, cap) {
-            Some(c) => self.apply_claim(i, c, t, at),
+            Some(c) => {
+                self.contest_early(i);
+                self.apply_claim(i, c, t, at);
+            }
             None => self.late_hit(i, at),
         }
     }
