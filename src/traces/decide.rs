@@ -297,7 +297,14 @@ impl Correlator {
         };
         let added = self.store.get(serial).and_then(|e| e.track.decode_added_at).unwrap_or(now);
         self.decide(serial, Outcome::SilentMiss, conf, ev, now);
-        if early {
+        // `decide` may have made it unknown (paired by order only): then
+        // there is no miss for 1.5 s to confirm.
+        let kept = self.store.get_mut(serial).filter(|e| e.trace.outcome == Outcome::SilentMiss);
+        if early && kept.is_none() {
+            if let Some(e) = self.store.get_mut(serial) {
+                e.trace.evidence = e.trace.evidence.replace(EARLY_NOTE, "");
+            }
+        } else if early {
             let d = self.decodes.entry(i).or_default();
             let e = Early { serial, added_at: added, waited: waited_s, contested: false };
             push_capped(&mut d.early, e, self.opts.max_pending);

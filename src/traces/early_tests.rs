@@ -32,19 +32,26 @@ fn live_before(prefill_to: usize, next: usize) -> Correlator {
     c
 }
 
+/// edge_block-0's decode lines read live at the returned time (a 1025-token
+/// prompt whose folder the decode looks up under 1008: a miss), with no
+/// other request near it.
+fn edge_block_0_added() -> (Correlator, f64) {
+    let mut c = live_before(199, 256);
+    let t = T0 + 20.0;
+    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    (c, t)
+}
+
 fn verdict(c: &Correlator, id: &str) -> (Outcome, Confidence) {
     let t = c.get(id).expect(id);
     (t.outcome, t.confidence)
 }
 
-/// edge_block-0 (a 1025-token prompt whose folder the decode looks up
-/// under 1008): added with no other request near it, so its hit was due
+/// edge_block-0, added with no other request near it: its hit was due
 /// within 0.25 s + two reads of 0.25 s.
 #[test]
 fn a_quiet_miss_is_likely_at_the_engines_lag_and_sure_at_the_settle_time() {
-    let mut c = live_before(199, 256);
-    let t = T0 + 20.0;
-    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    let (mut c, t) = edge_block_0_added();
     c.on_tick(t + 0.6);
     assert_eq!(c.get("lab-edge_block-0").expect("traced").outcome, Outcome::Pending);
     c.on_tick(t + 0.8);
@@ -60,9 +67,7 @@ fn a_quiet_miss_is_likely_at_the_engines_lag_and_sure_at_the_settle_time() {
 /// no request waiting: it may have been this one's, so it is no longer a miss.
 #[test]
 fn a_late_hit_makes_an_early_miss_unknown() {
-    let mut c = live_before(199, 256);
-    let t = T0 + 20.0;
-    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    let (mut c, t) = edge_block_0_added();
     c.on_tick(t + 0.8);
     assert_eq!(verdict(&c, "lab-edge_block-0").0, Outcome::SilentMiss);
     // A real hit line of this decode (steady-4's, line 354).
@@ -78,9 +83,7 @@ fn a_late_hit_makes_an_early_miss_unknown() {
 /// one's, scheduled late, so edge_block-0 stays likely past 1.5 s.
 #[test]
 fn a_hit_taken_by_a_younger_request_keeps_an_early_miss_likely() {
-    let mut c = live_before(199, 256);
-    let t = T0 + 20.0;
-    feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 256, 258, t);
+    let (mut c, t) = edge_block_0_added();
     c.on_tick(t + 0.8);
     assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
     feed(&mut c, LogOrigin::Prefill(0), "vllm-prefill.log", 200, 209, t + 0.9);
