@@ -5,6 +5,7 @@
 //! "Connectors' own metrics"); absent families stay absent.
 
 use super::counter::Counter;
+use super::model::ByName;
 use super::parse::Sample;
 use std::collections::BTreeMap;
 
@@ -77,13 +78,18 @@ const SOURCES: &[Source] = &[
     (Counter::LmcachePromptTokens, "lmcache:num_prompt_tokens_total", &[], MaxOverWorkers),
 ];
 
+/// The families [`extract`] reads.
+pub(super) fn families() -> impl Iterator<Item = &'static str> {
+    SOURCES.iter().map(|(_, family, _, _)| *family)
+}
+
 /// Adds the connector counters a scrape holds to `out`.
-pub(super) fn extract(by_name: &BTreeMap<&str, Vec<&Sample<'_>>>, out: &mut BTreeMap<Counter, f64>) {
+pub(super) fn extract(by_name: &ByName<'_, '_>, out: &mut BTreeMap<Counter, f64>) {
     for (counter, family, labels, fold) in SOURCES {
         if out.contains_key(counter) {
             continue;
         }
-        let Some(all) = by_name.get(family) else { continue };
+        let all = by_name.get(family);
         let series: Vec<&Sample<'_>> = all
             .iter()
             .copied()

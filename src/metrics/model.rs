@@ -66,6 +66,73 @@ const HIST_SOURCES: &[(Hist, &str)] = &[
     (Hist::MooncakeDescriptors, "vllm:mooncake_num_descriptors"),
 ];
 
+/// Series read by their name alone (gauges, info and the request counter).
+const GAUGES: &[&str] = &[
+    PROCESS_START,
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:cache_config_info",
+    "vllm:request_success_total",
+];
+
+const PROCESS_START: &str = "process_start_time_seconds";
+
+/// The histograms' series: `<family>_bucket`, `_sum` and `_count`.
+const HIST_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
+
+/// Every series name [`InstanceSample`] reads, histogram families without
+/// their suffixes: what a Prometheus server is asked for
+/// (`sources/prometheus`), and all a scrape's parse keeps.
+pub struct ReadNames {
+    /// Gauges and counters, sorted.
+    pub plain: Vec<&'static str>,
+    /// Histogram families, sorted.
+    pub hists: Vec<&'static str>,
+}
+
+/// The names, gathered once from the tables that read them.
+pub fn read_names() -> &'static ReadNames {
+    static NAMES: std::sync::OnceLock<ReadNames> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut plain: Vec<&'static str> = GAUGES.to_vec();
+        plain.extend(COUNTER_SOURCES.iter().map(|(_, name, _)| *name));
+        plain.extend(super::connectors::families());
+        plain.sort_unstable();
+        plain.dedup();
+        let mut hists: Vec<&'static str> = HIST_SOURCES.iter().map(|(_, f)| *f).collect();
+        hists.sort_unstable();
+        hists.dedup();
+        ReadNames { plain, hists }
+    })
+}
+
+/// Whether pdtop reads this series name.
+pub fn is_read(name: &str) -> bool {
+    let names = read_names();
+    if names.plain.binary_search(&name).is_ok() {
+        return true;
+    }
+    HIST_SUFFIXES
+        .iter()
+        .any(|suffix| name.strip_suffix(suffix).is_some_and(|f| names.hists.binary_search(&f).is_ok()))
+}
+
+/// A scrape's samples by series name, of the names pdtop reads.
+#[derive(Default)]
+pub(super) struct ByName<'s, 'a>(BTreeMap<&'a str, Vec<&'s Sample<'a>>>);
+
+impl<'s, 'a> ByName<'s, 'a> {
+    /// A name's samples, none when absent. Only read names are kept, so a
+    /// name missing from [`read_names`] would read as absent: caught here
+    /// in every debug build and test, not on a fleet in production.
+    pub(super) fn get(&self, name: &str) -> &[&'s Sample<'a>] {
+        debug_assert!(is_read(name), "{name} is read but missing from read_names");
+        self.0.get(name).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
 /// One instance's scrape, reduced to what pdtop uses.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InstanceSample {
@@ -98,26 +165,29 @@ impl InstanceSample {
 
     pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {
         let mut out = InstanceSample { bad_lines: e.bad_line_count, ..Default::default() };
-        let mut by_name: BTreeMap<&str, Vec<&Sample<'_>>> = BTreeMap::new();
+        let mut by_name = ByName::default();
         // A series given twice (a broken exporter, two registries merged)
         // would be summed as if it were two engines, doubling the numbers:
         // the first one wins and the repeat counts as a bad line. A set, not
         // a scan of the family, so a hostile body cannot make this quadratic.
-        let mut seen: HashSet<(&str, &str)> = HashSet::with_capacity(e.samples.len());
+        // Series pdtop does not read are counted and skipped, unhashed.
+        let mut seen: HashSet<(&str, &str)> = HashSet::with_capacity(128);
         for s in &e.samples {
+            if s.name.starts_with("vllm:") {
+                out.vllm_samples += 1;
+            }
+            if !is_read(s.name) {
+                continue;
+            }
             if !seen.insert((s.name, s.labels_text())) {
                 out.bad_lines += 1;
                 continue;
             }
-            if s.name.starts_with("vllm:") {
-                out.vllm_samples += 1;
-            }
-            by_name.entry(s.name).or_default().push(s);
+            by_name.0.entry(s.name).or_default().push(s);
         }
-        let get = |name: &str| by_name.get(name).map(|v| v.as_slice()).unwrap_or(&[]);
+        let get = |name: &str| by_name.get(name);
 
-        out.process_start =
-            get("process_start_time_seconds").first().map(|s| s.value).filter(|v| v.is_finite());
+        out.process_start = get(PROCESS_START).first().map(|s| s.value).filter(|v| v.is_finite());
         out.model_name = e
             .samples
             .iter()
@@ -126,7 +196,7 @@ impl InstanceSample {
             .map(|v| v.into_owned());
         out.running = out.sum_gauge(get("vllm:num_requests_running"));
         out.waiting = out.sum_gauge(get("vllm:num_requests_waiting"));
-        let usage = if by_name.contains_key("vllm:kv_cache_usage_perc") {
+        let usage = if !get("vllm:kv_cache_usage_perc").is_empty() {
             get("vllm:kv_cache_usage_perc")
         } else {
             get("vllm:gpu_cache_usage_perc")
@@ -205,8 +275,11 @@ impl InstanceSample {
 
     /// Builds one histogram from `<family>_bucket/_sum/_count`, summing the
     /// buckets of every engine (the same `le` set across engines).
-    fn histogram(&mut self, by_name: &BTreeMap<&str, Vec<&Sample<'_>>>, family: &str) -> Option<Histogram> {
-        let buckets = by_name.get(format!("{family}_bucket").as_str())?;
+    fn histogram(&mut self, by_name: &ByName<'_, '_>, family: &str) -> Option<Histogram> {
+        let buckets = by_name.get(&format!("{family}_bucket"));
+        if buckets.is_empty() {
+            return None;
+        }
         let mut per_le: Vec<(f64, f64)> = Vec::with_capacity(32);
         for s in buckets {
             let Some(le) = s.label("le").as_deref().and_then(parse_le) else {
@@ -228,13 +301,11 @@ impl InstanceSample {
             // No +Inf bucket: the text is cut or odd. Use the _count instead.
             per_le.push((f64::INFINITY, f64::NAN));
         }
-        let sum_of = |suffix: &str| {
-            by_name
-                .get(format!("{family}{suffix}").as_str())
-                .map(|v| v.iter().map(|s| s.value).filter(|x| x.is_finite()).sum())
+        let sum_of = |suffix: &str| -> f64 {
+            by_name.get(&format!("{family}{suffix}")).iter().map(|s| s.value).filter(|x| x.is_finite()).sum()
         };
-        let count = sum_of("_count").unwrap_or(0.0);
-        let sum = sum_of("_sum").unwrap_or(0.0);
+        let count = sum_of("_count");
+        let sum = sum_of("_sum");
         let mut hist = Histogram {
             bounds: per_le.iter().map(|(b, _)| *b).collect(),
             counts: per_le.iter().map(|(_, c)| *c).collect(),

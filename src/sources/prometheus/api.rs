@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use super::options::{Auth, PromOptions};
 use crate::feed::Role;
+use crate::metrics::model::read_names;
 use crate::sources::scrape::describe;
 
 /// An answer larger than this is refused (64 instances are ~5 MB).
@@ -25,7 +26,7 @@ pub fn window_query<'a>(
     window: Duration,
 ) -> String {
     let ms = window.as_millis().max(1);
-    let mut q = String::from("{__name__=~\"vllm:.+|process_start_time_seconds|up\"");
+    let mut q = format!("{{__name__=~\"{}\"", names_regex());
     if let Some(jobs) = jobs {
         q.push_str(",job=~\"");
         alternatives(&mut q, jobs);
@@ -35,6 +36,17 @@ pub fn window_query<'a>(
     alternatives(&mut q, instances);
     q.push_str(&format!("\"}}[{ms}ms]"));
     q
+}
+
+/// The series pdtop reads (a third of what vLLM serves) and `up`:
+/// `up|name|…|(family|…)_(bucket|sum|count)`. Names hold only `[a-z_:]`,
+/// nothing a regular expression treats specially.
+pub(super) fn names_regex() -> &'static str {
+    static REGEX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    REGEX.get_or_init(|| {
+        let names = read_names();
+        format!("up|{}|({})_(bucket|sum|count)", names.plain.join("|"), names.hists.join("|"))
+    })
 }
 
 /// `a|b|c` of literal values, as the inside of a PromQL string holding a

@@ -5,9 +5,9 @@
 //!
 //! The collector asks for the *raw samples* of every watched instance since
 //! its last refresh, both roles in one selector
-//! (`{__name__=~"vllm:.+|process_start_time_seconds|up", job=~"<jobs>",
-//! instance=~"<instances>"}[<window>]`, the instances and their roles from
-//! the discovery), reads the answer as it is parsed (`matrix`: nothing
+//! (`{__name__=~"up|<names>", job=~"<jobs>", instance=~"<instances>"}[<window>]`,
+//! the names those pdtop reads, `metrics::model::read_names`; the instances
+//! and their roles from the discovery), reads the answer as it is parsed (`matrix`: nothing
 //! allocated per sample), groups the samples by the `instance` label and by
 //! sample timestamp (every series of one server scrape shares its
 //! timestamp, and TSDB isolation makes a scrape visible whole or not at

@@ -1,4 +1,4 @@
-use super::api::{ApiData, decode, form_encode, ms};
+use super::api::{ApiData, decode, form_encode, ms, names_regex};
 use super::collector::{ServerTime, better_reading};
 use super::*;
 use crate::feed::Role;
@@ -75,11 +75,14 @@ fn matchers_and_urls() {
             Some(["vllm-decode", "vllm-prefill"]),
             Duration::from_millis(2500)
         ),
-        r#"{__name__=~"vllm:.+|process_start_time_seconds|up",job=~"vllm-decode|vllm-prefill",instance=~"10\\.0\\.0\\.1:8200|x\\(y\\)\"z\\\\"}[2500ms]"#
+        format!(
+            r#"{{__name__=~"{}",job=~"vllm-decode|vllm-prefill",instance=~"10\\.0\\.0\\.1:8200|x\\(y\\)\"z\\\\"}}[2500ms]"#,
+            names_regex()
+        )
     );
     assert_eq!(
         window_query(["h:1"], None::<[&str; 0]>, Duration::ZERO),
-        r#"{__name__=~"vllm:.+|process_start_time_seconds|up",instance=~"h:1"}[1ms]"#
+        format!(r#"{{__name__=~"{}",instance=~"h:1"}}[1ms]"#, names_regex())
     );
     assert_eq!(
         discovery_query(&[(Role::Prefill, r#"job="p""#.into()), (Role::Decode, r#"job="d""#.into())]),
