@@ -15,12 +15,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pdtop::app::{self, App, Input, TICK};
+use pdtop::app::{self, App, Input};
 use pdtop::cli::{Inputs, UiArgs};
 use pdtop::clock::{Clock, ScaledClock};
 use pdtop::config::{FileConfig, Settings};
 use pdtop::lab::{self, Capture, LabOptions};
 use pdtop::modes::lab_session;
+use pdtop::pipeline::REFRESH;
 use pdtop::pipeline::{Feed, run_on_thread};
 use pdtop::theme::Theme;
 use ratatui::Terminal;
@@ -83,7 +84,7 @@ fn main() {
             lags.len(),
             lags[0],
             lags[lags.len() - 1],
-            TICK.as_millis()
+            REFRESH.as_millis()
         ),
         None => {
             eprintln!("no silent miss was named within {} s", WATCH.as_secs());

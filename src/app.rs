@@ -1,6 +1,7 @@
 //! The dashboard's event loop. Input wins over data (`biased`), data is
-//! drained in batches, and a frame is drawn only when something changed,
-//! at most [`FRAME`] apart: an idle dashboard costs almost nothing.
+//! drained in batches, and a frame is drawn once a refresh (with the
+//! clock's tick, so ages move) or sooner for a key or a new alert, at most
+//! [`FRAME`] apart: an idle dashboard costs almost nothing.
 
 use std::time::Duration;
 
@@ -18,8 +19,6 @@ use crate::ui::{self, DemoInfo, HistWindow, View, ViewState};
 
 /// The shortest time between two frames (20 fps at most).
 pub const FRAME: Duration = Duration::from_millis(50);
-/// Ages on screen move even when no data comes.
-pub const TICK: Duration = Duration::from_secs(1);
 /// Messages applied before the next frame may be drawn.
 const DRAIN_BATCH: usize = 256;
 
@@ -228,7 +227,6 @@ pub async fn run<B: Backend>(
     mut input: UnboundedReceiver<Input>,
 ) -> Result<RunStats, B::Error> {
     let mut stats = RunStats::default();
-    let mut tick = tokio::time::interval(TICK);
     // A recording plays in small steps so that time on screen flows.
     let mut play = tokio::time::interval(FRAME * 2);
     let mut last_play = Instant::now();
@@ -282,13 +280,15 @@ pub async fn run<B: Backend>(
                     // A new alert is drawn at once, not at the next refresh.
                     dirty |= app.state.alerts.rev != alerts;
                 }
-                _ = tick.tick() => {
-                    let alerts = app.state.alerts.rev;
-                    app.on_msg(Msg::Tick { at: live.clock.now() });
-                    data = true;
-                    dirty |= app.state.alerts.rev != alerts;
+                // The refresh, with or without data: ages on screen move,
+                // and the state's deadlines are judged. One wake-up for
+                // both, not a clock tick beside the frame.
+                _ = tokio::time::sleep_until(next_frame) => {
+                    if !dirty {
+                        app.on_msg(Msg::Tick { at: live.clock.now() });
+                        dirty = true;
+                    }
                 }
-                _ = tokio::time::sleep_until(next_frame), if dirty || data => {}
             },
             Feed::Recording(player) => tokio::select! {
                 biased;

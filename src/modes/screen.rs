@@ -15,10 +15,17 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
             "the dashboard needs a terminal; for no screen use `pdtop check --duration SECS --json`",
         ));
     }
-    let mut terminal = ratatui::try_init().runtime("cannot set up the terminal")?;
+    // `try_init` takes the terminal (raw mode, the alternate screen, the
+    // panic hook that restores it); frames are then written through a
+    // buffer, one write each, not one locked and line-scanned write of
+    // stdout per escape sequence.
+    drop(ratatui::try_init().runtime("cannot set up the terminal")?);
     // Restores on every way out of this function, `?` included (an early
     // error used to leave the terminal raw and on the alternate screen).
     let restore = RestoreOnDrop;
+    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(out))
+        .runtime("cannot set up the terminal")?;
     let hook = std::panic::take_hook();
     // Only a panic of this (the drawing) thread ends the dashboard, so only
     // it restores the terminal. A collector's panic is caught by its runtime

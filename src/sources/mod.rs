@@ -13,6 +13,7 @@ pub mod router;
 pub mod scrape;
 pub mod sysnet;
 
+mod poller;
 mod spawn;
 
 pub use spawn::{NetDevPath, spawn_link_sources, spawn_log_tailers, spawn_scrapers, supervise};

@@ -2,7 +2,11 @@
 //! the connector directory and interface counters, each under a
 //! supervisor ([`supervise`]).
 
+use std::sync::Arc;
+
+use super::poller::{Round, spawn_poller};
 use super::{kvdir, logtail, netdev, scrape};
+use crate::clock::Clock;
 use crate::feed::{Endpoint, LogOrigin, Msg};
 
 /// Starts one scraper per endpoint on the current runtime, each under a
@@ -88,8 +92,16 @@ pub fn spawn_log_tailers(
     let mut files: Vec<(LogOrigin, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
     files.sort_by_key(|(s, _)| rank(s));
     if !files.is_empty() {
-        let task = tokio::spawn(tail_files(files, interval, clock.clone(), tx.clone()));
-        supervise("log tailer".into(), task, clock.clone(), tx.clone());
+        let round = tail_files(files, clock.clone());
+        if let Err(e) =
+            spawn_poller("pdtop-logs", "log tailer".into(), interval, clock.clone(), tx.clone(), round)
+        {
+            let _ = tx.try_send(Msg::SourceFailed {
+                source: "log tailer".into(),
+                at: clock.now(),
+                error: e.to_string(),
+            });
+        }
     }
     for (source, _) in logs.iter().filter(|(_, p)| p == "-") {
         let source = *source;
@@ -115,52 +127,32 @@ pub fn spawn_log_tailers(
 }
 
 /// One polling round after another over every file, in the given order.
-async fn tail_files(
-    files: Vec<(LogOrigin, String)>,
-    interval: std::time::Duration,
-    clock: std::sync::Arc<dyn crate::clock::Clock>,
-    tx: tokio::sync::mpsc::Sender<Msg>,
-) {
+fn tail_files(files: Vec<(LogOrigin, String)>, clock: Arc<dyn Clock>) -> impl FnMut() -> Round {
     use crate::feed::TailState;
     use logtail::{ChangeFilter, TailBatch, Tailer};
     let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
         .into_iter()
         .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
         .collect();
-    loop {
+    move || {
         // Taken before reading: everything written before it is read below.
         let read_from = clock.now();
-        // File I/O on the blocking pool, so a slow disk never stalls a runtime.
-        let Ok((back, batches)) = tokio::task::spawn_blocking(move || {
-            let batches: Vec<TailBatch> = tailers
-                .iter_mut()
-                .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
-                .collect();
-            (tailers, batches)
-        })
-        .await
-        else {
-            return;
-        };
-        tailers = back;
+        let batches: Vec<TailBatch> = tailers
+            .iter_mut()
+            .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
+            .collect();
         let at = clock.now();
-        let mut more = false;
+        let mut round = Round { msgs: Vec::new(), more: false };
         for ((source, _, news), b) in tailers.iter_mut().zip(batches) {
-            more |= b.more;
+            round.more |= b.more;
             if news.admit(&b) {
                 let msg =
                     Msg::LogLines { source: *source, at, lines: b.lines, state: b.state, counts: b.counts };
-                if tx.send(msg).await.is_err() {
-                    return;
-                }
+                round.msgs.push(msg);
             }
         }
-        if tx.send(Msg::LogsPolled { at: read_from }).await.is_err() {
-            return;
-        }
-        if !more {
-            tokio::time::sleep(interval).await;
-        }
+        round.msgs.push(Msg::LogsPolled { at: read_from });
+        round
     }
 }
 
@@ -185,49 +177,34 @@ pub fn spawn_link_sources(
     if kv_dir.is_none() && netdev.is_none() {
         return;
     }
-    let (c, t) = (clock.clone(), tx.clone());
-    let task = tokio::spawn(async move {
-        loop {
-            let (dir, nd, sys) = (kv_dir.clone(), netdev.clone(), sys.clone());
-            let Ok((scan, read)) = tokio::task::spawn_blocking(move || {
-                let scan = dir.map(|d| kvdir::scan(&d));
-                let read = nd.map(|p| match p {
-                    NetDevPath::Proc { netns_pid } => {
-                        netdev::read_net_dev(netns_pid).map_err(|e| e.to_string())
-                    }
-                    NetDevPath::File(f) => std::fs::read_to_string(&f)
-                        .map_err(|e| format!("{}: {e}", f.display()))
-                        .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
-                });
-                let read = read.map(|r| {
-                    r.map(|mut snap| {
-                        if let Some(roots) = &sys {
-                            super::sysnet::annotate(&mut snap, roots);
-                        }
-                        snap
-                    })
-                });
-                (scan, read)
+    let c = clock.clone();
+    let round = move || {
+        let scan = kv_dir.as_deref().map(kvdir::scan);
+        let read = netdev.as_ref().map(|p| match p {
+            NetDevPath::Proc { netns_pid } => netdev::read_net_dev(*netns_pid).map_err(|e| e.to_string()),
+            NetDevPath::File(f) => std::fs::read_to_string(f)
+                .map_err(|e| format!("{}: {e}", f.display()))
+                .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
+        });
+        let read = read.map(|r| {
+            r.map(|mut snap| {
+                if let Some(roots) = &sys {
+                    super::sysnet::annotate(&mut snap, roots);
+                }
+                snap
             })
-            .await
-            else {
-                return;
-            };
-            let at = c.now();
-            if let Some(scan) = scan
-                && t.send(Msg::KvDir { at, scan }).await.is_err()
-            {
-                return;
-            }
-            if let Some(read) = read
-                && t.send(Msg::NetDev { at, read }).await.is_err()
-            {
-                return;
-            }
-            tokio::time::sleep(interval).await;
-        }
-    });
-    supervise("kv-dir / interface".into(), task, clock, tx);
+        });
+        let at = c.now();
+        let msgs = scan
+            .map(|scan| Msg::KvDir { at, scan })
+            .into_iter()
+            .chain(read.map(|read| Msg::NetDev { at, read }));
+        Round { msgs: msgs.collect(), more: false }
+    };
+    let source = "kv-dir / interface".to_string();
+    if let Err(e) = spawn_poller("pdtop-link", source.clone(), interval, clock.clone(), tx.clone(), round) {
+        let _ = tx.try_send(Msg::SourceFailed { source, at: clock.now(), error: e.to_string() });
+    }
 }
 
 /// Reports a task that ended by panicking.
@@ -274,7 +251,10 @@ mod tests {
         ];
         let clock = Arc::new(ScaledClock::new(5000.0, 1.0));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let task = tokio::spawn(tail_files(files, Duration::from_millis(5), clock, tx));
+        let round = tail_files(files, clock.clone());
+        let thread =
+            spawn_poller("pdtop-test-logs", "log tailer".into(), Duration::from_millis(5), clock, tx, round)
+                .unwrap();
         // A round: each file's news in the given order, then its end.
         let lines = |m: Msg| match m {
             Msg::LogLines { source, lines, at, .. } if at >= 5000.0 => (source, lines),
@@ -295,9 +275,14 @@ mod tests {
             }
         };
         assert_eq!(got, (LogOrigin::Decode(0), vec!["d2".to_string()]));
-        // The receiver gone, the task ends.
+        // The receiver gone, the thread ends.
         drop(rx);
-        tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("no panic");
+        let joined = tokio::task::spawn_blocking(move || thread.join());
+        tokio::time::timeout(Duration::from_secs(5), joined)
+            .await
+            .expect("stops")
+            .unwrap()
+            .expect("no panic");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

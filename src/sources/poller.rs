@@ -1,0 +1,97 @@
+//! Collectors that read local files on a timer (the logs four times a
+//! second, the connector directory and interface counters every second),
+//! each on a thread of its own. A slow disk stalls no runtime, as it did
+//! on the blocking pool, and a round costs one wake-up, not a hop to a
+//! pool thread and back to a runtime every time.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::Sender;
+
+use crate::clock::Clock;
+use crate::feed::Msg;
+
+/// What one round read: the messages to send, and whether to read again
+/// at once (a file had more than one round may take).
+pub struct Round {
+    pub msgs: Vec<Msg>,
+    pub more: bool,
+}
+
+/// Runs `round` on a thread named `thread`, then again `interval` later
+/// (at once when it has more), until the receiver is gone. A round that
+/// panics ends the poller with a [`Msg::SourceFailed`] naming `source`,
+/// as a supervised task does.
+pub fn spawn_poller<F>(
+    thread: &str,
+    source: String,
+    interval: Duration,
+    clock: Arc<dyn Clock>,
+    tx: Sender<Msg>,
+    mut round: F,
+) -> std::io::Result<std::thread::JoinHandle<()>>
+where
+    F: FnMut() -> Round + Send + 'static,
+{
+    std::thread::Builder::new().name(thread.into()).spawn(move || {
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            loop {
+                let Round { msgs, more } = round();
+                for msg in msgs {
+                    if tx.blocking_send(msg).is_err() {
+                        return;
+                    }
+                }
+                if !more {
+                    std::thread::sleep(interval);
+                }
+            }
+        }));
+        if let Err(payload) = polled {
+            let error = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panicked".into());
+            let _ = tx.blocking_send(Msg::SourceFailed {
+                source,
+                at: clock.now(),
+                error: format!("stopped: {error}"),
+            });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ScaledClock;
+
+    #[tokio::test]
+    async fn a_panicking_round_is_a_failed_source_and_the_thread_ends() {
+        let clock = Arc::new(ScaledClock::new(100.0, 1.0));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let mut n = 0;
+        let thread =
+            spawn_poller("pdtop-test-poller", "test files".into(), Duration::ZERO, clock, tx, move || {
+                n += 1;
+                assert!(n < 3, "round {n}");
+                Round { msgs: vec![Msg::LogsPolled { at: n as f64 }], more: false }
+            })
+            .unwrap();
+        assert_eq!(rx.recv().await, Some(Msg::LogsPolled { at: 1.0 }));
+        assert_eq!(rx.recv().await, Some(Msg::LogsPolled { at: 2.0 }));
+        match rx.recv().await {
+            Some(Msg::SourceFailed { source, error, at }) => {
+                assert_eq!(source, "test files");
+                assert!(error.starts_with("stopped: round 3"), "{error}");
+                assert!(at >= 100.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(rx.recv().await, None, "the thread ended and dropped its sender");
+        thread.join().unwrap();
+    }
+}
