@@ -5,7 +5,6 @@
 //! "Connectors' own metrics"); absent families stay absent.
 
 use super::counter::Counter;
-use super::model::ByName;
 use super::parse::Sample;
 use std::collections::BTreeMap;
 
@@ -84,12 +83,16 @@ pub(super) fn families() -> impl Iterator<Item = &'static str> {
 }
 
 /// Adds the connector counters a scrape holds to `out`.
-pub(super) fn extract(by_name: &ByName<'_, '_>, out: &mut BTreeMap<Counter, f64>) {
+/// `get` gives a name's samples (none when absent).
+pub(super) fn extract<'g, 'a: 'g>(
+    get: impl Fn(&str) -> &'g [&'g Sample<'a>],
+    out: &mut BTreeMap<Counter, f64>,
+) {
     for (counter, family, labels, fold) in SOURCES {
         if out.contains_key(counter) {
             continue;
         }
-        let all = by_name.get(family);
+        let all = get(family);
         let series: Vec<&Sample<'_>> = all
             .iter()
             .copied()

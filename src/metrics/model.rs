@@ -121,13 +121,13 @@ pub fn is_read(name: &str) -> bool {
 
 /// A scrape's samples by series name, of the names pdtop reads.
 #[derive(Default)]
-pub(super) struct ByName<'s, 'a>(BTreeMap<&'a str, Vec<&'s Sample<'a>>>);
+struct ByName<'s, 'a>(BTreeMap<&'a str, Vec<&'s Sample<'a>>>);
 
 impl<'s, 'a> ByName<'s, 'a> {
     /// A name's samples, none when absent. Only read names are kept, so a
     /// name missing from [`read_names`] would read as absent: caught here
     /// in every debug build and test, not on a fleet in production.
-    pub(super) fn get(&self, name: &str) -> &[&'s Sample<'a>] {
+    fn get(&self, name: &str) -> &[&'s Sample<'a>] {
         debug_assert!(is_read(name), "{name} is read but missing from read_names");
         self.0.get(name).map(Vec::as_slice).unwrap_or(&[])
     }
@@ -224,7 +224,7 @@ impl InstanceSample {
                 .sum::<f64>();
             out.counters.insert(*counter, total);
         }
-        super::connectors::extract(&by_name, &mut out.counters);
+        super::connectors::extract(|name| by_name.get(name), &mut out.counters);
         let success = get("vllm:request_success_total");
         if !success.is_empty() {
             let mut ok = 0.0;
