@@ -1,4 +1,5 @@
-//! Collectors: each runs as its own task, sends owned data to the app over a
+//! Collectors: each runs as its own task (the local files read on a timer,
+//! on a thread of their own: `poller`), sends owned data to the app over a
 //! channel, and never touches the terminal or the state. Every time a
 //! message carries is read from the injected [`Clock`](crate::clock::Clock)
 //! (a test or a sped-up lab drives its own); real time only paces the waits.
