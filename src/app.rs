@@ -236,10 +236,18 @@ pub async fn run<B: Backend>(
         Feed::Live(live) => live.refresh.max(FRAME),
         Feed::Recording(_) => FRAME,
     };
-    let (mut dirty, mut data) = (true, false);
+    let mut dirty = true;
     let mut last_draw = Instant::now() - refresh;
+    // A live feed's clock ticks once a refresh, keys or not: ages on screen
+    // move, the state's deadlines are judged, and the frame it makes draws
+    // the data that came since. One wake-up for both.
+    let mut next_tick = Instant::now() + refresh;
     while !app.quit {
-        if data && last_draw.elapsed() >= refresh {
+        if let Feed::Live(live) = &feed
+            && Instant::now() >= next_tick
+        {
+            app.on_msg(Msg::Tick { at: live.clock.now() });
+            next_tick = Instant::now() + refresh;
             dirty = true;
         }
         if dirty && last_draw.elapsed() >= FRAME {
@@ -255,9 +263,9 @@ pub async fn run<B: Backend>(
             terminal.draw(|f| app.draw(f))?;
             stats.frames += 1;
             last_draw = Instant::now();
-            (dirty, data) = (false, false);
+            dirty = false;
         }
-        let next_frame = last_draw + if dirty { FRAME } else { refresh };
+        let next_frame = last_draw + FRAME;
         match &mut feed {
             Feed::Live(live) => tokio::select! {
                 biased;
@@ -276,19 +284,10 @@ pub async fn run<B: Backend>(
                             Err(_) => break,
                         }
                     }
-                    data = true;
                     // A new alert is drawn at once, not at the next refresh.
                     dirty |= app.state.alerts.rev != alerts;
                 }
-                // The refresh, with or without data: ages on screen move,
-                // and the state's deadlines are judged. One wake-up for
-                // both, not a clock tick beside the frame.
-                _ = tokio::time::sleep_until(next_frame) => {
-                    if !dirty {
-                        app.on_msg(Msg::Tick { at: live.clock.now() });
-                        dirty = true;
-                    }
-                }
+                _ = tokio::time::sleep_until(if dirty { next_frame.min(next_tick) } else { next_tick }) => {}
             },
             Feed::Recording(player) => tokio::select! {
                 biased;
@@ -300,7 +299,7 @@ pub async fn run<B: Backend>(
                     app.view.badge = Some(player.badge());
                     dirty = true;
                 }
-                _ = tokio::time::sleep_until(next_frame), if dirty || data => {}
+                _ = tokio::time::sleep_until(next_frame), if dirty => {}
             },
         }
     }

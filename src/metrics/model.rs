@@ -80,7 +80,7 @@ const GAUGES: &[&str] = &[
 const PROCESS_START: &str = "process_start_time_seconds";
 
 /// The histograms' series: `<family>_bucket`, `_sum` and `_count`.
-const HIST_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
+pub const HIST_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 /// Every series name [`InstanceSample`] reads, histogram families without
 /// their suffixes: what a Prometheus server is asked for
@@ -164,6 +164,17 @@ impl InstanceSample {
     }
 
     pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {
+        InstanceSample::read(e, is_read)
+    }
+
+    /// Reads every series, not only the names [`read_names`] lists: what
+    /// the tests hold [`from_exposition`](Self::from_exposition) against.
+    #[doc(hidden)]
+    pub fn from_exposition_unfiltered(e: &Exposition<'_>) -> InstanceSample {
+        InstanceSample::read(e, |_| true)
+    }
+
+    fn read(e: &Exposition<'_>, keep: fn(&str) -> bool) -> InstanceSample {
         let mut out = InstanceSample { bad_lines: e.bad_line_count, ..Default::default() };
         let mut by_name = ByName::default();
         // A series given twice (a broken exporter, two registries merged)
@@ -176,7 +187,7 @@ impl InstanceSample {
             if s.name.starts_with("vllm:") {
                 out.vllm_samples += 1;
             }
-            if !is_read(s.name) {
+            if !keep(s.name) {
                 continue;
             }
             if !seen.insert((s.name, s.labels_text())) {

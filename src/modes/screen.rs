@@ -19,10 +19,11 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
     // panic hook that restores it); frames are then written through a
     // buffer, one write each, not one locked and line-scanned write of
     // stdout per escape sequence.
-    drop(ratatui::try_init().runtime("cannot set up the terminal")?);
     // Restores on every way out of this function, `?` included (an early
-    // error used to leave the terminal raw and on the alternate screen).
+    // error used to leave the terminal raw and on the alternate screen),
+    // a set-up that failed half-way too.
     let restore = RestoreOnDrop;
+    drop(ratatui::try_init().runtime("cannot set up the terminal")?);
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
     let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(out))
         .runtime("cannot set up the terminal")?;

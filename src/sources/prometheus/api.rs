@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::options::{Auth, PromOptions};
 use crate::feed::Role;
-use crate::metrics::model::read_names;
+use crate::metrics::model::{HIST_SUFFIXES, read_names};
 use crate::sources::scrape::describe;
 
 /// An answer larger than this is refused (64 instances are ~5 MB).
@@ -45,7 +45,8 @@ pub(super) fn names_regex() -> &'static str {
     static REGEX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     REGEX.get_or_init(|| {
         let names = read_names();
-        format!("up|{}|({})_(bucket|sum|count)", names.plain.join("|"), names.hists.join("|"))
+        let suffixes: Vec<&str> = HIST_SUFFIXES.iter().map(|s| s.trim_start_matches('_')).collect();
+        format!("up|{}|({})_({})", names.plain.join("|"), names.hists.join("|"), suffixes.join("|"))
     })
 }
 
