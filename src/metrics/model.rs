@@ -84,7 +84,7 @@ pub const HIST_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 /// Every series name [`InstanceSample`] reads, histogram families without
 /// their suffixes: what a Prometheus server is asked for
-/// (`sources/prometheus`), and all a scrape's parse keeps.
+/// (`sources/prometheus`), and all the model keeps of a scrape.
 pub struct ReadNames {
     /// Gauges and counters, sorted.
     pub plain: Vec<&'static str>,

@@ -1,8 +1,8 @@
 //! Collectors that read local files on a timer (the logs four times a
 //! second, the connector directory and interface counters every second),
-//! each on a thread of its own. A slow disk stalls no runtime, as it did
-//! on the blocking pool, and a round costs one wake-up, not a hop to a
-//! pool thread and back to a runtime every time.
+//! each on a thread of its own. A slow disk stalls no runtime (nor did it
+//! before, on tokio's blocking pool), and a round costs one wake-up, not a
+//! hop to a pool thread and back to a runtime every time.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
