@@ -131,7 +131,7 @@ fn watch_state(session: &pdtop::pipeline::Session, clock: Arc<dyn Clock>) -> BTr
     misses.sort_by(|a, b| a.0.total_cmp(&b.0));
     if std::env::var_os("DETECT_DEBUG").is_some() {
         for t in app.state.logs.as_ref().unwrap().correlator.traces() {
-            eprintln!("{} {:?} {:?} {:?}: {}", t.id, t.outcome, t.confidence, t.decided_at, t.evidence);
+            eprintln!("{} {:?} {:?} {:?}: {}", t.id, t.outcome, t.confidence, t.decided_at, t.evidence());
         }
     }
     let shown = shown.lock().expect("frames");

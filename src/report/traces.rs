@@ -82,7 +82,7 @@ impl TraceReport {
                 crate::traces::Join::ByOrder => "order",
             }),
             error_at,
-            evidence: t.evidence.clone(),
+            evidence: t.evidence(),
             stuck_s: t.remote_wait.as_ref().and_then(|w| w.stuck_secs()),
             timings: crate::report::spans::TimingsReport::of_with(state, &cx.base, t),
             kv_bytes: crate::report::kv::kv_bytes_for(&cx.ledger, &t.id),
@@ -108,13 +108,12 @@ pub struct UnknownReason {
     pub reason: String,
 }
 
-/// The unknown traces grouped by the first clause of their evidence (the
+/// The unknown traces grouped by their first reason's first clause (the
 /// part before any id list), most frequent first.
 pub fn unknown_reasons<'a>(traces: impl Iterator<Item = &'a crate::traces::Trace>) -> Vec<UnknownReason> {
     let mut by: Vec<UnknownReason> = Vec::new();
     for t in traces.filter(|t| t.outcome == crate::traces::Outcome::Unknown) {
-        let cut = t.evidence.find(" (").unwrap_or(t.evidence.len());
-        let reason = t.evidence[..cut].to_string();
+        let reason = t.reasons.first().map(|r| r.headline()).unwrap_or_default();
         match by.iter_mut().find(|r| r.reason == reason) {
             Some(r) => r.count += 1,
             None => by.push(UnknownReason { count: 1, reason }),

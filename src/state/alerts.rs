@@ -181,7 +181,7 @@ impl AppState {
         let n = total - before;
         let newest = traced.and_then(|l| {
             let t = l.correlator.traces().rev().find(|t| t.outcome == Outcome::Error)?;
-            Some(format!("{}: {}", t.id, t.evidence))
+            Some(format!("{}: {}", t.id, t.evidence()))
         });
         let text = match newest {
             Some(t) => format!("{n} request(s) failed; the newest {t}"),

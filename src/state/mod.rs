@@ -273,7 +273,7 @@ impl AppState {
         let found: Vec<(String, String)> = ids
             .into_iter()
             .map(|id| {
-                let evidence = logs.correlator.get(&id).map(|t| t.evidence.clone()).unwrap_or_default();
+                let evidence = logs.correlator.get(&id).map(|t| t.evidence()).unwrap_or_default();
                 (id, evidence)
             })
             .collect();

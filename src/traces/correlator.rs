@@ -1,26 +1,20 @@
-//! The correlator: owns the ring, the per-source queues and the verdicts.
-//! Pure: lines and time come in as arguments; nothing here reads a clock or
-//! a file. Event handling lives in `instance_events.rs`, `lifecycle.rs` and
-//! `proxy_events.rs`, deadlines and verdict wording in `decide.rs`, what the
-//! proxy's flow proves in `flow.rs`, hit attribution in `hits.rs` and
-//! `groups.rs`.
+//! The correlator: owns the ring and the parts that give evidence (the
+//! instances' logs, the hit queues, the joiner, the proxy's flow). Pure:
+//! lines and time come in as arguments; nothing here reads a clock or a
+//! file. The parts add facts to traces (`evidence.rs`); `settle.rs` hands a
+//! trace's facts to `decide.rs` and writes its verdict.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::abort::Order;
 use super::connector::decode_log::DecodeLog;
+use super::evidence::{FactKind, Failure};
 use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
-use super::model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Hop, Join, Outcome, Phase, SourceStats, Trace,
-};
+use super::model::{Confidence, CorrelatorOptions, CorrelatorStats, Hop, Outcome, Phase, SourceStats, Trace};
 use super::proxy::flow::Flow;
 use super::store::{Store, Track, push_capped};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
-
-/// Most misses kept for `drain_new_misses` between two calls.
-const MAX_NEW_MISSES: usize = 1024;
 
 #[derive(Clone)]
 pub struct Correlator {
@@ -43,7 +37,7 @@ pub struct Correlator {
     /// What the proxy's flow proves without shared ids.
     pub(super) flow: Flow,
     /// What each instance's log says of itself beyond its stats.
-    pub(super) facts: InstanceFacts,
+    pub(super) logs: LogState,
     /// Failures the logs reported, for the events view (`drain_log_events`).
     pub(super) log_events: VecDeque<super::model::LogEvent>,
     /// Router ids and the ids the router forwarded (`router_events.rs`).
@@ -64,9 +58,9 @@ pub struct Correlator {
     pub(super) counted: super::store::Memo,
 }
 
-/// Per-instance facts read from its log.
+/// What each instance's log says of itself.
 #[derive(Debug, Clone, Default)]
-pub(super) struct InstanceFacts {
+pub(super) struct LogState {
     /// `block_size` from the instance's `non-default args`.
     pub blocks: HashMap<LogOrigin, u32>,
     /// Time of the last stamped line.
@@ -80,7 +74,7 @@ pub(super) struct InstanceFacts {
 
 /// How a decode instance's connector shows a load in its log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Style {
+pub(crate) enum Style {
     /// NIXL, Mooncake...: the decode request must carry `kv_transfer_params`
     /// naming the prefill; without them it cannot pull.
     Params,
@@ -111,7 +105,7 @@ impl Correlator {
             last_error: HashMap::new(),
             last_at: 0.0,
             flow: Flow::default(),
-            facts: InstanceFacts::default(),
+            logs: LogState::default(),
             log_events: VecDeque::new(),
             router: Default::default(),
             waits: VecDeque::new(),
@@ -165,14 +159,6 @@ impl Correlator {
     /// The proxy's log is read (some line of it has arrived).
     pub(super) fn proxy_read(&self) -> bool {
         self.stats.contains_key(&LogOrigin::Proxy)
-    }
-
-    /// Without a shared id, whether this trace's decode request is known to
-    /// have been prefilled: it came through a proxy that prefills every
-    /// request it forwards (`flow.rs`).
-    pub(super) fn prefill_guaranteed(&self, serial: u64) -> bool {
-        self.flow.established()
-            && self.store.get(serial).is_some_and(|e| e.track.proxy_seen && e.trace.prefill.is_some())
     }
 
     /// One line of one source, read at `at` (unix seconds).
@@ -306,61 +292,6 @@ impl Correlator {
         self.stats.entry(src).or_insert_with(|| SourceStats::new(src))
     }
 
-    /// Sets a verdict. Enforces the two rules no caller may break: an order
-    /// join never carries more than `Unsure`, and never a `SilentMiss`.
-    pub(super) fn decide(
-        &mut self,
-        serial: u64,
-        outcome: Outcome,
-        confidence: Confidence,
-        evidence: String,
-        now: f64,
-    ) {
-        let Some(e) = self.store.get_mut(serial) else {
-            return;
-        };
-        let guaranteed = self.flow.established() && e.track.proxy_seen && e.trace.prefill.is_some();
-        let t = &mut e.trace;
-        let was_miss = t.outcome == Outcome::SilentMiss;
-        let (mut outcome, mut evidence) = (outcome, evidence);
-        let (mut confidence, old) = (confidence, t.evidence.clone());
-        match super::abort::order(t.outcome, outcome, &evidence, &old, &e.track) {
-            Some(Order::Keep { note, confidence: c }) => {
-                t.evidence.push_str(&note);
-                t.confidence = c.map_or(t.confidence, |c| c.max(t.confidence));
-                return;
-            }
-            Some(Order::Replace { note, confidence: c }) => {
-                evidence.push_str(&note);
-                confidence = c.map_or(confidence, |c| c.max(confidence));
-            }
-            None => {}
-        }
-        e.track.asked = Some(confidence);
-        if t.join == Join::ByOrder && outcome == Outcome::SilentMiss && !guaranteed {
-            outcome = Outcome::Unknown;
-            evidence = format!("possible miss, but the prefill was paired by order only: {evidence}");
-        }
-        t.confidence = match (t.join, outcome) {
-            // A failure or a cancel the instance logged for this request's
-            // own id does not rest on which prefill it was paired with.
-            (_, Outcome::Error | Outcome::Cancelled) | (Join::ById | Join::ByPromptTokens, _) => confidence,
-            // The prefill happened (the proxy's flow); which one it was is a guess.
-            (Join::ByOrder, _) if guaranteed => confidence.max(Confidence::Likely),
-            (Join::ByOrder, _) => Confidence::Unsure,
-        };
-        if outcome != Outcome::Error {
-            t.error_at = None;
-        }
-        t.outcome = outcome;
-        t.evidence = evidence;
-        t.decided_at = Some(now);
-        e.track.reopenable = false;
-        if outcome == Outcome::SilentMiss && !was_miss {
-            push_capped(&mut self.new_misses, t.id.clone(), MAX_NEW_MISSES);
-        }
-    }
-
     /// Adds (or finds) the phase of `hop` and lets `f` fill it.
     pub(super) fn with_phase(
         &mut self,
@@ -392,37 +323,31 @@ impl Correlator {
         }
     }
 
-    /// A failure on `hop`: the trace becomes `Error` (an earlier verdict of
-    /// `Loaded` or a miss is kept only in the evidence).
+    /// A failure on `hop`, as `src` reported it: a fact on the trace.
     pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: LogOrigin, text: String, t: f64, now: f64) {
+        let by_proxy = src == LogOrigin::Proxy && hop != Hop::Proxy;
+        let x = Failure { hop, what: text, confidence: Confidence::Sure, generate_failed: false, by_proxy };
+        self.fail_with(serial, src, x, t, now);
+    }
+
+    pub(super) fn fail_with(&mut self, serial: u64, src: LogOrigin, x: Failure, t: f64, now: f64) {
         self.end_wait(serial, t);
-        self.with_phase(serial, hop, src, None, t, |p| {
-            p.error = Some(text.clone());
+        self.with_phase(serial, x.hop, src, None, t, |p| {
+            p.error = Some(x.what.clone());
             p.end.get_or_insert(t);
         });
-        let prior = self.store.get(serial).map(|e| (e.trace.outcome, e.trace.evidence.clone()));
-        let what = match (hop, src) {
-            (h, LogOrigin::Proxy) if h != Hop::Proxy => {
-                format!("{hop} failed (reported by the proxy): {text}")
-            }
-            _ => format!("{hop} on {src}: {text}"),
-        };
-        let evidence = match prior {
-            Some((Outcome::Pending | Outcome::Error, _)) | None => what,
-            Some((o, ev)) => format!("{what} (was {o:?}: {ev})"),
-        };
         if let Some(e) = self.store.get_mut(serial) {
-            e.track.failed_at = Some((src, t));
+            e.facts.push(t, src, FactKind::Failed(x));
         }
-        self.decide(serial, Outcome::Error, Confidence::Sure, evidence, now);
-        if let Some(e) = self.store.get_mut(serial).filter(|e| e.trace.outcome == Outcome::Error) {
-            e.trace.error_at = Some(hop);
-            // The proxy's line names no request: on a request paired by
-            // order the failure is certain, whose it was is not.
-            if src == LogOrigin::Proxy && e.trace.join == Join::ByOrder {
-                e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
-            }
+        self.settle(serial, now);
+    }
+
+    /// Adds a fact to trace `serial` and settles it.
+    pub(super) fn said(&mut self, serial: u64, t: f64, src: LogOrigin, kind: FactKind, now: f64) {
+        if let Some(e) = self.store.get_mut(serial) {
+            e.facts.push(t, src, kind);
         }
+        self.settle(serial, now);
     }
 }
 

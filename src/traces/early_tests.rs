@@ -56,11 +56,15 @@ fn a_quiet_miss_is_likely_at_the_engines_lag_and_sure_at_the_settle_time() {
     assert_eq!(c.get("lab-edge_block-0").expect("traced").outcome, Outcome::Pending);
     c.on_tick(t + 0.8);
     assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
-    assert!(c.get("lab-edge_block-0").unwrap().evidence.contains("within 750 ms"));
+    assert!(c.get("lab-edge_block-0").unwrap().evidence().contains("within 750 ms"));
     c.on_tick(t + 1.6);
     let tr = c.get("lab-edge_block-0").unwrap();
-    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Sure), "{}", tr.evidence);
-    assert!(tr.evidence.contains("within 1.5 s") && !tr.evidence.contains("sure if"), "{}", tr.evidence);
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Sure), "{}", tr.evidence());
+    assert!(
+        tr.evidence().contains("within 1.5 s") && !tr.evidence().contains("sure if"),
+        "{}",
+        tr.evidence()
+    );
 }
 
 /// The same request, but a hit prints a second after its `Added` line with
@@ -74,7 +78,7 @@ fn a_late_hit_makes_an_early_miss_unknown() {
     feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 354, 354, t + 1.0);
     c.on_tick(t + 1.6);
     let tr = c.get("lab-edge_block-0").unwrap();
-    assert_eq!((tr.outcome, tr.confidence), (Outcome::Unknown, Confidence::Unsure), "{}", tr.evidence);
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::Unknown, Confidence::Unsure), "{}", tr.evidence());
     assert_eq!(c.counts().silent_miss, 0);
 }
 
@@ -91,8 +95,8 @@ fn a_hit_taken_by_a_younger_request_keeps_an_early_miss_likely() {
     feed(&mut c, LogOrigin::Decode(0), "vllm-decode.log", 354, 354, t + 1.0);
     c.on_tick(t + 1.6);
     let tr = c.get("lab-edge_block-0").unwrap();
-    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Likely), "{}", tr.evidence);
-    assert!(tr.evidence.contains("younger request took a hit"), "{}", tr.evidence);
+    assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Likely), "{}", tr.evidence());
+    assert!(tr.evidence().contains("younger request took a hit"), "{}", tr.evidence());
 }
 
 /// steady-5 and steady-3 were added while steady-4's load ran, and their

@@ -18,9 +18,13 @@
 //!   forwarded id (`ids.rs`), the `kv_transfer_params` naming the prefill's
 //!   request, equal prompt lengths from any source, else arrival order
 //!   within a window, and each trace says which (`Join`);
-//! - `decide.rs` and `Correlator::decide` reach the verdict, its
-//!   confidence and the evidence in words; `store.rs` is the ring that owns
-//!   the traces; `model.rs` is the vocabulary.
+//! - each part adds typed facts to a trace (`evidence.rs`) and sets no
+//!   verdict; `settle.rs` gathers what is known around the request and
+//!   hands it with the facts to `decide.rs`, a pure function and the one
+//!   place a verdict, its confidence and its reasons are reached;
+//!   `sweep.rs` is what the passing of time allows; `reason.rs` puts the
+//!   reasons into words where they are shown; `store.rs` is the ring that
+//!   owns the traces; `model.rs` is the vocabulary.
 
 mod abort;
 mod connector;
@@ -29,6 +33,7 @@ mod counting;
 mod decide;
 #[cfg(test)]
 mod early_tests;
+mod evidence;
 mod ids;
 mod instance;
 mod joiner;
@@ -36,8 +41,11 @@ mod model;
 mod options;
 mod prompt_join;
 mod proxy;
+mod reason;
+mod settle;
 mod stamp;
 mod store;
+mod sweep;
 
 pub use connector::signals::summary;
 pub use correlator::Correlator;
@@ -47,4 +55,5 @@ pub use model::{
     Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join,
     LogEvent, Outcome, Phase, RemoteWait, SourceStats, Trace,
 };
+pub use reason::Reason;
 pub use stamp::{anchor, year_of};

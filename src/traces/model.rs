@@ -158,8 +158,8 @@ pub struct Trace {
     /// The hop an `Error` verdict blames.
     pub error_at: Option<Hop>,
     pub outcome: Outcome,
-    /// The verdict's reason, in words.
-    pub evidence: String,
+    /// Why: typed, put into words by [`Trace::evidence`] where shown.
+    pub reasons: Vec<super::reason::Reason>,
     pub join: Join,
     pub confidence: Confidence,
     /// Read time of the first line of this trace.
@@ -216,7 +216,7 @@ impl Trace {
             prompt_tokens: None,
             error_at: None,
             outcome: Outcome::Pending,
-            evidence: String::new(),
+            reasons: Vec::new(),
             join: Join::ById,
             confidence: Confidence::Sure,
             first_seen: at,
@@ -224,6 +224,11 @@ impl Trace {
             prompt: None,
             remote_wait: None,
         }
+    }
+
+    /// The verdict's reasons in words.
+    pub fn evidence(&self) -> String {
+        super::reason::words(&self.reasons)
     }
 
     /// The first phase of a hop, if the trace has one.
@@ -248,7 +253,7 @@ impl Trace {
             p.detail.shrink_to_fit();
             opt(&mut p.error);
         }
-        self.evidence.shrink_to_fit();
+        self.reasons.shrink_to_fit();
         opt(&mut self.prompt);
     }
 }

@@ -8,15 +8,12 @@
 
 use super::correlator::Correlator;
 use super::ids::{external_of_internal, trace_key};
-use super::model::{Hop, Join, Outcome, Phase};
+use super::model::{Hop, Join, Phase};
 use super::store::failed_prefill;
 use crate::feed::LogOrigin;
 
 /// How far back (in ring entries) a prompt length looks for its partner.
 const WINDOW_SCAN: usize = 1024;
-
-/// `decide`'s wording for a miss capped by an order join.
-const ORDER_MISS: &str = "possible miss, but the prefill was paired by order only: ";
 
 /// The prefill side of a trace, moved whole between two traces.
 #[derive(Default)]
@@ -29,6 +26,7 @@ struct PrefillSide {
     wants_pull: bool,
     internal: Option<String>,
     tokens: Option<u32>,
+    facts: Vec<super::evidence::Fact>,
 }
 
 impl Correlator {
@@ -187,53 +185,30 @@ impl Correlator {
     }
 
     /// Both sides reported `n` prompt tokens: the pair is one request.
-    fn confirm(&mut self, s: u64, n: u32, at: f64) {
+    fn confirm(&mut self, s: u64, _n: u32, at: f64) {
         let Some(e) = self.store.get_mut(s) else { return };
         e.trace.join = Join::ByPromptTokens;
-        e.trace.evidence = e.trace.evidence.replace(
-            " (prefill paired by arrival order only)",
-            &format!(" (prefill paired by prompt length: {n} tokens)"),
-        );
-        let (outcome, evidence, asked) = (e.trace.outcome, e.trace.evidence.clone(), e.track.asked);
-        if outcome == Outcome::Unknown
-            && let Some(rest) = evidence.strip_prefix(ORDER_MISS)
-        {
-            let ev = format!("{rest} (prefill paired by prompt length: {n} tokens)");
-            self.decide(s, Outcome::SilentMiss, asked.unwrap_or(super::model::Confidence::Likely), ev, at);
-        } else if outcome != Outcome::Pending
-            && let Some(c) = asked
-        {
-            e.trace.confidence = c;
-        }
+        self.settle(s, at);
     }
 
     /// Exchanges the prefill sides of `a` and `b`.
     fn swap_prefills(&mut self, a: u64, b: u64) {
         let (pa, pb) = (self.take_prefill(a), self.take_prefill(b));
-        let (na, nb) = (pa.index, pb.index);
         self.put_prefill(a, pb);
         self.put_prefill(b, pa);
-        for (s, from, to) in [(a, na, nb), (b, nb, na)] {
+        for s in [a, b] {
             let Some(e) = self.store.get_mut(s) else { continue };
-            if let (Some(f), Some(t)) = (from, to)
-                && f != t
-            {
-                e.trace.evidence =
-                    rename_instance(&e.trace.evidence, &format!("prefill#{f}"), &format!("prefill#{t}"));
-            }
-            let id = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
-            if let Some((_, id)) = id
-                && !e.trace.evidence.is_empty()
-            {
-                let note = format!("; its prefill copy is {id} (re-paired by prompt length)");
-                e.trace.evidence.push_str(&note);
-            }
+            e.track.repaired = true;
             // A prefill-only trace is named by its prefill.
+            let id = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
             if e.trace.decode.is_none()
                 && let Some((_, id)) = id
             {
                 e.trace.id = trace_key(id);
             }
+        }
+        for s in [a, b] {
+            self.settle(s, self.last_at);
         }
     }
 
@@ -253,6 +228,7 @@ impl Correlator {
             wants_pull: std::mem::take(&mut e.track.prefill_wants_pull),
             internal: e.track.prefill_internal.take(),
             tokens: e.track.prefill_tokens.take(),
+            facts: e.facts.take_prefill_side(),
         }
     }
 
@@ -276,22 +252,8 @@ impl Correlator {
         e.track.prefill_wants_pull = p.wants_pull;
         e.track.prefill_internal = p.internal;
         e.track.prefill_tokens = p.tokens;
+        e.facts.0.extend(p.facts);
     }
-}
-
-/// `text` with every whole `from` (`prefill#1`, not the start of
-/// `prefill#10`) written as `to`.
-fn rename_instance(text: &str, from: &str, to: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find(from) {
-        let after = &rest[i + from.len()..];
-        out.push_str(&rest[..i]);
-        out.push_str(if after.starts_with(|c: char| c.is_ascii_digit()) { from } else { to });
-        rest = after;
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]
@@ -352,12 +314,6 @@ mod tests {
         c.on_prompt_tokens(LogOrigin::Decode(0), d1, 500, at + 2.0);
         // Two prefills of 500 tokens in the window: either could be its.
         assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
-    }
-
-    #[test]
-    fn an_instance_is_renamed_whole() {
-        let t = super::rename_instance("prefill#1 ran; prefill#10 too; prefill#1", "prefill#1", "prefill#2");
-        assert_eq!(t, "prefill#2 ran; prefill#10 too; prefill#2");
     }
 
     /// A rival prefill copy whose length no source gave (its span dropped)

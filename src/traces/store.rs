@@ -23,50 +23,36 @@ pub(crate) struct Track {
     pub prefill_internal: Option<String>,
     /// The prefill copy's prompt length, when a span or a DEBUG line gave it.
     pub prefill_tokens: Option<u32>,
-    /// The confidence the last verdict asked for, before an order join
-    /// capped it: given back when the join turns out exact.
-    pub asked: Option<super::model::Confidence>,
     pub decode_at: Option<f64>,
     pub decode_event_t: Option<f64>,
     /// Read time of the decode's `Added` line (when its hit is due).
     pub decode_added_at: Option<f64>,
     pub decode_has_params: bool,
-    pub hit: bool,
-    /// Younger requests that could still claim the hit this one took.
-    pub contested: u32,
-    pub kv_expired_unread: bool,
-    /// NIXL `notification_failed`: the decode read nothing (its prefix
-    /// cache held every block) and could not tell the prefill, whose
-    /// unread expiry follows from that, not from a miss.
-    pub kv_notify_failed: bool,
     pub proxy_seen: bool,
     /// Last step the proxy's JSON lines reported, to name the failing hop.
     pub proxy_stage: Option<crate::logs::proxy::Stage>,
-    /// Decided only for lack of a partner (prefill-only, proxy-only): a late
-    /// partner may reopen it.
-    pub reopenable: bool,
     /// Waiting in the hit FIFO of its decode source.
     pub in_hit_queue: bool,
     /// Listed in the correlator's open list.
     pub in_open: bool,
-    /// Confirmed by a `KV Transfer metrics` window.
-    pub transfer_confirmed: bool,
-    /// No hit came, but the miss waits for the proxy line that proves a
-    /// prefill happened (no shared ids): Some(decode was queueing).
-    pub miss_due: Option<bool>,
     /// A line named this request's KV load as failed (log, event time),
     /// until a `Recovered from KV load failure` line accounts for it.
     pub load_failed: Option<(LogOrigin, f64)>,
-    /// The log and event time of the client's abort, and of the last
-    /// failure named for this request (`abort.rs` orders the two).
-    pub cancelled_at: Option<(LogOrigin, f64)>,
-    pub failed_at: Option<(LogOrigin, f64)>,
+    /// The prefill's connector let go of its KV (`finished_sending`).
+    pub prefill_sent: bool,
+    /// Its prefill side was swapped in by prompt length (`prompt_join.rs`).
+    pub repaired: bool,
+    /// Other prefill copies of the same prompt length it could have been
+    /// paired with; each gives the same verdict (`prompt_join.rs`).
+    pub same_length_copies: Vec<String>,
 }
 
 #[derive(Clone)]
 pub(crate) struct Entry {
     pub trace: Trace,
     pub track: Track,
+    /// What the sources said of it: what `decide` reads.
+    pub facts: super::evidence::Facts,
 }
 
 /// The last counts and what they were counted at; a lock, not a `Cell`, so
@@ -134,7 +120,7 @@ impl Store {
             let want = (self.entries.len() * 2).max(16).min(self.cap + 1);
             self.entries.reserve_exact(want.saturating_sub(self.entries.len()));
         }
-        self.entries.push_back(Entry { trace, track });
+        self.entries.push_back(Entry { trace, track, facts: Default::default() });
         // A trace this far back has (almost always) stopped changing: give
         // back what its strings and vectors grew beyond their contents. One
         // that still changes just grows again.
@@ -142,6 +128,7 @@ impl Store {
             && let Some(e) = self.entries.get_mut(i)
         {
             e.trace.shrink_to_fit();
+            e.facts.shrink_to_fit();
             if let Some(id) = &mut e.track.prefill_internal {
                 id.shrink_to_fit();
             }

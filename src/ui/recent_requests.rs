@@ -32,7 +32,7 @@ pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {
                 Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
                 Span::styled(format!("{:<id_w$} ", fmt::ellipsis(&t.id, id_w)), theme.text()),
                 Span::styled(format!("{:<11}", t.outcome.label()), outcome_style(t.outcome, theme)),
-                Span::styled(format!(" {}", fmt::shorten(&t.evidence, room)), theme.dim()),
+                Span::styled(format!(" {}", fmt::shorten(&t.evidence(), room)), theme.dim()),
             ])
         })
         .collect();

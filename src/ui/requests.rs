@@ -204,7 +204,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             Span::styled(spans.map(|s| super::waterfall::columns(s, t)).unwrap_or_default(), theme.text()),
             Span::styled(
                 fmt::shorten(
-                    &if spans.is_some() { format!(" {}", t.evidence) } else { t.evidence.clone() },
+                    &if spans.is_some() { format!(" {}", t.evidence()) } else { t.evidence() },
                     evidence_w,
                 ),
                 theme.text(),
@@ -340,7 +340,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
         Span::styled(t.outcome.label(), outcome_style(t.outcome, theme)),
         Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
     ]));
-    lines.push(Line::styled(format!(" {}", t.evidence), theme.text()));
+    lines.push(Line::styled(format!(" {}", t.evidence()), theme.text()));
     if let Some(w) = &t.remote_wait {
         let (text, style) = match (w.stuck_secs(), w.ended) {
             (Some(n), _) => (

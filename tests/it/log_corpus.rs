@@ -216,7 +216,7 @@ fn router_and_sidecar_lines_join_traces() {
     assert_eq!(t.outcome, Outcome::Error, "{t:?}");
     assert_eq!(t.error_at, Some(Hop::Consumer), "{t:?}");
     assert!(
-        t.evidence.contains("decode server returned error status") && t.evidence.contains("500"),
+        t.evidence().contains("decode server returned error status") && t.evidence().contains("500"),
         "{t:?}"
     );
     let p = t.phase(Hop::Proxy).expect("proxy hop");
@@ -252,7 +252,7 @@ fn router_and_sidecar_lines_join_traces() {
     assert_eq!(names, [fwd], "one trace");
     let t = c.get(fwd).unwrap();
     assert_eq!((t.outcome, t.error_at, t.decode), (Outcome::Error, Some(Hop::Consumer), Some(0)), "{t:?}");
-    assert!(t.evidence.contains("502"), "{t:?}");
+    assert!(t.evidence().contains("502"), "{t:?}");
     assert_eq!(c.drain_log_events().len(), 1, "the failed request is an event");
 
     // llm-d's sidecar names no request: no trace, but a prefill response
@@ -318,7 +318,7 @@ fn a_router_log_joins_the_recorded_pair_after_the_fact() {
     // A request the router failed at decode, which no instance logged.
     let t = c.get("lab-router-only-0").expect("router-only trace");
     assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Consumer)), "{t:?}");
-    assert!(t.evidence.contains("503"), "{t:?}");
+    assert!(t.evidence().contains("503"), "{t:?}");
     let p = t.phase(Hop::Proxy).unwrap();
     assert!((p.end.unwrap() - p.start - 1.204518337).abs() < 1e-6, "{p:?}");
     // Named by the id vLLM knows, never by the router's own.

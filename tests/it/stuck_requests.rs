@@ -96,7 +96,7 @@ fn a_wait_whose_lines_stop_went_on_and_is_never_stuck() {
     let t = c.traces().next().unwrap();
     assert_eq!(t.remote_wait.as_ref().unwrap().stuck_at, None);
     assert_eq!(c.counts().stuck, 0);
-    assert!(!t.evidence.contains("still waiting"), "{}", t.evidence);
+    assert!(!t.evidence().contains("still waiting"), "{}", t.evidence());
 }
 
 #[test]
@@ -107,9 +107,9 @@ fn a_log_that_ends_while_waiting_says_so_without_guessing() {
     let t = c.traces().next().unwrap();
     assert_eq!(t.remote_wait.as_ref().unwrap().stuck_at, None);
     assert!(
-        t.evidence.contains("still waiting for its KV from the prefill when the log ended"),
+        t.evidence().contains("still waiting for its KV from the prefill when the log ended"),
         "{}",
-        t.evidence
+        t.evidence()
     );
     assert_ne!(t.outcome, Outcome::Pending);
 }

@@ -61,7 +61,7 @@ fn traceback_without_its_header() {
     // One engine death, however many lines repeat it.
     assert_eq!(d.deaths, 1, "{d:?}");
     let t = c.traces().find(|t| t.decode == Some(0)).expect("trace");
-    assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Consumer)), "{}", t.evidence);
+    assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Consumer)), "{}", t.evidence());
 }
 
 #[test]
@@ -133,10 +133,10 @@ fn two_decodes_and_one_down() {
         ),
     ]);
     let a = c.get("cmpl-aaaaaaaaaaaaaaaa").expect("served");
-    assert_eq!((a.outcome, a.decode), (Outcome::Loaded, Some(0)), "{}", a.evidence);
+    assert_eq!((a.outcome, a.decode), (Outcome::Loaded, Some(0)), "{}", a.evidence());
     let down = c.traces().find(|t| t.outcome == Outcome::Error).expect("error");
-    assert_eq!((down.decode, down.error_at), (Some(1), Some(Hop::Consumer)), "{}", down.evidence);
-    assert!(down.evidence.contains("127.0.0.1:8201"), "{}", down.evidence);
+    assert_eq!((down.decode, down.error_at), (Some(1), Some(Hop::Consumer)), "{}", down.evidence());
+    assert!(down.evidence().contains("127.0.0.1:8201"), "{}", down.evidence());
     assert_eq!(c.counts().error, 1);
 }
 
@@ -159,7 +159,12 @@ fn refusal_read_before_its_prefill_copy() {
     let n = c.counts();
     assert_eq!((n.seen, n.error), (1, 1), "{n:?}");
     let t = c.get("cmpl-930ade776847f6ff").expect("named by its prefill id");
-    assert_eq!((t.error_at, t.prefill, t.decode), (Some(Hop::Consumer), Some(0), Some(0)), "{}", t.evidence);
+    assert_eq!(
+        (t.error_at, t.prefill, t.decode),
+        (Some(Hop::Consumer), Some(0), Some(0)),
+        "{}",
+        t.evidence()
+    );
 }
 
 /// The demo proxy's lines and a dying decode's, shuffled, cut and fed to
@@ -266,9 +271,13 @@ fn a_proxy_error_names_the_answer_the_proxy_gave() {
         assert_eq!(errors.len(), 1, "one failure, one trace");
         let t = errors[0];
         assert_eq!(t.error_at, Some(Hop::Producer));
-        assert!(t.evidence.contains("prefill#0 (127.0.0.1:8100) unreachable"), "{}", t.evidence);
-        assert!(t.evidence.contains("`Error occurred in disagg proxy server`"), "{}", t.evidence);
-        assert!(t.evidence.contains(says), "{}", t.evidence);
-        assert!(!t.evidence.contains("demo proxy") && !t.evidence.contains("empty body"), "{}", t.evidence);
+        assert!(t.evidence().contains("prefill#0 (127.0.0.1:8100) unreachable"), "{}", t.evidence());
+        assert!(t.evidence().contains("`Error occurred in disagg proxy server`"), "{}", t.evidence());
+        assert!(t.evidence().contains(says), "{}", t.evidence());
+        assert!(
+            !t.evidence().contains("demo proxy") && !t.evidence().contains("empty body"),
+            "{}",
+            t.evidence()
+        );
     }
 }

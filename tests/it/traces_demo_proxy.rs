@@ -209,7 +209,7 @@ fn tally(c: &Correlator) -> BTreeMap<String, usize> {
 }
 
 fn show(t: &Trace) -> String {
-    format!("{} {:?} {:?} {:?}: {}", t.id, t.outcome, t.confidence, t.error_at, t.evidence)
+    format!("{} {:?} {:?} {:?}: {}", t.id, t.outcome, t.confidence, t.error_at, t.evidence())
 }
 
 /// Checks every request the client made that got an id against its trace,
@@ -248,7 +248,7 @@ fn check(c: &Correlator, named_misses: bool) {
     let n = c.counts();
     assert_eq!((n.cancelled, n.no_prefill, n.error, n.pending), (2, 6, 9, 0), "{n:?}");
     for t in c.traces() {
-        assert!(t.outcome != Outcome::SilentMiss || !t.evidence.is_empty());
+        assert!(t.outcome != Outcome::SilentMiss || !t.evidence().is_empty());
     }
 }
 

@@ -27,14 +27,10 @@ impl DecodeLog {
     }
 }
 
-/// A miss called early, waiting for `settle_s` to make it sure.
+/// A miss called early, settled again when `settle_s` has passed.
 #[derive(Debug, Clone)]
 pub(crate) struct Early {
     pub serial: u64,
     /// Read time of its `Added` line.
     pub added_at: f64,
-    /// The wait it was called after.
-    pub waited: f64,
-    /// A younger request took a hit meanwhile: it may have been this one's.
-    pub contested: bool,
 }

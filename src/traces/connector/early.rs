@@ -1,14 +1,17 @@
 //! Misses called early on a live tail: likely once a quiet request's hit
 //! is overdue by the engine's own lag (`HitQueue::wait`), sure when
-//! `settle_s` passes without one, unknown when a hit comes late.
+//! `settle_s` passes without one, unknown when a hit comes late. The
+//! verdicts are `decide`'s; this keeps the list of early misses to settle
+//! again and adds the facts that change them.
 
+use crate::feed::LogOrigin;
 use crate::traces::correlator::Correlator;
-use crate::traces::model::{Confidence, Outcome};
+use crate::traces::evidence::FactKind;
+use crate::traces::model::Outcome;
 
 impl Correlator {
-    /// Early misses whose `settle_s` has passed with no hit: sure now,
-    /// unless a younger request took a hit meanwhile (FIFO gave it to the
-    /// younger; it may have been this one's, scheduled late): then likely.
+    /// Early misses whose `settle_s` has passed: settled again (sure now,
+    /// unless a younger request took a hit meanwhile).
     pub(in crate::traces) fn confirm_early(&mut self, i: usize, now: f64, force: bool) {
         let settle = self.opts.settle_s;
         while let Some(early) = self.decodes.get(&i).and_then(|d| d.early.front()).cloned() {
@@ -16,32 +19,21 @@ impl Correlator {
                 break;
             }
             self.decodes.get_mut(&i).map(|d| d.early.pop_front());
-            let Some(e) = self.store.get_mut(early.serial) else {
-                continue;
-            };
-            let t = &mut e.trace;
-            if t.outcome != Outcome::SilentMiss
-                || t.confidence != Confidence::Likely
-                || !t.evidence.contains(EARLY_NOTE)
-            {
-                continue;
-            }
-            if early.contested {
-                t.evidence = t.evidence.replace(EARLY_NOTE, CONTESTED_NOTE);
-                continue;
-            }
-            let (was, is) =
-                (format!("within {}", wait_words(early.waited)), format!("within {}", wait_words(settle)));
-            t.evidence = t.evidence.replace(EARLY_NOTE, "").replacen(&was, &is, 1);
-            t.confidence = Confidence::Sure;
+            self.settle_by(early.serial, now, force);
         }
     }
 
     /// A hit was taken on decode#`i`: the early misses there may have been
-    /// its owner.
-    pub(in crate::traces) fn contest_early(&mut self, i: usize) {
-        if let Some(d) = self.decodes.get_mut(&i) {
-            d.early.iter_mut().for_each(|e| e.contested = true);
+    /// its owner (FIFO gave it to the younger; it may have been theirs,
+    /// scheduled late).
+    pub(in crate::traces) fn contest_early(&mut self, i: usize, at: f64) {
+        let serials: Vec<u64> =
+            self.decodes.get(&i).map(|d| d.early.iter().map(|e| e.serial).collect()).unwrap_or_default();
+        for s in serials {
+            if let Some(e) = self.store.get_mut(s) {
+                e.facts.push_once(at, LogOrigin::Decode(i), FactKind::EarlyContested);
+            }
+            self.settle(s, at);
         }
     }
 
@@ -51,32 +43,10 @@ impl Correlator {
         let Some(early) = self.decodes.get_mut(&i).and_then(|d| d.early.pop_back()) else {
             return;
         };
-        let (s, added) = (early.serial, early.added_at);
-        let Some(e) = self.store.get_mut(s) else {
-            return;
-        };
-        if e.trace.outcome != Outcome::SilentMiss {
+        if self.store.outcome(early.serial) != Some(Outcome::SilentMiss) {
             return;
         }
-        let t = &mut e.trace;
-        t.outcome = Outcome::Unknown;
-        t.confidence = Confidence::Unsure;
-        t.evidence = format!(
-            "decode#{i} printed an External Cache Hit {} after its Added line with no request waiting: it was this request's, scheduled late, or the next request's, printed before its Added line",
-            wait_words(at - added)
-        );
+        let kind = FactKind::LateHit { decode: i, after: at - early.added_at };
+        self.said(early.serial, at, LogOrigin::Decode(i), kind, at);
     }
-}
-
-/// Ends an early miss's evidence when a younger request took a hit before
-/// `settle_s` passed.
-const CONTESTED_NOTE: &str = " (a younger request took a hit before 1.5 s passed: FIFO gave it to that one, but it may have been this one's, scheduled late)";
-
-/// Ends an early miss's evidence until `settle_s` confirms it.
-pub(in crate::traces) const EARLY_NOTE: &str =
-    " (no other request was being added, so it was due; sure if none comes within 1.5 s)";
-
-/// A wait as the evidence says it: "350 ms", "1.5 s".
-pub(in crate::traces) fn wait_words(s: f64) -> String {
-    if s < 1.0 { format!("{:.0} ms", s * 1e3) } else { format!("{s:.1} s") }
 }

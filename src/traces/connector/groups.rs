@@ -15,6 +15,7 @@
 use super::hits::{Group, Waiting};
 use crate::feed::LogOrigin;
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::{self, FactKind};
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
 
 /// Widest gap between a prompt and its injected tokens when the block size
@@ -36,11 +37,6 @@ pub(crate) fn inject_fits(p: u32, n: u32, block: Option<u32>) -> bool {
 /// Largest group tried (assignments grow factorially).
 const MAX_MEMBERS: usize = 8;
 
-/// The first clause of every shared-step unknown (`unknown_reasons` groups by it).
-const SHARED: &str = "one of the requests scheduled together did not load KV, and the logs cannot say which";
-/// Why the lines cannot tell, and what would.
-const WHY: &str = "vLLM's scheduler prints the hit for whichever waiting request finds its folder and nothing for a miss; their prompt lengths (vLLM's DEBUG request log or its spans) would settle it";
-
 impl Correlator {
     /// `w` got no hit while hits went to its rivals, the older requests
     /// waiting with it: one of them missed. The hits arrival order gave
@@ -48,33 +44,29 @@ impl Correlator {
     /// younger missed" and "the older missed, the younger hit" print the
     /// same lines), so every member is unknown until their prompt lengths
     /// settle the group.
-    pub(crate) fn shared_step_unknown(&mut self, i: usize, w: Waiting, join: Join, now: f64) {
+    pub(crate) fn shared_step_unknown(&mut self, i: usize, w: Waiting, now: f64) {
+        let src = LogOrigin::Decode(i);
         let id = self.store.get(w.serial).map(|e| e.trace.id.clone()).unwrap_or_default();
+        let join = self.store.get(w.serial).map_or(Join::ByOrder, |e| e.trace.join);
         let rivals: Vec<String> =
             w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
-        let ev = format!(
-            "{SHARED} (decode#{i} printed {} External Cache Hit(s) for {} requests added together, {} and {}, which arrival order alone gave to the others; {WHY})",
-            rivals.len(),
-            rivals.len() + 1,
-            id,
-            rivals.join(", ")
-        );
         let counted = join.exact() || self.flow.established();
         if counted {
             self.unattributed_misses += 1;
         }
-        self.decide(w.serial, Outcome::Unknown, Confidence::Unsure, ev, now);
+        let hits = u32::try_from(rivals.len()).unwrap_or(u32::MAX);
+        let kind = FactKind::SharedStep { decode: i, others: rivals, hits, inject: None, rival: false };
+        self.said(w.serial, now, src, kind, now);
         for &r in &w.rivals {
             let Some(re) = self.store.get(r) else { continue };
             // A rival already settled by its own prompt length stays.
             if re.trace.outcome != Outcome::Loaded || re.trace.confidence == Confidence::Sure {
                 continue;
             }
-            let n = re.trace.inject_tokens.map_or(String::new(), |n| format!(", Inject {n} tokens,"));
-            let ev = format!(
-                "{SHARED} (an External Cache Hit{n} printed on decode#{i} while {id} was waiting too, which arrival order alone gave to this one; {WHY})"
-            );
-            self.decide(r, Outcome::Unknown, Confidence::Unsure, ev, now);
+            let inject = re.trace.inject_tokens;
+            let kind =
+                FactKind::SharedStep { decode: i, others: vec![id.clone()], hits, inject, rival: true };
+            self.said(r, now, src, kind, now);
         }
         let mut members = w.rivals.clone();
         members.push(w.serial);
@@ -108,9 +100,9 @@ impl Correlator {
         }
     }
 
-    /// Decides every member if the lengths allow; `true` when settled.
+    /// Settles every member if the lengths allow; `true` when settled.
     fn settle_group(&mut self, i: usize, g: &Group, now: f64) -> bool {
-        let block = self.facts.blocks.get(&LogOrigin::Decode(i)).copied();
+        let block = self.logs.blocks.get(&LogOrigin::Decode(i)).copied();
         let lens: Vec<Option<u32>> =
             g.members.iter().map(|s| self.store.get(*s).and_then(|e| e.trace.prompt_tokens)).collect();
         let fits = |m: usize, h: usize| match (lens[m], g.hits[h]) {
@@ -135,25 +127,17 @@ impl Correlator {
             }
             verdicts.push((g.members[m], first.and_then(|h| g.hits[h]), first.is_some(), lens[m]));
         }
-        let names: Vec<String> = g
-            .members
-            .iter()
-            .zip(&lens)
-            .map(|(s, l)| {
-                let id = self.store.get(*s).map(|e| e.trace.id.clone()).unwrap_or_default();
-                format!("{id} ({} tokens)", l.map_or("?".into(), |n| n.to_string()))
-            })
-            .collect();
-        let hits: Vec<String> = g.hits.iter().map(|h| h.map_or("?".into(), |n| n.to_string())).collect();
-        let together = format!(
-            "{} requests scheduled together on decode#{i} ({}), {} External Cache Hit(s) injecting {} tokens",
-            g.members.len(),
-            names.join(", "),
-            g.hits.len(),
-            hits.join(" and ")
-        );
+        let group = evidence::Group {
+            members: g
+                .members
+                .iter()
+                .zip(&lens)
+                .map(|(s, l)| (self.store.get(*s).map(|e| e.trace.id.clone()).unwrap_or_default(), *l))
+                .collect(),
+            hits: g.hits.clone(),
+        };
         let mut attributed = 0;
-        for (s, tokens, hit, len) in verdicts {
+        for (s, tokens, hit, own) in verdicts {
             let was = self.store.outcome(s);
             if !matches!(
                 was,
@@ -172,16 +156,11 @@ impl Correlator {
                 self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, now, |p| {
                     p.detail = format!("External Cache Hit, Inject {n} tokens");
                 });
-                let ev = format!("Inject {n} tokens fits its own prompt: {together}");
-                self.decide(s, Outcome::Loaded, Confidence::Sure, ev, now);
             } else {
-                let own = len.map_or("its".into(), |n| format!("its {n}-token"));
-                let ev = format!(
-                    "prefill ran, decode recomputed {own} prompt: no injected size fits it ({together})"
-                );
-                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, now);
                 attributed += 1;
             }
+            let kind = FactKind::GroupSettled { decode: i, hit, inject: tokens, own, group: group.clone() };
+            self.said(s, now, LogOrigin::Decode(i), kind, now);
         }
         if g.counted {
             self.unattributed_misses = self.unattributed_misses.saturating_sub(attributed);
@@ -274,15 +253,15 @@ mod tests {
                     (b.outcome, b.confidence),
                     (Outcome::SilentMiss, Confidence::Sure),
                     "{}",
-                    b.evidence
+                    b.evidence()
                 );
                 assert_eq!(c.counts().unattributed_misses, 0);
             } else {
-                assert_eq!((a.outcome, b.outcome), (Outcome::Unknown, Outcome::Unknown), "{}", a.evidence);
+                assert_eq!((a.outcome, b.outcome), (Outcome::Unknown, Outcome::Unknown), "{}", a.evidence());
                 assert!(
-                    a.evidence.contains("while b was waiting too") && a.evidence.contains("896"),
+                    a.evidence().contains("while b was waiting too") && a.evidence().contains("896"),
                     "{}",
-                    a.evidence
+                    a.evidence()
                 );
                 assert_eq!(c.counts().unattributed_misses, 1);
             }

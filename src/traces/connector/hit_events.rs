@@ -1,9 +1,10 @@
 //! Decode log lines about KV loads: a request queued for its hit, the
 //! `External Cache Hit!` and `Inject KV cache` lines that settle it.
 
-use super::hits::Waiting;
+use super::hits::{Claim, Waiting};
 use crate::feed::LogOrigin;
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::FactKind;
 use crate::traces::model::{Hop, Outcome};
 
 impl Correlator {
@@ -31,7 +32,7 @@ impl Correlator {
             self.apply_claim(i, c, added_at, added_at);
         }
         if let Some(d) = dropped {
-            self.no_hit_verdict(i, d, added_at, false, true, self.opts.settle_s);
+            self.no_hit(i, d, added_at, false, true, self.opts.settle_s);
         }
     }
 
@@ -49,7 +50,7 @@ impl Correlator {
         let cap = self.opts.max_pending;
         match self.decodes.entry(i).or_default().hits.hit(at, cap) {
             Some(c) => {
-                self.contest_early(i);
+                self.contest_early(i, at);
                 self.apply_claim(i, c, t, at);
             }
             None => self.late_hit(i, at),
@@ -71,11 +72,26 @@ impl Correlator {
         if let Some(e) = self.store.get_mut(s) {
             e.trace.inject_tokens = Some(tokens);
         }
-        if self.store.outcome(s) == Some(Outcome::Loaded) {
-            let ev = self.hit_evidence(s, t);
-            if let Some(e) = self.store.get_mut(s) {
-                e.trace.evidence = ev;
+        self.settle(s, self.last_at);
+    }
+
+    /// A hit attributed to a request: a fact on it; each rival it had has
+    /// one open alternative less.
+    pub(crate) fn apply_claim(&mut self, i: usize, c: Claim, t: f64, at: f64) {
+        self.with_phase(c.serial, Hop::Connector, LogOrigin::Decode(i), None, t, |p| {
+            p.detail = "External Cache Hit".into();
+        });
+        if let Some(e) = self.store.get_mut(c.serial) {
+            e.track.in_hit_queue = false;
+        }
+        for r in &c.rivals {
+            if let Some(left) = self.store.get_mut(*r).and_then(|e| e.facts.hit_mut()) {
+                *left = left.saturating_sub(1);
+                self.settle(*r, at);
             }
         }
+        let contested = u32::try_from(c.contested_by).unwrap_or(u32::MAX);
+        let kind = FactKind::Hit { decode: i, contested, from_orphan: c.from_orphan };
+        self.said(c.serial, t, LogOrigin::Decode(i), kind, at);
     }
 }

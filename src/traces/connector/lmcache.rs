@@ -10,6 +10,7 @@
 use crate::feed::LogOrigin;
 use crate::logs::signal::Signal;
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::ids::{external_of_internal, trace_key};
 use crate::traces::model::{Confidence, Hop, Outcome};
 
@@ -57,32 +58,11 @@ impl Correlator {
                     p.detail = detail.clone();
                 }
             });
-            // Without a prefill log the prefill is the decode role's premise,
-            // not something a line showed.
-            let (confidence, premise) = if prefilled {
-                (Confidence::Sure, "")
-            } else {
-                (Confidence::Likely, "; no prefill log: prefilled is assumed from the decode role")
-            };
-            // An empty lookup may be repeated once the KV is ready: a miss
-            // on it alone is likely, not sure; a hit is LMCache's own load.
-            let confidence = if hit <= 0.0 { confidence.max(Confidence::Likely) } else { confidence };
-            let (outcome, ev) = if hit <= 0.0 && total > 0.0 {
-                (
-                    Outcome::SilentMiss,
-                    format!(
-                        "LMCache on {src}: hit tokens 0 of {total}, prompt recomputed (`Reqid: {id}`){premise}"
-                    ),
-                )
-            } else if hit > 0.0 {
-                (
-                    Outcome::Loaded,
-                    format!("LMCache on {src}: hit {hit} of {total} tokens (`Reqid: {id}`){premise}"),
-                )
-            } else {
-                continue;
-            };
-            self.decide(s, outcome, confidence, ev, at);
+            // An empty lookup may be repeated once the KV is ready: the latest wins.
+            if hit > 0.0 || total > 0.0 {
+                let kind = FactKind::LmcacheLookup { decode: i, hit, total, id: id.clone() };
+                self.said(s, t, src, kind, at);
+            }
         }
         true
     }
@@ -141,9 +121,12 @@ impl Correlator {
         let hit_just_before = |e: &crate::traces::store::Entry| {
             e.trace.decode == Some(i)
                 && e.trace.outcome == Outcome::Loaded
-                && e.trace.phase(Hop::Consumer).is_some_and(|p| {
-                    p.detail.starts_with("LMCache hit") && p.start <= t && t - p.start <= LOOKUP_TO_LOAD_S
-                })
+                && e.facts
+                    .last(|k| match k {
+                        FactKind::LmcacheLookup { hit, .. } if *hit > 0.0 => Some(()),
+                        _ => None,
+                    })
+                    .is_some_and(|(f, _)| f.t <= t && t - f.t <= LOOKUP_TO_LOAD_S)
         };
         let cands: Vec<u64> =
             self.store.serials().filter(|s| self.store.get(*s).is_some_and(hit_just_before)).collect();
@@ -151,17 +134,20 @@ impl Correlator {
             "an LMCache load on {src} came back short (`The number of retrieved tokens is less than the expected number of tokens!`)"
         );
         if let [s] = cands[..] {
-            let s_text = format!("{text}, printed right after its lookup");
-            self.fail(s, Hop::Connector, src, s_text, t, at);
-            let ev = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
-            self.decide(s, Outcome::Error, Confidence::Likely, ev, at);
+            // By adjacency, not by name: likely.
+            let what = format!("{text}, printed right after its lookup");
+            let x = Failure {
+                hop: Hop::Connector,
+                what,
+                confidence: Confidence::Likely,
+                generate_failed: false,
+                by_proxy: false,
+            };
+            self.fail_with(s, src, x, t, at);
             return;
         }
         for s in cands {
-            let ev = format!(
-                "{text} and names no request; this one's lookup had hit just before (one of several): whether its KV loaded is not known"
-            );
-            self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
+            self.said(s, t, src, FactKind::LmcacheShortAmong { decode: i }, at);
         }
     }
 }
@@ -201,12 +187,12 @@ mod tests {
         let t = c.get("chatcmpl-ec5a3a80c13548ca89dd8e6241abc343").unwrap();
         assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Connector)), "{t:?}");
         assert_eq!(t.confidence, Confidence::Likely, "by adjacency, not by name: {t:?}");
-        assert!(t.evidence.contains("came back short"), "{t:?}");
+        assert!(t.evidence().contains("came back short"), "{t:?}");
         let c = read(&[HIT_A, HIT_B, SHORT]);
         for id in ["chatcmpl-ec5a3a80c13548ca89dd8e6241abc343", "chatcmpl-0b1c2d3e4f5a46b7c8d9e0f1a2b3c4d5"] {
             let t = c.get(id).unwrap();
             assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
-            assert!(t.evidence.contains("one of several"), "{t:?}");
+            assert!(t.evidence().contains("one of several"), "{t:?}");
         }
     }
 }

@@ -28,6 +28,7 @@
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::ids::{external_of_internal, trace_key};
 use crate::traces::instance::events::hop_of;
 use crate::traces::model::{Confidence, Hop, Outcome};
@@ -113,13 +114,13 @@ impl Correlator {
                 });
                 continue;
             }
-            self.fail_once(s, hop, src, &text, t, at);
             // NIXL says "Potentially invalid": the decode may have read
             // blocks the prefill had freed, or may not.
-            if sig.kind == K::InvalidKvRead
-                && let Some(e) = self.store.get_mut(s)
-            {
-                e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
+            let confidence = if sig.kind == K::InvalidKvRead { Confidence::Likely } else { Confidence::Sure };
+            let x = Failure { hop, what: text.clone(), confidence, generate_failed: false, by_proxy: false };
+            // One failure is printed by each TP worker, then the scheduler: once.
+            if !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::Failed(x.clone()))) {
+                self.fail_with(s, src, x, t, at);
             }
             if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)
                 && let Some(e) = self.store.get_mut(s)
@@ -135,10 +136,7 @@ impl Correlator {
     /// of it, a decode that answered.
     fn served_already(&self, s: u64, src: LogOrigin) -> bool {
         self.store.get(s).is_some_and(|e| match src {
-            LogOrigin::Prefill(_) => {
-                e.trace.outcome == Outcome::Loaded
-                    || e.trace.phase(Hop::Producer).is_some_and(|p| p.detail.contains("finished_sending"))
-            }
+            LogOrigin::Prefill(_) => e.trace.outcome == Outcome::Loaded || e.track.prefill_sent,
             _ => false,
         })
     }
@@ -151,45 +149,12 @@ impl Correlator {
             let Some(s) = self.trace_named(src, id, Side::Consumer, t, at) else {
                 continue;
             };
-            let note = format!("{src} had its KV in its own prefix cache and read nothing; {text}");
-            let Some(e) = self.store.get_mut(s) else {
-                continue;
-            };
-            e.track.kv_notify_failed = true;
-            if e.trace.outcome == Outcome::SilentMiss && e.track.kv_expired_unread {
-                // The miss rested on the prefill's unread expiry (read first),
-                // which this explains: the decode recomputed nothing.
-                let ev = format!(
-                    "{note}, so the prefill's unread expiry is no miss; what it was is unknown (was SilentMiss: {})",
-                    e.trace.evidence
-                );
-                self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
-            } else if e.trace.outcome == Outcome::Pending
-                && e.trace.prefill.is_none()
-                && e.track.decode_at.is_none()
-            {
-                // Only this line names it: nothing later will judge it.
-                self.decide(s, Outcome::Unknown, Confidence::Likely, note, at);
-            } else if !e.trace.evidence.contains(text) {
-                e.trace.evidence.push_str(&format!("; {note}"));
+            let kind = FactKind::NotifyFailed { text: text.to_string() };
+            if !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == kind)) {
+                self.said(s, t, src, kind, at);
             }
         }
         !sig.ids.is_empty()
-    }
-
-    /// `fail`, but a second line about the same failure (one per TP worker,
-    /// then the scheduler's) adds to the evidence instead of replacing it.
-    fn fail_once(&mut self, s: u64, hop: Hop, src: LogOrigin, text: &str, t: f64, at: f64) {
-        let Some(e) = self.store.get_mut(s) else {
-            return;
-        };
-        if e.trace.outcome != Outcome::Error {
-            self.fail(s, hop, src, text.to_string(), t, at);
-            return;
-        }
-        if !e.trace.evidence.contains(text) {
-            e.trace.evidence.push_str(&format!("; then {text}"));
-        }
     }
 
     /// `NIXLConnector request_finished(X), request_status=...` on a prefill:
@@ -247,6 +212,8 @@ impl Correlator {
             let Some(s) = self.trace_named(src, id, side, t, at) else { continue };
             if !sending {
                 self.end_wait(s, t);
+            } else if let Some(e) = self.store.get_mut(s) {
+                e.track.prefill_sent = true;
             }
             self.with_phase(s, hop, src, None, t, |p| {
                 p.end.get_or_insert(t);
@@ -281,9 +248,13 @@ impl Correlator {
                 p.detail = format!("P2pNccl received its KV from {peer}");
                 p.end.get_or_insert(t);
             });
-            if self.store.outcome(s) == Some(Outcome::Pending) {
-                let ev = format!("P2pNccl on decode#{i} received its KV tensor from {peer} ({id})");
-                self.decide(s, Outcome::Loaded, Confidence::Likely, ev, at);
+            let kind = FactKind::TensorReceived { decode: i, peer: peer.clone(), tensor: id.clone() };
+            if !self
+                .store
+                .get(s)
+                .is_some_and(|e| e.facts.has(|k| matches!(k, FactKind::TensorReceived { .. })))
+            {
+                self.said(s, t, src, kind, at);
             }
         }
         !sig.ids.is_empty()
@@ -316,23 +287,10 @@ impl Correlator {
         }
         let matched = failed.len() as f64 == n;
         for s in failed {
-            let Some(e) = self.store.get_mut(s) else { continue };
-            if !matched {
-                // Some of the failed loads were recomputed: which is unknown.
-                if e.trace.outcome == Outcome::Error {
-                    e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
-                    e.trace.evidence.push_str(&format!(
-                        "; {src} then rescheduled {n} request(s) to recompute (`Recovered from KV load failure`): this one may be among them"
-                    ));
-                }
-                continue;
+            if matched && let Some(e) = self.store.get_mut(s) {
+                e.track.load_failed = None;
             }
-            e.track.load_failed = None;
-            let ev = format!(
-                "{}; {src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled): the transferred KV was not used",
-                e.trace.evidence
-            );
-            self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, t);
+            self.said(s, t, src, FactKind::LoadRecovered { n, matched }, t);
         }
     }
 }
@@ -423,8 +381,11 @@ mod tests {
         // Recomputed: it answered, the KV was not used: a miss, said why.
         assert_eq!((t.outcome, t.decode), (Outcome::SilentMiss, Some(0)), "{t:?}");
         assert_eq!(t.confidence, Confidence::Likely);
-        assert!(t.evidence.contains("Handshake failed") || t.evidence.contains("handshake_failed"), "{t:?}");
-        assert!(t.evidence.contains("decode#0 then recomputed it"), "{t:?}");
+        assert!(
+            t.evidence().contains("Handshake failed") || t.evidence().contains("handshake_failed"),
+            "{t:?}"
+        );
+        assert!(t.evidence().contains("decode#0 then recomputed it"), "{t:?}");
         // Two rescheduled, one failure read: which were recomputed is not known.
         let r = recovered(2);
         let c = read(&[HANDSHAKE, &r]);
@@ -433,12 +394,12 @@ mod tests {
             (t.outcome, t.error_at, t.confidence),
             (Outcome::Error, Some(Hop::Connector), Confidence::Likely)
         );
-        assert!(t.evidence.contains("may be among them"), "{t:?}");
+        assert!(t.evidence().contains("may be among them"), "{t:?}");
         // The same failure printed again (another TP worker) stays one trace,
         // one cause.
         let c = read(&[HANDSHAKE, HANDSHAKE]);
         assert_eq!(c.counts().seen, 1);
-        assert!(!c.get(ID).unwrap().evidence.contains("then"), "{:?}", c.get(ID));
+        assert!(!c.get(ID).unwrap().evidence().contains("then"), "{:?}", c.get(ID));
     }
 
     /// A prefill's scheduler losing a request it had already sent (vllm
@@ -492,7 +453,7 @@ mod tests {
         let c = read(&[red]);
         let t = c.get("cmpl-2a2b2c2d2e2f2a2b").expect("the request");
         assert_eq!((t.outcome, t.error_at), (Outcome::Error, Some(Hop::Connector)), "{t:?}");
-        assert!(t.evidence.contains("no KV tensor arrived"), "{t:?}");
+        assert!(t.evidence().contains("no KV tensor arrived"), "{t:?}");
     }
 
     /// vLLM `nixl/worker.py` (0016029b, `_read_blocks`), rendered: a full
@@ -503,7 +464,7 @@ mod tests {
         let mut c = read(&[l]);
         let t = c.get("chatcmpl-5e2a9c1b7d3f4a6e").expect("the request is listed");
         assert_eq!(t.outcome, Outcome::Unknown, "{t:?}");
-        assert!(t.evidence.contains("own prefix cache"), "{t:?}");
+        assert!(t.evidence().contains("own prefix cache"), "{t:?}");
         // Neither engine nor agent UUID became a request.
         assert_eq!(c.counts().seen, 1);
         assert_eq!(c.drain_log_events().len(), 1, "still an event");

@@ -3,6 +3,7 @@
 use super::events::hop_of;
 use crate::feed::LogOrigin;
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::model::{Confidence, Outcome};
 
 impl Correlator {
@@ -35,20 +36,12 @@ impl Correlator {
             if o.streaming
                 && let Some((restart, stats)) = undated
             {
-                let why = if stats.is_some() {
-                    "no engine stats line came after this stream began"
-                } else {
-                    "its log prints no engine stats to date it"
+                let kind = FactKind::CutUndated {
+                    instance: src,
+                    gap_s: (restart - t).max(0.0),
+                    stats_seen: stats.is_some(),
                 };
-                let text = format!(
-                    "{cause} some time in the {:.0} s between its last line and the restart, and {why}: this stream was open at its last line and its end is never logged, so whether the kill cut it or it had ended before is unknown",
-                    (restart - t).max(0.0)
-                );
-                let ev = match self.store.get(o.serial).map(|e| (e.trace.outcome, e.trace.evidence.clone())) {
-                    Some((Outcome::Pending, _)) | None => text,
-                    Some((was, old)) => format!("{text} (was {was:?}: {old})"),
-                };
-                self.decide(o.serial, Outcome::Unknown, Confidence::Likely, ev, at);
+                self.said(o.serial, t, src, kind, at);
                 continue;
             }
             let mut text = if o.streaming {
@@ -61,12 +54,11 @@ impl Correlator {
             if let Some(c) = &cascade {
                 text.push_str(&format!("; {c}"));
             }
-            self.fail(o.serial, hop_of(src), src, text, t, at);
-            if o.streaming
-                && let Some(e) = self.store.get_mut(o.serial)
-            {
-                e.trace.confidence = Confidence::Likely;
-            }
+            // A stream's end is never logged: that the death cut it is likely.
+            let confidence = if o.streaming { Confidence::Likely } else { Confidence::Sure };
+            let x =
+                Failure { hop: hop_of(src), what: text, confidence, generate_failed: false, by_proxy: false };
+            self.fail_with(o.serial, src, x, t, at);
         }
     }
 }

@@ -6,9 +6,10 @@
 use crate::feed::LogOrigin;
 use crate::logs::vllm::KvParams;
 use crate::traces::correlator::{Correlator, Style};
+use crate::traces::evidence::FactKind;
 use crate::traces::ids::{base_id, external_of_internal, invented, trace_key};
 use crate::traces::instance::events::{Added, Arrival};
-use crate::traces::model::{Confidence, Hop, Join, Outcome};
+use crate::traces::model::{Hop, Join, Outcome};
 use crate::traces::store::push_capped;
 use crate::traces::store::{Entry, failed_prefill, recent};
 
@@ -25,7 +26,7 @@ impl Correlator {
             c.store.get(s).is_some_and(|e| {
                 e.trace.decode.is_none()
                     && (e.trace.outcome == Outcome::Pending
-                        || e.track.reopenable
+                        || crate::traces::settle::deadline_only(&e.trace.reasons)
                         || (failed_prefill(e) && fresh(e)))
             })
         };
@@ -89,7 +90,6 @@ impl Correlator {
                 // Also for a failed prefill: its error is sure, but that it was
                 // this request's (the trace now bears the decode's id) is a guess.
                 e.trace.join = Join::ByOrder;
-                e.trace.confidence = Confidence::Unsure;
             }
             e.track.decode_at = Some(a.at);
             e.track.decode_event_t = Some(a.t);
@@ -102,55 +102,31 @@ impl Correlator {
         }
         self.mark_open(s);
         self.joiner.await_access(src, s, self.opts.max_pending);
-        if self.decode_after_failed_prefill(i, s, params.is_some()) {
+        if self.decode_after_failed_prefill(i, s, params.is_some(), a.t) {
             return s;
         }
-        match (params, prefill) {
-            (Some(p), _) => self.loaded_by_params(i, s, p, prefill, a.t, a.at),
-            (None, Some(pi)) if self.style(i) == Style::Params => {
-                let ev = format!(
-                    "decode got no kv_transfer_params although prefill#{pi} ran it: {} cannot pull without them{}",
-                    self.connector_name(i),
-                    self.expired_note(s)
-                );
-                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, a.at);
+        match params {
+            Some(p) => self.loaded_by_params(i, s, p, a.t, a.at),
+            None if prefill.is_some() && self.style(i) == Style::Params => {
+                self.said(s, a.t, src, FactKind::NoParams, a.at);
             }
-            _ => {}
+            None => self.settle(s, a.at),
         }
         s
     }
 
-    fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, prefill: Option<usize>, t: f64, at: f64) {
+    fn loaded_by_params(&mut self, i: usize, s: u64, p: &KvParams, t: f64, at: f64) {
         let rid = p.remote_request_id.clone().unwrap_or_else(|| "?".into());
         let tokens = p.remote_num_tokens.map_or("?".into(), |n| n.to_string());
         self.with_phase(s, Hop::Connector, LogOrigin::Decode(i), None, t, |ph| {
             ph.detail = format!("pull {tokens} tokens from {rid}");
         });
-        let (conf, ev) = match prefill {
-            Some(pi) => (
-                Confidence::Sure,
-                format!(
-                    "kv_transfer_params from prefill#{pi}: {tokens} tokens in {} blocks ({rid}){}",
-                    p.remote_block_count.map_or("?".into(), |n| n.to_string()),
-                    self.finished_note(s, t)
-                ),
-            ),
-            None => (
-                Confidence::Likely,
-                format!(
-                    "kv_transfer_params name prefill request {rid} ({tokens} tokens), which no prefill log showed"
-                ),
-            ),
+        let kind = FactKind::Params {
+            remote: rid,
+            tokens: p.remote_num_tokens,
+            blocks: p.remote_block_count.and_then(|n| u32::try_from(n).ok()),
         };
-        // The prefill's expiry line was read first: no decode ever pulled it.
-        if self.store.get(s).is_some_and(|e| e.track.kv_expired_unread && e.trace.join == Join::ById) {
-            let ev = format!(
-                "decode got kv_transfer_params ({rid}) but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt"
-            );
-            self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
-            return;
-        }
-        self.decide(s, Outcome::Loaded, conf, ev, at);
+        self.said(s, t, LogOrigin::Decode(i), kind, at);
         let q = &mut self.decodes.entry(i).or_default().params_loaded;
         push_capped(q, s, self.opts.max_pending);
     }

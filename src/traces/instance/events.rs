@@ -3,8 +3,10 @@
 use crate::feed::LogOrigin;
 use crate::logs::vllm::{KvParams, VllmEvent, VllmLine};
 use crate::traces::correlator::{Correlator, process_label};
+use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::ids::trace_key;
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
+use crate::traces::settle::deadline_only;
 use crate::traces::stamp::anchor;
 
 /// One `Received`/`Added` line, as the handlers need it.
@@ -32,13 +34,13 @@ impl Correlator {
     /// `noise`: the line is known to carry nothing (`logs::known`).
     pub(crate) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
         let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
-        let last_stamp = self.facts.last_stamp.get(&src).copied();
+        let last_stamp = self.logs.last_stamp.get(&src).copied();
         if let Some(t) = stamped {
-            self.facts.last_stamp.insert(src, t);
+            self.logs.last_stamp.insert(src, t);
         }
         // A line without a stamp (uvicorn's access line) happened at about
         // the source's last stamp: its clock, which the reader's may not be.
-        let t = stamped.or_else(|| self.facts.last_stamp.get(&src).copied()).unwrap_or(at);
+        let t = stamped.or_else(|| self.logs.last_stamp.get(&src).copied()).unwrap_or(at);
         // Only the lines that open or join a trace keep it: no String per line.
         let process = || process_label(line.process.as_deref(), line.pid);
         if line.pid.is_some() && line.process.as_deref() == Some("APIServer") {
@@ -64,7 +66,7 @@ impl Correlator {
                     LogOrigin::Proxy => return true,
                 };
                 self.inflight.begin(src, s, t, self.opts.max_pending);
-                if let Some(n) = prompt_tokens.filter(|n| self.facts.max_log_len.get(&src) != Some(n)) {
+                if let Some(n) = prompt_tokens.filter(|n| self.logs.max_log_len.get(&src) != Some(n)) {
                     self.on_prompt_tokens(src, id, n, at);
                 }
             }
@@ -100,12 +102,21 @@ impl Correlator {
                 Some(s)
                     if self.store.get(s).is_some_and(|e| crate::traces::store::Store::touches(e, src)) =>
                 {
-                    let text = match *reason {
-                        "engine dead" => "engine died with it in flight (`failed (engine dead)`)",
-                        "bad request" => "refused it as a bad request (`failed (bad request)`)",
-                        _ => crate::traces::abort::GENERATE_FAILED,
+                    let (text, generate_failed) = match *reason {
+                        "engine dead" => ("engine died with it in flight (`failed (engine dead)`)", false),
+                        "bad request" => ("refused it as a bad request (`failed (bad request)`)", false),
+                        _ => {
+                            ("its generation raised an error and was aborted (`Request <id> failed.`)", true)
+                        }
                     };
-                    self.fail(s, hop_of(src), src, text.to_string(), t, at);
+                    let x = Failure {
+                        hop: hop_of(src),
+                        what: text.to_string(),
+                        confidence: Confidence::Sure,
+                        generate_failed,
+                        by_proxy: false,
+                    };
+                    self.fail_with(s, src, x, t, at);
                 }
                 _ => {
                     self.stat(src).unattributed_errors += 1;
@@ -115,7 +126,7 @@ impl Correlator {
             },
             (VllmEvent::StreamError, _) => {}
             (VllmEvent::RequestDetails { id, prompt_tokens }, _) => {
-                if let Some(n) = prompt_tokens.filter(|n| self.facts.max_log_len.get(&src) != Some(n)) {
+                if let Some(n) = prompt_tokens.filter(|n| self.logs.max_log_len.get(&src) != Some(n)) {
                     self.on_prompt_tokens(src, id, n, at);
                 }
             }
@@ -131,7 +142,7 @@ impl Correlator {
             }
             (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
                 if let Some(b) = block_size {
-                    self.facts.blocks.insert(src, *b);
+                    self.logs.blocks.insert(src, *b);
                 }
                 let st = self.stat(src);
                 if connector.is_some() {
@@ -190,7 +201,8 @@ impl Correlator {
         let base = trace_key(a.id);
         let reuse = self.store.latest(&base).filter(|s| {
             self.store.get(*s).is_some_and(|e| {
-                e.trace.prefill.is_none() && (e.trace.outcome == Outcome::Pending || e.track.reopenable)
+                e.trace.prefill.is_none()
+                    && (e.trace.outcome == Outcome::Pending || deadline_only(&e.trace.reasons))
             })
         });
         // A decode refusal read just before this copy (the two logs are read
@@ -236,12 +248,8 @@ impl Correlator {
         if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
             self.flow.watch(s, a.at);
         }
-        if a.max_tokens.is_some_and(|m| m > 1) {
-            let ev = format!(
-                "served by {src} alone (max_tokens={}): not a disaggregated request",
-                a.max_tokens.unwrap_or(0)
-            );
-            self.decide(s, Outcome::Unknown, Confidence::Sure, ev, a.at);
+        if let Some(max_tokens) = a.max_tokens.filter(|m| *m > 1) {
+            self.said(s, a.t, src, FactKind::ServedAlone { max_tokens }, a.at);
             return s;
         }
         if has_decode {
@@ -285,15 +293,8 @@ impl Correlator {
             .unwrap_or_else(|| "its connector".to_string())
     }
 
+    /// A late partner joined a trace: it is open again until its facts settle it.
     pub(crate) fn reopen(&mut self, s: u64) {
-        if let Some(e) = self.store.get_mut(s)
-            && e.track.reopenable
-        {
-            e.track.reopenable = false;
-            e.trace.outcome = Outcome::Pending;
-            e.trace.decided_at = None;
-            e.trace.evidence.clear();
-        }
         self.mark_open(s);
     }
 }

@@ -6,8 +6,9 @@ use super::inflight::Stop;
 use crate::feed::LogOrigin;
 use crate::traces::connector::named::Side;
 use crate::traces::correlator::{Correlator, Style};
+use crate::traces::evidence::FactKind;
 use crate::traces::ids::{base_id, external_of_internal};
-use crate::traces::model::{Confidence, Death, Hop, Join, Outcome};
+use crate::traces::model::{Death, Hop, Join, Outcome};
 use crate::traces::store::{Store, failed_prefill};
 
 /// Lines of one engine death arrive within this long of each other.
@@ -32,29 +33,13 @@ impl Correlator {
 
     /// A decode request joined a trace whose prefill failed: what decode
     /// did is evidence on that error, not a second verdict. `true` when so.
-    pub(crate) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool) -> bool {
-        let style = self.style(i);
-        let name = self.connector_name(i);
-        let Some(e) = self.store.get_mut(s).filter(|e| failed_prefill(e)) else {
+    pub(crate) fn decode_after_failed_prefill(&mut self, i: usize, s: u64, params: bool, t: f64) -> bool {
+        let pull_without_params = self.style(i) == Style::Params && !params;
+        if !self.store.get(s).is_some_and(failed_prefill) {
             return false;
-        };
-        let mut note = if e.trace.join == Join::ByOrder {
-            // Most proxies stop at a prefill error: then this decode was the
-            // next request's, and that request's copy is left unpaired.
-            e.trace.confidence = Confidence::Unsure;
-            format!(
-                "; decode#{i} received a request next, paired with it by arrival order (no id was shared): \
-                 the proxy went on after the failure, or stopped there and this decode is the next request's"
-            )
-        } else {
-            format!("; the proxy went on: decode#{i} received it after the prefill failed")
-        };
-        if style == Style::Params && !params {
-            note.push_str(&format!(
-                " and, with no kv_transfer_params, {name} had nothing to pull: decode computed the prompt itself"
-            ));
         }
-        e.trace.evidence.push_str(&note);
+        let kind = FactKind::AfterFailedPrefill { decode: i, pull_without_params };
+        self.said(s, t, LogOrigin::Decode(i), kind, self.last_at);
         true
     }
 
@@ -83,79 +68,28 @@ impl Correlator {
             return;
         };
         let note = format!("{src} released its KV unread (lease expired)");
-        if let Some(e) = self.store.get_mut(s).filter(|e| e.track.kv_notify_failed) {
-            // The decode's failed notification said this would come: no miss.
-            if !e.trace.evidence.contains(&note) {
-                e.trace.evidence.push_str(&format!("; then {note}, as the failed notification left it"));
-            }
-            return;
-        }
         self.with_phase(s, Hop::Connector, src, None, t, |p| {
             p.error = Some(note.clone());
             p.end.get_or_insert(t);
         });
-        let Some(e) = self.store.get_mut(s) else {
-            return;
-        };
-        if e.track.kv_expired_unread {
+        if self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::KvExpiredUnread)) {
             return;
         }
-        e.track.kv_expired_unread = true;
-        let (outcome, join, decode, params) = (
-            e.trace.outcome,
-            e.trace.join,
-            e.trace.decode.filter(|_| e.track.decode_at.is_some()),
-            e.track.decode_has_params,
-        );
-        let has_decode = decode.is_some();
-        match outcome {
-            Outcome::SilentMiss => e.trace.evidence.push_str(&format!("; confirmed: {note}")),
-            Outcome::Loaded if params && join.exact() => {
-                let ev = format!(
-                    "decode got kv_transfer_params but never pulled: {note}; it recomputed the prompt"
-                );
-                self.decide(s, Outcome::SilentMiss, Confidence::Sure, ev, at);
-            }
-            Outcome::Error => e.trace.evidence.push_str(&format!("; {note}")),
-            // The client's abort left the KV unread: the abort's echo, no miss (`abort.rs`).
-            Outcome::Cancelled => e.trace.evidence.push_str(&format!("; then {note} (after the abort)")),
-            // The decode request of the same id ran, and never read this KV:
-            // it computed the prompt itself (a failed read would have erred
-            // it). "No prefill" was wrong too: this prefill held its KV.
-            Outcome::Pending | Outcome::Unknown | Outcome::NoPrefill
-                if join == Join::ById
-                    && let Some(di) = decode =>
-            {
-                if let LogOrigin::Prefill(i) = src {
-                    e.trace.prefill.get_or_insert(i);
-                }
-                let ev = format!("decode#{di} ran it, but {note}: decode recomputed the prompt");
-                self.decide(s, Outcome::SilentMiss, Confidence::Likely, ev, at);
-            }
-            _ => {
-                // Nothing ties a decode request to it by id: the miss is real
-                // but unnamed.
-                self.unattributed_misses += 1;
-                let what = if has_decode { "decode paired by order only" } else { "no decode request seen" };
-                let ev = format!("{note}; {what}");
-                let alone = e.trace.prefill.is_none() && e.trace.decode.is_none();
-                if e.trace.outcome == Outcome::Pending && !has_decode {
-                    e.trace.evidence = ev;
-                } else {
-                    e.trace.evidence.push_str(&format!("; {ev}"));
-                }
-                if alone && e.trace.outcome == Outcome::Pending {
-                    // Only this line names it (a producer line in a log read
-                    // as decode): no deadline of either side will judge it.
-                    let ev = format!(
-                        "{note}, so no decode loaded it; no decode request of it was read, so whether one recomputed it is unknown"
-                    );
-                    self.decide(s, Outcome::Unknown, Confidence::Likely, ev, at);
-                    if let Some(e) = self.store.get_mut(s) {
-                        e.track.reopenable = true;
-                    }
-                }
-            }
+        // The producer that printed it held the KV of the request of that id.
+        if let (LogOrigin::Prefill(i), Some(e)) = (src, self.store.get_mut(s))
+            && e.trace.join == Join::ById
+            && e.trace.decode.is_some()
+        {
+            e.trace.prefill.get_or_insert(i);
+        }
+        self.said(s, t, src, FactKind::KvExpiredUnread, at);
+        // A miss nothing ties to a decode request by id is real but unnamed.
+        let named = self.store.get(s).is_some_and(|e| {
+            matches!(e.trace.outcome, Outcome::SilentMiss | Outcome::Error | Outcome::Cancelled)
+                || e.facts.has(|k| matches!(k, FactKind::NotifyFailed { .. }))
+        });
+        if !named {
+            self.unattributed_misses += 1;
         }
     }
 
@@ -257,10 +191,7 @@ impl Correlator {
             if let Some(e) = self.store.get_mut(w.serial) {
                 e.track.in_hit_queue = false;
             }
-            if self.store.outcome(w.serial) == Some(Outcome::Pending) {
-                let ev = format!("decode#{i} restarted before its KV load could be seen");
-                self.decide(w.serial, Outcome::Unknown, Confidence::Likely, ev, at);
-            }
+            self.said(w.serial, at, LogOrigin::Decode(i), FactKind::RestartedBeforeLoad, at);
         }
     }
 
@@ -285,24 +216,12 @@ impl Correlator {
                 break;
             }
         }
+        let src = LogOrigin::Decode(i);
         for s in confirmed {
-            if let Some(e) = self.store.get_mut(s)
-                && e.trace.outcome == Outcome::Loaded
-                && !e.track.transfer_confirmed
-            {
-                e.track.transfer_confirmed = true;
-                e.trace.evidence.push_str(&format!(
-                    "; decode#{i}'s KV Transfer metrics counted {n} transfers in that window"
-                ));
-            }
+            self.said(s, at, src, FactKind::TransferCounted { n }, at);
         }
         for s in stale {
-            if let Some(e) = self.store.get_mut(s)
-                && e.trace.outcome == Outcome::Loaded
-            {
-                e.trace.confidence = e.trace.confidence.max(Confidence::Likely);
-                e.trace.evidence.push_str("; no KV Transfer metrics window counted a transfer for it");
-            }
+            self.said(s, at, src, FactKind::TransferUncounted, at);
         }
     }
 
@@ -387,20 +306,10 @@ impl Correlator {
         self.with_phase(s, hop_of(src), src, None, t, |p| {
             p.end.get_or_insert(t);
         });
-        let Some((o, ev)) = self.store.get(s).map(|e| (e.trace.outcome, e.trace.evidence.clone())) else {
+        if self.store.get(s).is_some_and(|e| e.facts.abort().is_some()) {
             return;
-        };
-        let before = match o {
-            Outcome::Loaded => format!(", after decode loaded its KV ({ev})"),
-            Outcome::SilentMiss => format!(", after decode recomputed its prompt ({ev})"),
-            _ => String::new(),
-        };
-        let text =
-            format!("the client closed the stream: {src} aborted the request (`Aborted request(s)`){before}");
-        if let Some(e) = self.store.get_mut(s) {
-            e.track.cancelled_at = Some((src, t));
         }
-        self.decide(s, Outcome::Cancelled, Confidence::Sure, text, at);
+        self.said(s, t, src, FactKind::Aborted, at);
     }
 
     /// An error no request can be named for: one synthetic trace per burst.
@@ -409,9 +318,7 @@ impl Correlator {
             && at - when <= 1.0
             && self.store.get(s).is_some()
         {
-            if let Some(e) = self.store.get_mut(s) {
-                e.trace.evidence.push_str(&format!("; {text}"));
-            }
+            self.fail(s, hop_of(src), src, text, t, at);
             self.last_error.insert(src, (s, at));
             return;
         }

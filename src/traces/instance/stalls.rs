@@ -16,7 +16,7 @@ use crate::traces::correlator::Correlator;
 impl Correlator {
     pub(crate) fn on_engine_progress(&mut self, src: LogOrigin, s: &EngineStats, t: f64) {
         // Per engine: a data-parallel API server interleaves `Engine 000`/`001` lines.
-        let stall = self.facts.stalls.entry((src, s.engine)).or_default();
+        let stall = self.logs.stalls.entry((src, s.engine)).or_default();
         let interval = stall.last_stats_at.map(|p| t - p).filter(|d| *d > 0.0);
         stall.last_stats_at = Some(t);
         let idle_but_running = s.running > 0 && s.prompt_tps == 0.0 && s.gen_tps == 0.0;

@@ -10,8 +10,9 @@
 use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::FactKind;
 use crate::traces::ids::{external_of_internal, trace_key};
-use crate::traces::model::{Confidence, Hop, Outcome, RemoteWait};
+use crate::traces::model::{Hop, RemoteWait};
 use crate::traces::store::push_capped;
 
 impl Correlator {
@@ -110,7 +111,7 @@ impl Correlator {
                 .store
                 .get(s)
                 .and_then(|e| e.trace.decode)
-                .and_then(|i| self.facts.last_stamp.get(&LogOrigin::Decode(i)).copied());
+                .and_then(|i| self.logs.last_stamp.get(&LogOrigin::Decode(i)).copied());
             let Some(e) = self.store.get_mut(s) else { continue };
             let Some(w) = e.trace.remote_wait.as_mut() else { continue };
             let seen = w.last_seen - w.since;
@@ -122,10 +123,13 @@ impl Correlator {
                 // Its last line is the log's last news: it was still waiting.
                 let at_end = last_stamp.is_none_or(|l| l - w.last_seen <= 5.0);
                 if force && at_end {
-                    let note = format!(
-                        "still waiting for its KV from the prefill when the log ended (seen waiting {seen:.0} s; stuck after {limit:.0} s)"
+                    e.facts.push_once(
+                        w.last_seen,
+                        LogOrigin::Decode(e.trace.decode.unwrap_or(0)),
+                        FactKind::WaitingAtEnd { secs: seen, limit },
                     );
-                    push_note(&mut e.trace.evidence, &note);
+                    self.settle_by(s, now, force);
+                    continue;
                 }
                 if force {
                     w.watched = false;
@@ -136,40 +140,27 @@ impl Correlator {
             }
             w.stuck_at = Some(w.last_seen);
             w.watched = false;
-            let what = if w.load_begun { "its KV load began (start_load_kv) but it" } else { "it" };
-            let text = format!(
-                "{} stuck on decode: {what} was still waiting for the KV from the prefill {seen:.0} s after the wait began (WAITING_FOR_REMOTE_KVS {} → {}) (threshold {limit:.0} s: --stuck-after; NIXL's prefill frees unread KV after VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s by default)",
-                e.trace.id,
-                hms(w.since),
-                hms(w.last_seen),
-            );
-            let (t, outcome, evidence) = (w.last_seen, e.trace.outcome, e.trace.evidence.clone());
+            let kind = FactKind::Stuck {
+                id: e.trace.id.clone(),
+                secs: seen,
+                begun: w.load_begun,
+                since: w.since,
+                last: w.last_seen,
+                limit,
+            };
+            let t = w.last_seen;
             let src = LogOrigin::Decode(e.trace.decode.unwrap_or(0));
-            self.push_log_event(src, K::RequestStuck, text.clone(), t);
-            // Params named the prefill, but the KV never came: not loaded.
-            if outcome == Outcome::Loaded {
-                let ev = format!("{text} (was Loaded: {evidence})");
-                self.decide(s, Outcome::Unknown, Confidence::Likely, ev, now);
-            } else if let Some(e) = self.store.get_mut(s) {
-                push_note(&mut e.trace.evidence, &text);
+            let text = super::super::reason::Reason::Stuck {
+                id: e.trace.id.clone(),
+                secs: seen,
+                begun: w.load_begun,
+                since: w.since,
+                last: w.last_seen,
+                limit,
             }
+            .to_string();
+            self.push_log_event(src, K::RequestStuck, text, t);
+            self.said(s, t, src, kind, now);
         }
     }
-}
-
-fn push_note(evidence: &mut String, note: &str) {
-    if evidence.contains(note) {
-        return;
-    }
-    if !evidence.is_empty() {
-        evidence.push_str("; ");
-    }
-    evidence.push_str(note);
-}
-
-/// `HH:MM:SS` UTC of a unix time (the log clock of the last wait line).
-fn hms(t: f64) -> String {
-    let s = t.floor() as i64;
-    let d = s.rem_euclid(86400);
-    format!("{:02}:{:02}:{:02}", d / 3600, (d / 60) % 60, d % 60)
 }

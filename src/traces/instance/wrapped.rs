@@ -32,7 +32,7 @@ impl Correlator {
             return self.on_instance(src, line, at, false);
         }
         if let Some(n) = self.notes.read(src, raw, &line) {
-            self.facts.max_log_len.insert(src, n);
+            self.logs.max_log_len.insert(src, n);
         }
         let noise = self.noise.entry(src).or_default().classify(raw, &line);
         let before = self.stats.get(&src).map_or((0, 0), |s| (s.unknown, s.noise));

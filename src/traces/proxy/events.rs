@@ -13,8 +13,9 @@
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{ProxyErrorKind, ProxyEvent, RequestEvent, Stage};
 use crate::traces::correlator::Correlator;
+use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::instance::events::hop_of;
-use crate::traces::model::{Confidence, Hop, Join, Outcome};
+use crate::traces::model::{Confidence, Hop, Outcome};
 
 /// Lines of one proxy failure arrive within this long of each other.
 const ERROR_BURST_S: f64 = 1.0;
@@ -54,9 +55,7 @@ impl Correlator {
                         p.detail = detail.clone();
                         p.end = Some(at);
                     });
-                    if let Some(e) = self.store.get_mut(s) {
-                        e.trace.evidence.push_str(&format!("; the proxy answered {detail}"));
-                    }
+                    self.said(s, at, LogOrigin::Proxy, FactKind::ProxyAnswered { status: a.status }, at);
                 } else if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
@@ -104,30 +103,17 @@ impl Correlator {
             }
         };
         self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
-        let mut due = None;
         let mut prefilled = false;
         if let Some(e) = self.store.get_mut(s) {
             e.track.proxy_seen = true;
             prefilled = e.trace.prefill.is_some();
-            due = e.track.miss_due.zip(e.trace.decode);
         }
         if prefilled && !self.flow.proxied && !self.flow.bypass {
             self.flow.proxied = true;
             self.settle_orphans(at);
         }
-        // Decided before its proxy line came: the flow now vouches for its prefill.
-        if self.prefill_guaranteed(s)
-            && let Some(e) = self.store.get_mut(s)
-            && e.trace.join == Join::ByOrder
-            && e.trace.outcome != Outcome::Pending
-            && e.trace.confidence == Confidence::Unsure
-        {
-            e.trace.confidence = Confidence::Likely;
-        }
-        if let Some((busy, di)) = due {
-            let waited = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
-            self.miss_now(di, s, busy, at, waited);
-        }
+        // The flow may now vouch for its prefill.
+        self.settle(s, at);
     }
 
     /// One line of a proxy failure; the lines of one failure make one trace.
@@ -212,20 +198,8 @@ impl Correlator {
             self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
         match recent {
             Some((s, _)) => {
-                let blamed = self.store.get(s).and_then(|e| e.trace.error_at);
-                if hop != Hop::Proxy && blamed == Some(Hop::Proxy) {
-                    // The later line says where it failed: blame that hop.
-                    let before = self.store.get(s).map(|e| e.trace.evidence.clone()).unwrap_or_default();
-                    if let Some(e) = self.store.get_mut(s) {
-                        e.trace.outcome = Outcome::Pending;
-                    }
-                    self.fail(s, hop, LogOrigin::Proxy, what, at, at);
-                    if let Some(e) = self.store.get_mut(s) {
-                        e.trace.evidence.push_str(&format!("; {before}"));
-                    }
-                } else if let Some(e) = self.store.get_mut(s) {
-                    e.trace.evidence.push_str(&format!("; {what}"));
-                }
+                // The lines of one failure: a later one may name the hop.
+                self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
             }
             None => {
@@ -320,10 +294,11 @@ impl Correlator {
                 _ => LogOrigin::Proxy,
             };
             let text = if hop_of(src) == hop { format!("proxy reports {text}") } else { text };
-            self.fail(s, hop, src, text, t, at);
-            if let Some(e) = self.store.get_mut(s) {
-                e.trace.confidence = Confidence::Sure;
-            }
+            // The JSON line names the request: sure, however it was joined.
+            let by_proxy = src == LogOrigin::Proxy && hop != Hop::Proxy;
+            let x =
+                Failure { hop, what: text, confidence: Confidence::Sure, generate_failed: false, by_proxy };
+            self.fail_with(s, src, x, t, at);
         }
     }
 }

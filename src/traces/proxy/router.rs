@@ -161,7 +161,7 @@ mod tests {
         let p = t.phase(Hop::Proxy).expect("proxy hop");
         assert_eq!(p.start, 1_768_444_216.0, "{p:?}");
         assert_eq!(t.outcome, Outcome::Error, "{t:?}");
-        let err = t.evidence.as_str();
+        let err = t.evidence();
         assert!(err.contains("decode server returned error status") && err.contains("500"), "{err}");
         assert!(c.get("cmpl-Ed4lG6IlaUQRpaugWzpnIB6a").is_none());
     }
@@ -185,7 +185,7 @@ mod tests {
         let t = c.get(fwd).expect("filed under the forwarded id");
         assert_eq!(t.outcome, Outcome::Error, "{t:?}");
         assert_eq!(t.error_at, Some(Hop::Producer), "{t:?}");
-        assert!(t.evidence.contains("prefill server returned error status"), "{}", t.evidence);
-        assert!(!t.evidence.contains("500"), "no status was printed: {}", t.evidence);
+        assert!(t.evidence().contains("prefill server returned error status"), "{}", t.evidence());
+        assert!(!t.evidence().contains("500"), "no status was printed: {}", t.evidence());
     }
 }

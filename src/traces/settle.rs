@@ -1,0 +1,124 @@
+//! Where a verdict is written: each part adds its facts to a trace and
+//! asks for it to be settled; `settle` gathers what is known around the
+//! request, hands both to `decide`, and writes what comes back. Nothing
+//! else sets an outcome.
+
+use super::correlator::{Correlator, Style};
+use super::decide::{Ctx, Verdict, decide};
+use super::ids::{base_id, invented};
+use super::model::Outcome;
+use super::reason::Reason;
+use super::store::{Entry, push_capped};
+use crate::feed::LogOrigin;
+
+/// Most misses kept for `drain_new_misses` between two calls.
+const MAX_NEW_MISSES: usize = 1024;
+/// Copies named in a reason at most.
+const COPIES_NAMED: usize = 3;
+
+/// A verdict reached only because a deadline passed with one side missing:
+/// a late partner reopens it.
+pub(crate) fn deadline_only(reasons: &[Reason]) -> bool {
+    matches!(
+        reasons.first(),
+        Some(
+            Reason::PrefillOnly { .. }
+                | Reason::ProxyOnly
+                | Reason::NamedOnly { .. }
+                | Reason::ExpiredAlone { .. }
+                | Reason::Notify { .. }
+        )
+    )
+}
+
+impl Correlator {
+    /// Decides trace `s` again from its facts, at read time `now`.
+    pub(super) fn settle(&mut self, s: u64, now: f64) {
+        self.settle_by(s, now, false);
+    }
+
+    /// `settle`; `force`: every deadline has passed (the end of a check).
+    pub(super) fn settle_by(&mut self, s: u64, now: f64, force: bool) {
+        let Some(e) = self.store.get(s) else { return };
+        let cx = self.context(e, now, force);
+        let v = decide(e, &cx);
+        let orphan = cx.direct && !cx.bypass && matches!(v.reasons.first(), Some(Reason::NoSharedIds { .. }));
+        self.write(s, v, now);
+        if orphan {
+            // The flow is not known yet: look again once it is.
+            self.flow.orphan(s);
+        }
+    }
+
+    /// The one writer of a trace's verdict.
+    fn write(&mut self, s: u64, v: Verdict, now: f64) {
+        if v.outcome == Outcome::Pending {
+            self.mark_open(s);
+        }
+        let Some(e) = self.store.get(s) else { return };
+        let t = &e.trace;
+        let error_at = v.error_at.filter(|_| v.outcome == Outcome::Error);
+        if t.outcome == v.outcome
+            && t.confidence == v.confidence
+            && t.reasons == v.reasons
+            && t.error_at == error_at
+        {
+            return;
+        }
+        let Some(e) = self.store.get_mut(s) else { return };
+        let t = &mut e.trace;
+        let was = t.outcome;
+        t.outcome = v.outcome;
+        t.confidence = v.confidence;
+        t.error_at = error_at;
+        t.reasons = v.reasons;
+        t.decided_at = match v.outcome {
+            Outcome::Pending => None,
+            _ if was == Outcome::Pending || t.decided_at.is_none() => Some(now),
+            _ => t.decided_at,
+        };
+        if v.outcome == Outcome::SilentMiss && was != Outcome::SilentMiss {
+            push_capped(&mut self.new_misses, t.id.clone(), MAX_NEW_MISSES);
+        }
+    }
+
+    /// What is known around trace `e`'s request.
+    fn context(&self, e: &Entry, now: f64, force: bool) -> Ctx<'_> {
+        let (t, tk) = (&e.trace, &e.track);
+        let decode = t.decode;
+        let style = decode.map_or(Style::Unknown, |i| self.style(i));
+        let connector = decode.map_or_else(|| "its connector".to_string(), |i| self.connector_name(i));
+        let invented = invented(base_id(&t.id));
+        // A prefill copy no decode took, sent about when this request came:
+        // without a shared id it may be this one's.
+        let waiting_copies = match (t.prefill, decode, tk.decode_at) {
+            (None, Some(_), Some(dat)) if invented => {
+                let t_dec = tk.decode_event_t.unwrap_or(dat);
+                self.joiner
+                    .waiting(&self.store, t_dec, self.opts.order_window_s)
+                    .into_iter()
+                    .take(COPIES_NAMED)
+                    .filter_map(|w| self.store.get(w).map(|x| x.trace.id.clone()))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        Ctx {
+            now,
+            force,
+            opts: &self.opts,
+            style,
+            connector,
+            guaranteed: self.flow.established() && tk.proxy_seen && t.prefill.is_some(),
+            proxy_read: self.proxy_read(),
+            prefill_read: self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_))),
+            decode_read: self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_))),
+            bypass: self.flow.bypass,
+            flow_established: self.flow.established(),
+            id_known: !invented || self.joiner.ids_shared,
+            ids_shared: self.joiner.ids_shared,
+            waiting_copies,
+            direct: !tk.proxy_seen && self.proxy_read(),
+        }
+    }
+}

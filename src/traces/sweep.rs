@@ -1,0 +1,103 @@
+//! What the passing of time allows (`on_tick`, `finish`): hits overdue on
+//! each decode's queue become facts, and every open trace is settled again
+//! with the clock moved on.
+
+use super::connector::decode_log::Early;
+use super::connector::hits::Waiting;
+use super::correlator::{Correlator, Style};
+use super::evidence::FactKind;
+use super::model::Outcome;
+use super::store::push_capped;
+use crate::feed::LogOrigin;
+
+impl Correlator {
+    pub(super) fn sweep(&mut self, now: f64, force: bool) {
+        let mut decodes: Vec<usize> = self.decodes.keys().copied().collect();
+        decodes.sort_unstable();
+        for i in decodes {
+            let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
+            let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            let quick = if busy { settle } else { self.hit_wait(i) };
+            if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
+                && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
+            {
+                // A connector that prints no `Inject` line: the step ends with time.
+                q.end_step(busy);
+            }
+            let gone = self
+                .decodes
+                .get_mut(&i)
+                .map(|d| &mut d.hits)
+                .map(|q| q.expire(now, settle, quick, force))
+                .unwrap_or_default();
+            for w in gone {
+                let waited = if w.quiet && !busy { quick } else { settle };
+                self.no_hit(i, w, now, busy, false, waited);
+            }
+            self.confirm_early(i, now, force);
+        }
+        self.joiner.prune(&self.store, now);
+        let store = &self.store;
+        // An error or a cancel is final: no later death changes it.
+        self.inflight.prune(|s| {
+            store.get(s).is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled))
+        });
+        if self.proxy_read() {
+            let store = &self.store;
+            self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
+        }
+        let open = std::mem::take(&mut self.open);
+        for s in open {
+            if let Some(e) = self.store.get_mut(s) {
+                e.track.in_open = false;
+            }
+            if self.store.outcome(s) == Some(Outcome::Pending) {
+                // Settling a pending trace lists it again while it stays so.
+                self.settle_by(s, now, force);
+            }
+        }
+        self.judge_waits(now, force);
+    }
+
+    /// How long decode#`i`'s requests wait for their hit (`HitQueue::wait`).
+    pub(super) fn hit_wait(&self, i: usize) -> f64 {
+        let (settle, read) = (self.opts.settle_s, self.opts.read_every_s);
+        self.decodes.get(&i).map_or(settle, |d| d.hits.wait(settle, read))
+    }
+
+    /// A queued request's hit never came (`capped`: pushed out of a full
+    /// queue); `waited_s`: how long its hit was waited for.
+    pub(super) fn no_hit(&mut self, i: usize, w: Waiting, now: f64, busy: bool, capped: bool, waited_s: f64) {
+        let src = LogOrigin::Decode(i);
+        let Some(e) = self.store.get_mut(w.serial) else {
+            return;
+        };
+        e.track.in_hit_queue = false;
+        if capped {
+            self.said(w.serial, now, src, FactKind::HitQueueFull { decode: i }, now);
+            return;
+        }
+        if !w.rivals.is_empty() {
+            self.shared_step_unknown(i, w, now);
+            return;
+        }
+        let (serial, added_at) = (w.serial, w.added_at);
+        let kind = FactKind::NoHit { decode: i, waited: waited_s, busy, added_at };
+        self.said(serial, now, src, kind, now);
+        // Called before `settle_s`: likely, until the rest of it passes.
+        let early = !busy && self.style(i) == Style::Hits && waited_s < self.opts.settle_s;
+        if early && self.store.outcome(serial) == Some(Outcome::SilentMiss) {
+            let d = self.decodes.entry(i).or_default();
+            push_capped(&mut d.early, Early { serial, added_at }, self.opts.max_pending);
+        }
+    }
+
+    /// The flow just became known: requests left unknown for want of it
+    /// are decided again.
+    pub(super) fn settle_orphans(&mut self, now: f64) {
+        let orphans: Vec<u64> = self.flow.orphans.drain(..).collect();
+        for s in orphans {
+            self.settle(s, now);
+        }
+    }
+}
