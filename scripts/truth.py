@@ -104,8 +104,12 @@ def main():
         if want_p and t:
             ids = {strip_engine(v["id"]) for v in t.get("vllm_ids", [])}
             prefill_ids = {i for i in ids if response_id(i) != r.get("resp_id")}
+            # Joined among several copies of one length: any of them is its pairing.
+            among = {strip_engine(i) for i in t.get("other_copies", [])}
             if strip_engine(want_p) in prefill_ids:
                 pairing["right"] += 1
+            elif strip_engine(want_p) in among:
+                pairing["among"] += 1
             elif prefill_ids:
                 pairing["wrong"] += 1
                 wrong.append(f"{r['id']}: paired with another prefill")
@@ -119,7 +123,8 @@ def main():
     if spare:
         print(f"  traces of no request in the truth: {Counter(t['outcome'] for t in spare)}")
     if pairing:
-        print(f"  prefill pairing: right {pairing['right']}, unpaired {pairing['unpaired']}, wrong {pairing['wrong']}")
+        among = f", among equal-length copies {pairing['among']}" if pairing["among"] else ""
+        print(f"  prefill pairing: right {pairing['right']}{among}, unpaired {pairing['unpaired']}, wrong {pairing['wrong']}")
     print(f"  pdtop requests: {report['requests']}")
     for w in wrong:
         print("  ", w)

@@ -29,6 +29,10 @@ pub struct TraceReport {
     /// `proxy`, `prefill`, `connector` or `decode` for an error.
     pub error_at: Option<&'static str>,
     pub evidence: String,
+    /// Joined by prompt length among several prefill copies of that
+    /// length, each giving the verdict: the others (its own is in `vllm_ids`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_copies: Vec<String>,
     /// Seconds its decode was still seen waiting for remote KV when it was
     /// judged stuck (null: not stuck).
     pub stuck_s: Option<f64>,
@@ -83,6 +87,14 @@ impl TraceReport {
             }),
             error_at,
             evidence: t.evidence(),
+            other_copies: t
+                .reasons
+                .iter()
+                .find_map(|r| match r {
+                    crate::traces::Reason::PairedAmong { copies, .. } => Some(copies.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default(),
             stuck_s: t.remote_wait.as_ref().and_then(|w| w.stuck_secs()),
             timings: crate::report::spans::TimingsReport::of_with(state, &cx.base, t),
             kv_bytes: crate::report::kv::kv_bytes_for(&cx.ledger, &t.id),

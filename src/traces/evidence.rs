@@ -5,7 +5,8 @@
 //! place a verdict is reached. Words are made from the verdict's reasons
 //! at the edge (`reason.rs`), never read back.
 
-use super::model::{Confidence, Hop};
+use super::outcome::{Confidence, Hop};
+pub(crate) use super::reason::Group;
 use crate::feed::LogOrigin;
 
 /// One thing a source said about a request.
@@ -169,15 +170,6 @@ pub(crate) enum FactKind {
     ProxyAnswered {
         status: u16,
     },
-}
-
-/// The members of a settled shared step, as its words name them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Group {
-    /// Each member's id and prompt length.
-    pub members: Vec<(String, Option<u32>)>,
-    /// The tokens each hit injected.
-    pub hits: Vec<Option<u32>>,
 }
 
 /// A request's facts, in the order they were read.

@@ -98,13 +98,12 @@ impl Joiner {
     /// `win` before `t` (or a second after), taken or not by `partner`'s
     /// rules: while one exists, a decode request without a shared id is
     /// never surely unprefilled.
-    pub fn waiting(&self, store: &Store, t: f64, win: f64) -> Option<u64> {
-        self.unpaired.iter().copied().find(|s| {
-            store.get(*s).is_some_and(|e| {
-                let start = e.trace.phase(Hop::Producer).map(|p| p.start);
-                self.awaits_decode(e) && start.is_some_and(|st| st >= t - win && st <= t + 1.0)
-            })
-        })
+    pub fn waiting(&self, store: &Store, t: f64, win: f64) -> Vec<u64> {
+        self.unpaired
+            .iter()
+            .copied()
+            .filter(|s| store.get(*s).is_some_and(|e| self.awaits_decode(e) && in_window(e, t, win)))
+            .collect()
     }
 
     pub fn next_seq(&mut self) -> u64 {
@@ -122,17 +121,20 @@ impl Joiner {
             let usable = store.get(s).and_then(|e| {
                 let fresh = self.awaits_decode(e);
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
-                fresh.then_some((start, self.order_candidate(e, start)))
+                let answered = e.track.prefill_done.is_some();
+                fresh.then_some((start, answered, in_window(e, t, win), self.order_candidate(e, start)))
             });
             match usable {
-                Some((start, true)) if start >= t - win && start <= t + 1.0 => {
+                Some((_, _, true, true)) => {
                     self.unpaired.remove(k);
                     self.ids_shared = false;
                     return Some(s);
                 }
-                Some((start, false)) if start >= t - win && start <= t + 1.0 => k += 1,
+                Some((_, _, true, false)) => k += 1,
+                // Still queued on the prefill: its decode request comes later.
+                Some((start, false, false, _)) if start < t - win => k += 1,
                 // Too old (or taken): it will never pair now.
-                Some((start, _)) if start < t - win => {
+                Some((start, true, false, _)) if start < t - win => {
                     self.unpaired.remove(k);
                 }
                 Some(_) => return None,
@@ -170,4 +172,16 @@ impl Joiner {
     pub fn queued(&self) -> usize {
         self.unpaired.len() + self.access_wait.values().map(VecDeque::len).sum::<usize>()
     }
+}
+
+/// Whether prefill copy `e` could be the copy of a decode request that
+/// arrived at `t`: it started within `win` before (or a second after:
+/// stamps are whole seconds), or it answered within `win` before, since a
+/// proxy sends the decode request once the copy answers and a busy prefill
+/// may queue a copy for longer than the window.
+fn in_window(e: &Entry, t: f64, win: f64) -> bool {
+    let start = e.trace.phase(Hop::Producer).map(|p| p.start);
+    let started = start.is_some_and(|st| st >= t - win && st <= t + 1.0);
+    let answered = e.track.prefill_done.is_some_and(|d| d >= t - win && d <= t + 1.0);
+    started || (answered && start.is_some_and(|st| st <= t + 1.0))
 }

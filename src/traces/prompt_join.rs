@@ -54,7 +54,16 @@ impl Correlator {
         if let LogOrigin::Decode(i) = src {
             self.resolve_groups_of(i, s, at);
         }
+        // The decode requests and copies of this length around it.
+        let t = self.store.get(s).map(|e| match src {
+            LogOrigin::Decode(_) => e.track.decode_event_t.unwrap_or(e.trace.first_seen),
+            _ => e.trace.phase(Hop::Producer).map_or(e.trace.first_seen, |p| p.start),
+        });
+        if let Some(t) = t {
+            self.join_by_length(n, t, at);
+        }
         // Both sides' lengths may now settle (or overturn) an order join.
+        let Some(s) = self.find(id) else { return };
         self.rejoin_by_tokens(s, at);
         // A prefill's length, once known, may also free the order joins
         // around it that it kept from being exact.
@@ -192,7 +201,7 @@ impl Correlator {
     }
 
     /// Exchanges the prefill sides of `a` and `b`.
-    fn swap_prefills(&mut self, a: u64, b: u64) {
+    pub(super) fn swap_prefills(&mut self, a: u64, b: u64) {
         let (pa, pb) = (self.take_prefill(a), self.take_prefill(b));
         self.put_prefill(a, pb);
         self.put_prefill(b, pa);
@@ -298,8 +307,10 @@ mod tests {
         assert_eq!(c.decode_of(p1), Some(1));
     }
 
+    /// Two copies of one length: either could be the decode's. The join
+    /// is by length among them (the verdict holds for each), never exact.
     #[test]
-    fn equal_lengths_stay_an_order_join() {
+    fn equal_lengths_name_every_copy_and_stay_unsure_of_which() {
         let mut c = Correlator::new(CorrelatorOptions::default());
         let at = 1_796_162_765.0;
         let (p1, p2) = ("cmpl-a6bd3e434eae2d58-0", "cmpl-ae550443b883b66e-0");
@@ -313,7 +324,16 @@ mod tests {
         }
         c.on_prompt_tokens(LogOrigin::Decode(0), d1, 500, at + 2.0);
         // Two prefills of 500 tokens in the window: either could be its.
-        assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
+        let t = c.get("cmpl-b182411064cd37e2").unwrap();
+        assert_eq!(t.join, Join::ByPromptTokens, "{t:?}");
+        c.finish(at + 20.0);
+        let t = c.get("cmpl-b182411064cd37e2").unwrap();
+        assert!(
+            t.evidence().contains("one of 2 copies of 500 tokens, each giving this verdict"),
+            "{}",
+            t.evidence()
+        );
+        assert_ne!(t.confidence, crate::traces::Confidence::Sure, "{t:?}");
     }
 
     /// A rival prefill copy whose length no source gave (its span dropped)

@@ -53,6 +53,8 @@ pub(crate) struct Entry {
     pub track: Track,
     /// What the sources said of it: what `decide` reads.
     pub facts: super::evidence::Facts,
+    /// Merged into another trace (`length_join.rs`): gone for every lookup.
+    pub retired: bool,
 }
 
 /// The last counts and what they were counted at; a lock, not a `Cell`, so
@@ -120,7 +122,7 @@ impl Store {
             let want = (self.entries.len() * 2).max(16).min(self.cap + 1);
             self.entries.reserve_exact(want.saturating_sub(self.entries.len()));
         }
-        self.entries.push_back(Entry { trace, track, facts: Default::default() });
+        self.entries.push_back(Entry { trace, track, facts: Default::default(), retired: false });
         // A trace this far back has (almost always) stopped changing: give
         // back what its strings and vectors grew beyond their contents. One
         // that still changes just grows again.
@@ -173,14 +175,26 @@ impl Store {
 
     pub fn get(&self, serial: u64) -> Option<&Entry> {
         let i = serial.checked_sub(self.first)?;
-        self.entries.get(usize::try_from(i).ok()?)
+        self.entries.get(usize::try_from(i).ok()?).filter(|e| !e.retired)
     }
 
     pub fn get_mut(&mut self, serial: u64) -> Option<&mut Entry> {
         let i = serial.checked_sub(self.first)?;
-        let e = self.entries.get_mut(usize::try_from(i).ok()?)?;
+        let e = self.entries.get_mut(usize::try_from(i).ok()?).filter(|e| !e.retired)?;
         self.rev += 1;
         Some(e)
+    }
+
+    /// Takes a trace out of every lookup and count: what it held was moved
+    /// to another (its sides were joined there).
+    pub fn retire(&mut self, serial: u64) {
+        let Some(i) = serial.checked_sub(self.first).and_then(|i| usize::try_from(i).ok()) else { return };
+        let Some(e) = self.entries.get(i).filter(|e| !e.retired).cloned() else { return };
+        self.unindex(&e, serial);
+        if let Some(e) = self.entries.get_mut(i) {
+            e.retired = true;
+            self.rev += 1;
+        }
     }
 
     pub fn latest(&self, base: &str) -> Option<u64> {
@@ -201,7 +215,7 @@ impl Store {
     }
 
     pub fn traces(&self) -> impl DoubleEndedIterator<Item = &Trace> {
-        self.entries.iter().map(|e| &e.trace)
+        self.entries.iter().filter(|e| !e.retired).map(|e| &e.trace)
     }
 
     pub fn index_entries(&self) -> usize {

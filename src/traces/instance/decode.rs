@@ -82,7 +82,6 @@ impl Correlator {
             None => "request received".to_string(),
         };
         self.with_phase(s, Hop::Consumer, src, a.process.clone(), a.t, |p| p.detail = detail);
-        let mut prefill = None;
         if let Some(e) = self.store.get_mut(s) {
             e.trace.decode = Some(i);
             e.trace.engine_ids.push((src, a.id.to_string()));
@@ -95,7 +94,6 @@ impl Correlator {
             e.track.decode_event_t = Some(a.t);
             e.track.decode_has_params = params.is_some();
             e.trace.remote_num_tokens = params.and_then(|p| p.remote_num_tokens);
-            prefill = e.trace.prefill;
         }
         if params.is_some() {
             self.decodes.entry(i).or_default().params_seen = true;
@@ -107,10 +105,9 @@ impl Correlator {
         }
         match params {
             Some(p) => self.loaded_by_params(i, s, p, a.t, a.at),
-            None if prefill.is_some() && self.style(i) == Style::Params => {
-                self.said(s, a.t, src, FactKind::NoParams, a.at);
-            }
-            None => self.settle(s, a.at),
+            // A fact whatever the connector: it means a miss only for one
+            // that pulls, and only once a prefill is joined.
+            None => self.said(s, a.t, src, FactKind::NoParams, a.at),
         }
         s
     }

@@ -1,0 +1,149 @@
+//! The decider: one request's facts and what is known around it in, its
+//! verdict, confidence and reasons out. Pure: no state is written here and
+//! nothing is read but its arguments; `settle.rs` is the only caller and
+//! the only writer of outcomes.
+//!
+//! The rules, in the order they are tried:
+//! 1. failures and the client's abort: an error at the failing hop, or a
+//!    cancel, ordered by the lines' own stamps (`abort.rs`);
+//! 2. what the decode did with the KV: a load by `kv_transfer_params`, an
+//!    attributed `External Cache Hit`, a settled shared step, a P2pNccl
+//!    tensor, an LMCache lookup; or none: a pull connector given no params
+//!    after a prefill, no hit after the wait, the prefill's KV expiring
+//!    unread;
+//! 3. what time allows: a request with only one side after its window.
+//!
+//! A verdict on a request joined by arrival order alone is never sure, and
+//! never a miss unless the proxy's flow vouches that it was prefilled.
+
+mod faults;
+mod pair;
+mod time;
+
+use super::correlator::Style;
+use super::evidence::FactKind as F;
+use super::model::{Confidence, CorrelatorOptions, Hop, Join, Outcome};
+use super::reason::{Finished, Reason as R};
+use super::store::Entry;
+
+/// What is known around a request, as `settle.rs` finds it.
+#[derive(Debug, Clone)]
+pub(crate) struct Ctx<'a> {
+    /// The read-time clock.
+    pub now: f64,
+    /// The end of a check: every deadline has passed.
+    pub force: bool,
+    pub opts: &'a CorrelatorOptions,
+    /// How the decode's connector shows a load.
+    pub style: Style,
+    pub connector: String,
+    /// The proxy's flow proves its prefill (it came through a proxy that
+    /// prefills everything it forwards).
+    pub guaranteed: bool,
+    pub proxy_read: bool,
+    pub prefill_read: bool,
+    pub decode_read: bool,
+    /// Prefill copies reach the prefill without the proxy.
+    pub bypass: bool,
+    pub flow_established: bool,
+    /// The decode's id was forwarded (not invented by the instance), or ids
+    /// are shared now: an id on decode alone had no prefill.
+    pub id_known: bool,
+    pub ids_shared: bool,
+    /// Prefill copies sent about when this decode request came, paired with
+    /// no decode request, that could be its (no shared id).
+    pub waiting_copies: Vec<String>,
+    /// Came straight to the decode while the proxy's log is read.
+    pub direct: bool,
+}
+
+/// A request's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Verdict {
+    pub outcome: Outcome,
+    pub confidence: Confidence,
+    pub error_at: Option<Hop>,
+    pub reasons: Vec<R>,
+}
+
+impl Verdict {
+    pub(super) fn new(outcome: Outcome, confidence: Confidence, reasons: Vec<R>) -> Verdict {
+        Verdict { outcome, confidence, error_at: None, reasons }
+    }
+
+    pub(super) fn pending() -> Verdict {
+        Verdict::new(Outcome::Pending, Confidence::Sure, Vec::new())
+    }
+
+    pub(super) fn with(mut self, r: R) -> Verdict {
+        self.reasons.push(r);
+        self
+    }
+}
+
+/// The verdict on one request.
+pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
+    let base = capped(e, cx, pair::pair(e, cx));
+    let mut v = faults::faults(e, cx, base);
+    // A stuck wait is said whatever became of the request.
+    for f in e.facts.iter() {
+        match &f.kind {
+            F::Stuck { id, secs, begun, since, last, limit } if v.outcome != Outcome::Unknown => {
+                v.reasons.push(R::Stuck {
+                    id: id.clone(),
+                    secs: *secs,
+                    begun: *begun,
+                    since: *since,
+                    last: *last,
+                    limit: *limit,
+                });
+            }
+            F::WaitingAtEnd { secs, limit } => v.reasons.push(R::WaitingAtEnd { secs: *secs, limit: *limit }),
+            F::NotifyFailed { text }
+                if !v.reasons.iter().any(|r| matches!(r, R::Notify { .. } | R::NotifyExplains { .. })) =>
+            {
+                v.reasons.push(R::Notify { src: f.src, text: text.clone() });
+                if e.facts.has(|k| *k == F::KvExpiredUnread) && v.outcome != Outcome::Error {
+                    let src = e
+                        .facts
+                        .last(|k| (*k == F::KvExpiredUnread).then_some(()))
+                        .map_or(f.src, |(x, _)| x.src);
+                    v.reasons.push(R::ExpiredAsNotified { src });
+                }
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+/// An order join caps the verdict: never sure, and a miss only where the
+/// proxy's flow vouches for the prefill.
+fn capped(e: &Entry, cx: &Ctx, mut v: Verdict) -> Verdict {
+    match e.trace.join {
+        Join::ByOrder if v.outcome == Outcome::SilentMiss && !cx.guaranteed => {
+            v = Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::OrderOnly(v.reasons)]);
+        }
+        Join::ByOrder if matches!(v.outcome, Outcome::Pending | Outcome::Error | Outcome::Cancelled) => {}
+        Join::ByOrder if cx.guaranteed => v.confidence = v.confidence.max(Confidence::Likely),
+        Join::ByOrder => v.confidence = Confidence::Unsure,
+        // One of several copies of that length: the verdict holds for each,
+        // the pairing is not known.
+        Join::ByPromptTokens
+            if !e.track.same_length_copies.is_empty()
+                && !matches!(v.outcome, Outcome::Pending | Outcome::Error | Outcome::Cancelled) =>
+        {
+            v.confidence = v.confidence.max(Confidence::Likely);
+        }
+        Join::ByPromptTokens | Join::ById => {}
+    }
+    if v.outcome != Outcome::Pending {
+        v.reasons.extend(pair::join_note(e));
+    }
+    v
+}
+
+/// The prefill's answer time against `t`.
+pub(super) fn finished(e: &Entry, t: f64) -> Finished {
+    Finished::of(e.track.prefill_done, t)
+}

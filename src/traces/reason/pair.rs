@@ -1,0 +1,148 @@
+//! The words for what the pair did: loads, misses, how the sides were joined.
+
+use std::fmt;
+
+use super::*;
+
+/// Whether the reason is one of this file's.
+pub(super) fn owns(r: &Reason) -> bool {
+    use Reason as R;
+    matches!(
+        r,
+        R::ParamsLoaded { .. }
+            | R::ParamsUnseenPrefill { .. }
+            | R::HitLoaded { .. }
+            | R::TensorReceived { .. }
+            | R::Lmcache { .. }
+            | R::GroupLoaded { .. }
+            | R::TransferCounted { .. }
+            | R::TransferUncounted
+            | R::NoParams { .. }
+            | R::NoHit { .. }
+            | R::NeverPulled { .. }
+            | R::ExpiredAfterDecode { .. }
+            | R::ExpiryConfirms { .. }
+            | R::GroupMiss { .. }
+            | R::Recomputed { .. }
+            | R::PairedByTokens { .. }
+            | R::PairedAmong { .. }
+            | R::RepairedCopy { .. }
+            | R::DiedBeforePull { .. }
+    )
+}
+
+pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    use Reason as R;
+    match r {
+        R::ParamsLoaded { prefill, remote, tokens, blocks, finished } => write!(
+            f,
+            "kv_transfer_params from prefill#{prefill}: {} tokens in {} blocks ({remote}){finished}",
+            opt(*tokens),
+            opt(*blocks)
+        ),
+        R::ParamsUnseenPrefill { remote, tokens } => write!(
+            f,
+            "kv_transfer_params name prefill request {remote} ({} tokens), which no prefill log showed",
+            opt(*tokens)
+        ),
+        R::HitLoaded { inject, prefill, finished, how } => {
+            match inject {
+                Some(n) => write!(f, "Inject {n} tokens")?,
+                None => f.write_str("External Cache Hit")?,
+            }
+            if let Some(pi) = prefill {
+                write!(f, " after prefill on prefill#{pi} finished{finished}")?;
+            }
+            match how {
+                HitHow::PairedByOrder => f.write_str(" (prefill paired by arrival order only)"),
+                HitHow::Contested => f.write_str(" (attributed by arrival order among concurrent requests)"),
+                HitHow::Alone => Ok(()),
+            }
+        }
+        R::TensorReceived { decode, peer, tensor } => {
+            write!(f, "P2pNccl on decode#{decode} received its KV tensor from {peer} ({tensor})")
+        }
+        R::Lmcache { decode, hit, total, id, assumed_prefill } => {
+            let src = LogOrigin::Decode(*decode);
+            if *hit > 0.0 {
+                write!(f, "LMCache on {src}: hit {hit} of {total} tokens (`Reqid: {id}`)")?;
+            } else {
+                write!(f, "LMCache on {src}: hit tokens 0 of {total}, prompt recomputed (`Reqid: {id}`)")?;
+            }
+            if *assumed_prefill {
+                f.write_str("; no prefill log: prefilled is assumed from the decode role")?;
+            }
+            Ok(())
+        }
+        R::GroupLoaded { decode, inject, group } => {
+            write!(f, "Inject {} tokens fits its own prompt: {}", opt(*inject), together(*decode, group))
+        }
+        R::TransferCounted { decode, n } => {
+            write!(f, "decode#{decode}'s KV Transfer metrics counted {n} transfers in that window")
+        }
+        R::TransferUncounted => f.write_str("no KV Transfer metrics window counted a transfer for it"),
+        R::NoParams { prefill, connector } => write!(
+            f,
+            "decode got no kv_transfer_params although prefill#{prefill} ran it: {connector} cannot pull without them"
+        ),
+        R::NoHit { prefill, finished, waited, busy, early } => {
+            write!(
+                f,
+                "prefill on prefill#{prefill} finished{finished}, decode computed the prompt itself: no External Cache Hit within {} of its Added line",
+                wait_words(*waited)
+            )?;
+            if *busy {
+                f.write_str(" (decode was queueing requests)")?;
+            }
+            match early {
+                    Some(Early::Due) => f.write_str(
+                        " (no other request was being added, so it was due; sure if none comes within 1.5 s)",
+                    ),
+                    Some(Early::Contested) => f.write_str(
+                        " (a younger request took a hit before 1.5 s passed: FIFO gave it to that one, but it may have been this one's, scheduled late)",
+                    ),
+                    None => Ok(()),
+                }
+        }
+        R::NeverPulled { remote } => {
+            f.write_str("decode got kv_transfer_params")?;
+            if let Some(r) = remote {
+                write!(f, " ({r})")?;
+            }
+            f.write_str(
+                    " but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt",
+                )
+        }
+        R::ExpiredAfterDecode { decode, src } => write!(
+            f,
+            "decode#{decode} ran it, but {src} released its KV unread (lease expired): decode recomputed the prompt"
+        ),
+        R::ExpiryConfirms { src } => write!(f, "confirmed: {src} released its KV unread (lease expired)"),
+        R::GroupMiss { decode, own, group } => {
+            let own = own.map_or("its".into(), |n| format!("its {n}-token"));
+            write!(
+                f,
+                "prefill ran, decode recomputed {own} prompt: no injected size fits it ({})",
+                together(*decode, group)
+            )
+        }
+        R::Recomputed { src, n } => write!(
+            f,
+            "{src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled): the transferred KV was not used"
+        ),
+        R::PairedByTokens { n } => write!(f, "(prefill paired by prompt length: {n} tokens)"),
+        R::PairedAmong { n, copies } => write!(
+            f,
+            "(prefill paired by prompt length: one of {} copies of {n} tokens, each giving this verdict; {}: {})",
+            copies.len() + 1,
+            if copies.len() == 1 { "the other" } else { "the others" },
+            copies.join(", ")
+        ),
+        R::RepairedCopy { id } => write!(f, "its prefill copy is {id} (re-paired by prompt length)"),
+        R::DiedBeforePull { instance, src } => write!(
+            f,
+            "{instance} died with it open before it pulled its KV: {src} released that KV unread (lease expired), so it neither loaded nor finished"
+        ),
+        _ => Ok(()),
+    }
+}
