@@ -719,11 +719,14 @@ fn a_prefill_error_the_proxy_hid_is_one_request() {
     assert_eq!((n.error, n.silent_miss, n.no_prefill), (1, 3, 8), "{n:?}");
 }
 
-/// A death cascade: decode's engine dies, its transfer peer's 54 ms later.
-/// Both lines are demo-proxy-qwen3's real decode death (vLLM 0.26.0,
+/// A death cascade: decode's engine dies, its transfer peer's 54 ms later,
+/// both stamped in the same second: one event, and no order claimed (the
+/// logs stamp whole seconds; which was read first says nothing). Both
+/// lines are demo-proxy-qwen3's real decode death (vLLM 0.26.0,
 /// `vllm-decode.log` line 368); the second is spliced into the prefill's
-/// log, as its own engine prints it (the pid is the decode's). A death a
-/// minute apart (vllm#20440's, in the corpus) is no cascade.
+/// log, as its own engine prints it (the pid is the decode's). A second
+/// later on the peer is ordered by the stamps. A death a minute apart
+/// (vllm#20440's, in the corpus) is no cascade.
 #[test]
 fn a_death_cascade_is_named_as_one() {
     let fatal =
@@ -739,7 +742,7 @@ fn a_death_cascade_is_named_as_one() {
     assert_eq!(ev[0], (LogOrigin::Decode(0), "EngineCore encountered a fatal error.".to_string()));
     assert_eq!(ev[1].0, LogOrigin::Prefill(0));
     assert!(
-        ev[1].1.starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then prefill#0 on the other side of the pair within a second"),
+        ev[1].1.starts_with("death cascade: prefill#0 (EngineCore encountered a fatal error.) and decode#0 (EngineCore encountered a fatal error.), the two sides of the pair, died in the same second: which died first is not known"),
         "{}",
         ev[1].1
     );
@@ -759,6 +762,13 @@ fn a_death_cascade_is_named_as_one() {
     );
     assert!(cascade(LogOrigin::Decode(0)).is_some());
     assert_eq!(cascade(LogOrigin::Prefill(1)), None);
+    // The prefill's death stamped a second after the decode's: in that order.
+    let later = fatal.replace("07:29:35", "07:29:36");
+    let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
+    c.on_line(LogOrigin::Prefill(0), &later, at);
+    c.on_line(LogOrigin::Decode(0), fatal, at + 0.054);
+    let ev: Vec<String> = c.drain_log_events().into_iter().map(|e| e.text).collect();
+    assert!(ev[1].starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then prefill#0 on the other side of the pair 1 s later"), "{}", ev[1]);
 }
 
 /// The first line of `file` in capture `dir` that contains `needle`.

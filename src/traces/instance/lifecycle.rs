@@ -158,15 +158,26 @@ impl Correlator {
             .min_by(|a, b| (t - a.1).abs().total_cmp(&(t - b.1).abs()));
         let cascade = peer.as_ref().map(|(p, pt, ptext)| {
             let (p, pt) = (*p, *pt);
+            // vLLM stamps whole seconds: deaths in one second are in no order
+            // a log can tell (the order they were read in is the reader's).
+            if (t - pt).abs() < 1.0 {
+                let (a, xa, b, xb) = match p < src {
+                    true => (p, ptext.as_str(), src, text),
+                    false => (src, text, p, ptext.as_str()),
+                };
+                return format!(
+                    "death cascade: {a} ({xa}) and {b} ({xb}), the two sides of the pair, died in the same second: which died first is not known"
+                );
+            }
             let ((a, ta, xa), (b, tb, xb)) = if pt <= t {
                 ((p, pt, ptext.as_str()), (src, t, text))
             } else {
                 ((src, t, text), (p, pt, ptext.as_str()))
             };
-            // vLLM stamps to the second: closer than that cannot be said.
-            let gap =
-                if tb - ta < 1.0 { "within a second".to_string() } else { format!("{:.0} s later", tb - ta) };
-            format!("death cascade: {a} died ({xa}), then {b} on the other side of the pair {gap} ({xb})")
+            format!(
+                "death cascade: {a} died ({xa}), then {b} on the other side of the pair {:.0} s later ({xb})",
+                tb - ta
+            )
         });
         let st = self.stat(src);
         st.deaths += 1;
