@@ -1,7 +1,9 @@
 //! Headers of the non-vLLM loggers that share a vLLM deployment's output:
 //! LMCache (`[2025-09-09 20:06:12,053] LMCache INFO: msg (file.py:N:module)`),
 //! glog / klog (Mooncake, llm-d's sidecar: `E0417 19:46:42.567027   481 f.cpp:192] msg`),
-//! Rust `tracing` (vllm-router, sglang-router: `2026-01-15 02:30:17 DEBUG span{..}: target: f.rs:N: msg`)
+//! Rust `tracing` (vllm-router, sglang-router: `2026-01-15 02:30:17 DEBUG span{..}: target: f.rs:N: msg`;
+//! Dynamo, RFC 3339 and compact: `2025-12-25T15:06:46.065Z  WARN a:b: dynamo_llm::kv_router: msg`,
+//! its Python workers' lines under their module: `... INFO vllm.v1.engine.async_llm: Added request X.`)
 //! and yalantinglibs (`2025-04-17 19:46:42.566927 ERROR    [975] [f.hpp:978] msg`).
 
 use super::line::Level;
@@ -42,9 +44,10 @@ fn two(b: &[u8], i: usize) -> Option<u8> {
     (h.is_ascii_digit() && l.is_ascii_digit()).then(|| (h - b'0') * 10 + (l - b'0'))
 }
 
-/// `YYYY-MM-DD HH:MM:SS` at `b[0..19]`.
+/// `YYYY-MM-DD HH:MM:SS` (or RFC 3339's `T` between) at `b[0..19]`.
 fn ymdhms(b: &[u8]) -> Option<(u16, Stamp)> {
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[10] != b' ' || b[13] != b':' || b[16] != b':' {
+    let sep = b.get(10).is_some_and(|c| *c == b' ' || *c == b'T');
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !sep || b[13] != b':' || b[16] != b':' {
         return None;
     }
     let y = u16::from(two(b, 0)?) * 100 + u16::from(two(b, 2)?);
@@ -83,6 +86,12 @@ fn dated(s: &str) -> Option<Foreign<'_>> {
     if let Some(r) = rest.strip_prefix('.') {
         rest = r.trim_start_matches(|c: char| c.is_ascii_digit());
     }
+    // RFC 3339's zone (`Z`, `+01:00`): Rust `tracing`'s and Dynamo's stamps.
+    if let Some(r) = rest.strip_prefix('Z') {
+        rest = r;
+    } else if rest.starts_with(['+', '-']) && rest.as_bytes().get(1).is_some_and(u8::is_ascii_digit) {
+        rest = rest.trim_start_matches(|c: char| c.is_ascii_digit() || c == '+' || c == '-' || c == ':');
+    }
     let rest = rest.trim_start();
     let sp = rest.find(' ')?;
     let level = Level::from_word(&rest[..sp]);
@@ -106,10 +115,21 @@ fn dated(s: &str) -> Option<Foreign<'_>> {
         spans = &body[..i + 1];
         body = &body[i + 3..];
     }
-    let (target, msg) = match body.split_once(": ") {
+    let (mut target, mut msg) = match body.split_once(": ") {
         Some((t, m)) if t.contains("::") || !t.contains(' ') => (t, m),
         _ => ("", body),
     };
+    // The compact format's spans (`http-request:completions: target: msg`)
+    // carry no braces: the target is the next word naming a module.
+    if spans.is_empty()
+        && !target.contains("::")
+        && let Some((t, m)) = msg.split_once(": ")
+        && t.contains("::")
+        && !t.contains(' ')
+    {
+        spans = target;
+        (target, msg) = (t, m);
+    }
     // `src/x.rs:681: msg`.
     let msg = match msg.split_once(": ") {
         Some((f, m)) if f.contains(".rs:") && !f.contains(' ') => m,

@@ -68,6 +68,10 @@ pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signa
             .text("leg", Some(&leg.to_ascii_lowercase()))
             .text("url", word_after(r, "_url="))
             .num("status", num_after(r, "status="))
+    } else if let Some((what, id)) = dynamo_bookkeeping(m) {
+        // Dynamo's KV router lost track of a request it routed: it names
+        // the request, and says nothing of what its workers did with it.
+        return Some(Signal::new(K::RouterBookkeeping).id(id).text("what", Some(what)));
     } else if m.starts_with("request failed") || m.starts_with("response failed with status") {
         let span = spans.rsplit('{').next().unwrap_or("");
         let status = num_after(span, "status=").or_else(|| num_after(span, "status_code="));
@@ -129,4 +133,15 @@ pub(crate) fn parse_sidecar(msg: &str) -> Option<Signal> {
         );
     }
     None
+}
+
+/// Dynamo's KV router (`dynamo_llm::kv_router`): `Failed to free request
+/// <uuid>: <why>`, `Failed to mark prefill completed for request <uuid>:
+/// <why>` → (what it failed to do, the id).
+fn dynamo_bookkeeping(m: &str) -> Option<(&str, &str)> {
+    let r = m.strip_prefix("Failed to ")?;
+    let at = r.find(" request ")?;
+    let what = &r[..at];
+    let id = r[at + 9..].split([':', ' ']).next()?;
+    (!id.is_empty() && !what.contains(':')).then_some((what, id))
 }

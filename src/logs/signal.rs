@@ -99,6 +99,7 @@ kinds! {
     SidecarMissingKvField => "sidecar_missing_kv_field",
     RouterDecodeResponse => "router_decode_response",
     RouterForwardedId => "router_forwarded_id",
+    RouterBookkeeping => "router_bookkeeping",
 }
 
 impl SignalKind {

@@ -21,7 +21,7 @@ use super::header::split_foreign;
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
 use super::lmcache::parse_lmcache;
 use super::outputs::response_done;
-use super::prefix::peel;
+use super::prefix::{peel, starts_with_vllm_header};
 use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
 pub use super::signal::{Signal, SignalKind, Val};
 pub use super::vllm_params::KvParams;
@@ -174,17 +174,13 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
         (part.as_ptr() as usize).checked_sub(line.as_ptr() as usize).filter(|o| *o <= line.len()).unwrap_or(0)
     };
     let mut p = peel(line);
-    // Text glued in front of a vLLM line (a paste, a progress bar): restart
-    // at the first process prefix, if that finds a header.
-    if p.process.is_none()
-        && p.prefixes == 0
-        && !p.rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '[' || c == '(')
-        && let Some(i) = p.rest.find(" pid=").and_then(|i| p.rest[..i].rfind('('))
-    {
-        let q = peel(&p.rest[i..]);
-        if q.process.is_some() && split_vllm_header(q.rest).is_some() {
-            p = q;
-        }
+    // Text glued in front of a vLLM line (a paste, a progress bar, a
+    // sentence of prose): restart where the vLLM line starts.
+    if p.process.is_none() && p.prefixes == 0 && let Some(i) = glued_start(p.rest) {
+        let prefix = p.prefix.len() + i;
+        p = peel(&p.rest[i..]);
+        p.prefixes += 1;
+        p.prefix = &line[..prefix + p.prefix.len()];
     }
     out.process = p.process.map(String::from);
     out.pid = p.pid;
@@ -211,6 +207,17 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
         out.signal = other_signal(&out.event, msg);
         return Some(out);
     }
+    // A Python logger's line through a Rust `tracing` subscriber (Dynamo's
+    // workers): vLLM's own message under its module's name.
+    if let Some(f) = split_foreign(rest).filter(|f| python_module(f.target)) {
+        out.level = f.level;
+        out.timestamp = Some(f.stamp);
+        out.year = f.year;
+        out.message_at = offset(f.msg);
+        out.event = parse_message(f.msg);
+        out.signal = other_signal(&out.event, f.msg);
+        return Some(out);
+    }
     out.message_at = offset(rest);
     if let Some(f) = split_foreign(rest) {
         out.level = f.level;
@@ -228,6 +235,47 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     out.event = parse_message(rest.trim_start());
     out.signal = other_signal(&out.event, rest.trim_start());
     Some(out)
+}
+
+/// Where a vLLM line starts inside text glued in front of it: a process
+/// prefix that leads to a header, or a header after a space or a colon.
+/// `None` when the text is no vLLM line, or starts as one.
+fn glued_start(s: &str) -> Option<usize> {
+    if starts_with_vllm_header(s) || s.starts_with('(') {
+        return None;
+    }
+    let process = s.find(" pid=").and_then(|i| s[..i].rfind('(')).filter(|&i| {
+        let q = peel(&s[i..]);
+        q.process.is_some() && split_vllm_header(q.rest).is_some()
+    });
+    let header = ["INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "]
+        .iter()
+        .filter_map(|w| {
+            let mut from = 1;
+            while let Some(k) = s.get(from..)?.find(w) {
+                let i = from + k;
+                let before = s.as_bytes()[i - 1];
+                if matches!(before, b' ' | b':' | b'\t') && split_vllm_header(&s[i..]).is_some() {
+                    return Some(i);
+                }
+                from = i + 1;
+            }
+            None
+        })
+        .min();
+    match (process, header) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A tracing target that is a Python module (`vllm.v1.engine.async_llm`),
+/// not a Rust path: the line is a Python logger's.
+fn python_module(target: &str) -> bool {
+    !target.is_empty()
+        && !target.contains("::")
+        && target.contains('.')
+        && target.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
 }
 
 /// The connector / LMCache / proxy reading of a message no event variant took.

@@ -269,8 +269,10 @@ impl Report {
             let c = l.correlator.counts();
             (c, l.correlator.silent_miss_ids(), c.unattributed_misses)
         });
+        // Listed where an instance's log is read, or where logs alone are
+        // read after the fact (a proxy's pasted lines name requests too).
         let (traces, unknown_reasons) = match &state.logs {
-            Some(l) if l.has_decode_log() || l.has_prefill_log() => (
+            Some(l) if l.has_decode_log() || l.has_prefill_log() || !scraped => (
                 {
                     let cx = traces::TraceContext::new(state);
                     l.correlator.traces().map(|t| TraceReport::from_trace(t, state, &cx)).collect()

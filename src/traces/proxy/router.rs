@@ -38,6 +38,7 @@ pub(crate) fn is_router_kind(k: K) -> bool {
             | K::RouterWorkers
             | K::RouterRoute
             | K::RouterForwardedId
+            | K::RouterBookkeeping
             | K::SidecarPrefillSent
             | K::SidecarMissingKvField
     )
@@ -76,6 +77,28 @@ impl Correlator {
             }
             (K::RouterPrefillResponse, Some(r)) => (self.router.key(r), Stage::PrefillDone, None, status),
             (K::RouterDecodeResponse, Some(r)) => (self.router.key(r), Stage::DecodeFirstByte, None, status),
+            (K::RouterBookkeeping, Some(r)) => {
+                // A line of the router's that names the request: its proxy hop.
+                let what = match sig.get("what") {
+                    Some(Val::Text(w)) => w.clone(),
+                    _ => "track".to_string(),
+                };
+                let key = self.router.key(r);
+                let s = match self.store.latest(&key).or_else(|| self.find(&key)) {
+                    Some(s) => s,
+                    None => self.new_trace(key, at),
+                };
+                self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, t, |p| {
+                    let note = format!("the router failed to {what} it (its own bookkeeping)");
+                    if p.detail.is_empty() {
+                        p.detail = note;
+                    }
+                });
+                if let Some(e) = self.store.get_mut(s) {
+                    e.track.proxy_seen = true;
+                }
+                return;
+            }
             (K::RouterBackendError, None) => {
                 self.router.last_leg = leg.map(|l| (l, status, t));
                 return;
