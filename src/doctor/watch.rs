@@ -1,17 +1,17 @@
 //! The doctor on the dashboard: the same rules, on the logs and this host,
 //! at start and whenever a server restarts, each report sent to the state
 //! as a `Msg::Doctor` (the state tells new findings, and all of them again
-//! after a restart). Every [`EVERY`] the logs are read on from where the
-//! last round stopped (never whole again), and the listening sockets are
+//! after a restart). The logs are not read here: the dashboard's tailer
+//! reads each line once and hands it to [`StartupLogs`] as well, and every
+//! [`EVERY`] the doctor takes what they said. The listening sockets are
 //! listed when a log said something new or every [`LIST_EVERY`] rounds:
 //! only a new start-up in a log or a new listening socket (a restarted
 //! server) has the host read again, since walking every
 //! process's descriptors is the costly part. [`FULL_EVERY`] rounds read it
 //! all regardless (an interface may go down).
 
-use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
@@ -29,48 +29,54 @@ pub const FULL_EVERY: u32 = 15;
 /// Rounds between two listings of the sockets when the logs say nothing new.
 pub const LIST_EVERY: u32 = 3;
 
-/// A log read so far: where the next read starts, and what it said.
-#[derive(Default)]
-struct Followed {
-    offset: u64,
-    lines: usize,
-    partial: String,
-    facts: Option<LogFacts>,
-}
+/// What each tailed log's lines said of its latest start, fed by the
+/// tailer with the lines it read (`sources::spawn_log_tailers`), taken by
+/// the doctor each round: one read per line.
+#[derive(Clone, Default)]
+pub struct StartupLogs(Arc<Mutex<HashMap<String, (usize, LogFacts)>>>);
 
-impl Followed {
-    /// Reads what was appended since the last call; a shorter file was
-    /// truncated or rotated, and is read from its start.
-    fn read(&mut self, path: &str) -> Result<LogFacts, String> {
-        let mut file = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
-        let len = file.metadata().map_err(|e| format!("{path}: {e}"))?.len();
-        if len < self.offset || self.facts.is_none() {
-            *self = Followed { facts: Some(LogFacts::new(path)), ..Default::default() };
+/// How long the first round waits for the tailer's first read of every log.
+const FIRST_READ: Duration = Duration::from_secs(5);
+
+impl StartupLogs {
+    /// Lines read from `path`; `reset`: the file was truncated or rotated.
+    pub fn feed(&self, path: &str, lines: &[String], reset: bool) {
+        let mut logs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (n, facts) = logs.entry(path.to_string()).or_insert_with(|| (0, LogFacts::new(path)));
+        if reset {
+            (*n, *facts) = (0, LogFacts::new(path));
         }
-        file.seek(SeekFrom::Start(self.offset)).map_err(|e| format!("{path}: {e}"))?;
-        let mut buf = Vec::new();
-        file.take(len - self.offset).read_to_end(&mut buf).map_err(|e| format!("{path}: {e}"))?;
-        self.offset += buf.len() as u64;
-        self.partial.push_str(&String::from_utf8_lossy(&buf));
-        let facts = self.facts.get_or_insert_with(|| LogFacts::new(path));
-        // Only whole lines: the last one may still be being written.
-        let cut = self.partial.rfind('\n').map_or(0, |i| i + 1);
-        for line in self.partial[..cut].lines() {
-            self.lines += 1;
-            facts.on_line(self.lines, line);
+        for line in lines {
+            *n += 1;
+            facts.on_line(*n, line);
         }
-        self.partial.drain(..cut);
-        Ok(facts.clone())
+    }
+
+    /// Whether every one of `paths` has been polled once (read, or failed).
+    pub fn polled(&self, paths: &[String]) -> bool {
+        let logs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        paths.iter().all(|p| logs.contains_key(p))
+    }
+
+    /// What `path` said so far (nothing yet: a fresh one).
+    pub fn get(&self, path: &str) -> LogFacts {
+        let logs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        logs.get(path).map_or_else(|| LogFacts::new(path), |(_, f)| f.clone())
     }
 }
 
 /// Runs until the state's end drops the receiver.
-pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
-    let mut logs: BTreeMap<String, Followed> = BTreeMap::new();
+pub async fn run(sources: Sources, logs: StartupLogs, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
     let mut last: Option<(Vec<Listener>, Vec<Option<LogFacts>>)> = None;
     let mut round = 0u32;
+    // A first report before the logs were read would miss their start-up.
+    let paths: Vec<String> = sources.prefill_log.iter().chain(&sources.decode_log).cloned().collect();
+    let waited = clock.now();
+    while !logs.polled(&paths) && clock.now() - waited < FIRST_READ.as_secs_f64() {
+        clock.sleep(Duration::from_millis(100)).await;
+    }
     loop {
-        let facts = gather::instances(&sources, |path| logs.entry(path.to_string()).or_default().read(path));
+        let facts = gather::instances(&sources, |path| Ok(logs.get(path)));
         let mut facts = match facts {
             Ok(f) => f,
             Err(e) => {
@@ -87,7 +93,7 @@ pub async fn run(sources: Sources, clock: Arc<dyn Clock>, tx: Sender<Msg>) {
             i.version = i.startup.version.clone();
         }
         round += 1;
-        let said: Vec<_> = logs.values().map(|f| f.facts.clone()).collect();
+        let said: Vec<_> = facts.instances.iter().map(|i| i.log.clone()).collect();
         // Listing sockets walks every TCP socket of the host: only when a
         // log said something new, or every `LIST_EVERY`th round (a server
         // restarted whose log is not read).

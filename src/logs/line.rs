@@ -33,6 +33,9 @@ impl Level {
     }
 }
 
+/// A vLLM stamp as printed, with no year: `(month, day, h, m, s)`.
+pub type Stamp = (u8, u8, u8, u8, u8);
+
 /// One uvicorn access line (proxy or vLLM API server).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessLine {

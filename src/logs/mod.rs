@@ -3,6 +3,7 @@
 
 mod connectors;
 mod failed;
+mod glued;
 mod header;
 pub mod known;
 mod line;

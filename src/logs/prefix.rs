@@ -5,7 +5,7 @@
 //! stern / llm-d (`pod container `), then vLLM's own process prefixes,
 //! possibly doubled (`(Worker pid=7) (Worker_DP0_TP1_EP1 pid=7) `).
 
-use super::line::Level;
+use super::line::{Level, Stamp};
 
 /// What was peeled off one line.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -206,6 +206,38 @@ pub(crate) fn starts_with_vllm_header(s: &str) -> bool {
     }
     let b = s[sp..].trim_start_matches(' ').as_bytes();
     b.len() >= 14 && b[2] == b'-' && b[5] == b' ' && b[8] == b':' && b[0].is_ascii_digit()
+}
+
+/// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
+pub(crate) fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
+    let sp = s.find(' ')?;
+    let level = Level::from_word(&s[..sp])?;
+    // `ERROR   08-16 ...`: some formatters pad the level.
+    let rest = s[sp + 1..].trim_start_matches(' ');
+    let b = rest.as_bytes();
+    // "MM-DD HH:MM:SS " is 15 bytes, all ASCII.
+    if b.len() < 15 || b[2] != b'-' || b[5] != b' ' || b[8] != b':' || b[11] != b':' {
+        return None;
+    }
+    let num = |i: usize| -> Option<u8> {
+        let (h, l) = (b[i], b[i + 1]);
+        (h.is_ascii_digit() && l.is_ascii_digit()).then(|| (h - b'0') * 10 + (l - b'0'))
+    };
+    let ts = (num(0)?, num(3)?, num(6)?, num(9)?, num(12)?);
+    let rest = rest.get(14..)?.trim_start_matches(' ');
+    // `[fileinfo:lineno]`; fileinfo never contains "] ".
+    let msg = match rest.strip_prefix('[') {
+        Some(r) => match r.find(']') {
+            Some(end) => r[end + 1..].strip_prefix(' ').unwrap_or(&r[end + 1..]),
+            None => rest,
+        },
+        // V0 (≤0.8): `file.py:N] message`, no opening bracket.
+        None => match rest.split_once("] ") {
+            Some((f, m)) if f.contains(".py:") && !f.contains(' ') => m,
+            _ => rest,
+        },
+    };
+    Some((level, ts, msg))
 }
 
 #[cfg(test)]

@@ -17,11 +17,12 @@
 
 use super::connectors::parse_connector;
 use super::failed::request_failed;
+use super::glued::{glued_start, python_module};
 use super::header::split_foreign;
 use super::line::{clip, leading_u64, parse_access, split_uvicorn_level, strip_ansi, url_port};
 use super::lmcache::parse_lmcache;
 use super::outputs::response_done;
-use super::prefix::{peel, starts_with_vllm_header};
+use super::prefix::{peel, split_vllm_header};
 use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
 pub use super::signal::{Signal, SignalKind, Val};
 pub use super::vllm_params::KvParams;
@@ -34,7 +35,7 @@ use super::vllm_stats::{parse_engine_stats, parse_kv_metrics};
 
 /// `(month, day, hour, minute, second)` as vLLM prints it (`%m-%d %H:%M:%S`).
 /// vLLM logs carry no year and no time zone; the caller anchors it.
-pub type Stamp = (u8, u8, u8, u8, u8);
+pub use super::line::Stamp;
 
 /// One parsed line. Fields the line does not carry are `None`.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +177,10 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     let mut p = peel(line);
     // Text glued in front of a vLLM line (a paste, a progress bar, a
     // sentence of prose): restart where the vLLM line starts.
-    if p.process.is_none() && p.prefixes == 0 && let Some(i) = glued_start(p.rest) {
+    if p.process.is_none()
+        && p.prefixes == 0
+        && let Some(i) = glued_start(p.rest)
+    {
         let prefix = p.prefix.len() + i;
         p = peel(&p.rest[i..]);
         p.prefixes += 1;
@@ -237,47 +241,6 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     Some(out)
 }
 
-/// Where a vLLM line starts inside text glued in front of it: a process
-/// prefix that leads to a header, or a header after a space or a colon.
-/// `None` when the text is no vLLM line, or starts as one.
-fn glued_start(s: &str) -> Option<usize> {
-    if starts_with_vllm_header(s) || s.starts_with('(') {
-        return None;
-    }
-    let process = s.find(" pid=").and_then(|i| s[..i].rfind('(')).filter(|&i| {
-        let q = peel(&s[i..]);
-        q.process.is_some() && split_vllm_header(q.rest).is_some()
-    });
-    let header = ["INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "]
-        .iter()
-        .filter_map(|w| {
-            let mut from = 1;
-            while let Some(k) = s.get(from..)?.find(w) {
-                let i = from + k;
-                let before = s.as_bytes()[i - 1];
-                if matches!(before, b' ' | b':' | b'\t') && split_vllm_header(&s[i..]).is_some() {
-                    return Some(i);
-                }
-                from = i + 1;
-            }
-            None
-        })
-        .min();
-    match (process, header) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// A tracing target that is a Python module (`vllm.v1.engine.async_llm`),
-/// not a Rust path: the line is a Python logger's.
-fn python_module(target: &str) -> bool {
-    !target.is_empty()
-        && !target.contains("::")
-        && target.contains('.')
-        && target.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
-}
-
 /// The connector / LMCache / proxy reading of a message no event variant took.
 fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
     if let VllmEvent::Exception { name, text } = ev {
@@ -298,38 +261,6 @@ fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
 pub fn aborted_echo(msg: &str) -> Option<Signal> {
     let id = msg.strip_prefix("Request ")?.trim_end().strip_suffix(" aborted.")?;
     (!id.contains(' ')).then(|| Signal::new(SignalKind::RequestAborted).id(id))
-}
-
-/// `INFO 11-30 06:24:52 [file.py:345] message` → `(Info, stamp, "message")`.
-pub(crate) fn split_vllm_header(s: &str) -> Option<(Level, Stamp, &str)> {
-    let sp = s.find(' ')?;
-    let level = Level::from_word(&s[..sp])?;
-    // `ERROR   08-16 ...`: some formatters pad the level.
-    let rest = s[sp + 1..].trim_start_matches(' ');
-    let b = rest.as_bytes();
-    // "MM-DD HH:MM:SS " is 15 bytes, all ASCII.
-    if b.len() < 15 || b[2] != b'-' || b[5] != b' ' || b[8] != b':' || b[11] != b':' {
-        return None;
-    }
-    let num = |i: usize| -> Option<u8> {
-        let (h, l) = (b[i], b[i + 1]);
-        (h.is_ascii_digit() && l.is_ascii_digit()).then(|| (h - b'0') * 10 + (l - b'0'))
-    };
-    let ts = (num(0)?, num(3)?, num(6)?, num(9)?, num(12)?);
-    let rest = rest.get(14..)?.trim_start_matches(' ');
-    // `[fileinfo:lineno]`; fileinfo never contains "] ".
-    let msg = match rest.strip_prefix('[') {
-        Some(r) => match r.find(']') {
-            Some(end) => r[end + 1..].strip_prefix(' ').unwrap_or(&r[end + 1..]),
-            None => rest,
-        },
-        // V0 (≤0.8): `file.py:N] message`, no opening bracket.
-        None => match rest.split_once("] ") {
-            Some((f, m)) if f.contains(".py:") && !f.contains(' ') => m,
-            _ => rest,
-        },
-    };
-    Some((level, ts, msg))
 }
 
 /// Dispatches on the message text. Most lines match nothing, so the checks

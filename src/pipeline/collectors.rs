@@ -24,7 +24,14 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     let Some(c) = &session.collect else {
         return Ok(());
     };
-    sources::spawn_log_tailers(&session.logs, c.log_poll, clock.clone(), tx.clone());
+    // The doctor takes the lines the tailer reads: one read per line.
+    let doctor = doctor_sources(session, c).map(|d| (d, crate::doctor::watch::StartupLogs::default()));
+    let also = doctor.as_ref().map(|(_, logs)| {
+        let logs = logs.clone();
+        Box::new(move |path: &str, lines: &[String], reset: bool| logs.feed(path, lines, reset))
+            as sources::LinesRead
+    });
+    sources::spawn_log_tailers(&session.logs, c.log_poll, also, clock.clone(), tx.clone());
     sources::spawn_link_sources(
         c.kv_dir.clone(),
         c.net_dev.clone(),
@@ -36,8 +43,8 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     if c.otlp.is_on() {
         sources::otlp::spawn(&c.otlp, clock.clone(), tx.clone()).map_err(Error::Runtime)?;
     }
-    if let Some(d) = doctor_sources(session, c) {
-        tokio::spawn(crate::doctor::watch::run(d, clock.clone(), tx.clone()));
+    if let Some((d, logs)) = doctor {
+        tokio::spawn(crate::doctor::watch::run(d, logs, clock.clone(), tx.clone()));
     }
     if let Some(r) = &session.router {
         sources::router::spawn(r, &c.scrape, clock.clone(), tx.clone()).map_err(Error::Runtime)?;

@@ -17,4 +17,4 @@ pub mod sysnet;
 mod poller;
 mod spawn;
 
-pub use spawn::{NetDevPath, spawn_link_sources, spawn_log_tailers, spawn_scrapers, supervise};
+pub use spawn::{LinesRead, NetDevPath, spawn_link_sources, spawn_log_tailers, spawn_scrapers, supervise};

@@ -82,6 +82,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 pub fn spawn_log_tailers(
     logs: &[(LogOrigin, String)],
     interval: std::time::Duration,
+    also: Option<LinesRead>,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
 ) {
@@ -93,7 +94,7 @@ pub fn spawn_log_tailers(
     let mut files: Vec<(LogOrigin, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
     files.sort_by_key(|(s, _)| rank(s));
     if !files.is_empty() {
-        let round = tail_files(files, clock.clone());
+        let round = tail_files(files, also, clock.clone());
         if let Err(e) =
             spawn_poller("pdtop-logs", "log tailer".into(), interval, clock.clone(), tx.clone(), round)
         {
@@ -127,10 +128,19 @@ pub fn spawn_log_tailers(
     }
 }
 
+/// Who else takes the lines a file's tailer read (the dashboard's doctor):
+/// `(path, lines, the file was truncated or rotated)`. The lines are read once.
+pub type LinesRead = Box<dyn FnMut(&str, &[String], bool) + Send>;
+
 /// One polling round after another over every file, in the given order.
-fn tail_files(files: Vec<(LogOrigin, String)>, clock: Arc<dyn Clock>) -> impl FnMut() -> Round {
+fn tail_files(
+    files: Vec<(LogOrigin, String)>,
+    mut also: Option<LinesRead>,
+    clock: Arc<dyn Clock>,
+) -> impl FnMut() -> Round {
     use crate::feed::TailState;
     use logtail::{ChangeFilter, TailBatch, Tailer};
+    let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
     let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
         .into_iter()
         .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
@@ -144,8 +154,11 @@ fn tail_files(files: Vec<(LogOrigin, String)>, clock: Arc<dyn Clock>) -> impl Fn
             .collect();
         let at = clock.now();
         let mut round = Round { msgs: Vec::new(), more: false };
-        for ((source, _, news), b) in tailers.iter_mut().zip(batches) {
+        for (((source, _, news), b), path) in tailers.iter_mut().zip(batches).zip(&paths) {
             round.more |= b.more;
+            if let Some(f) = also.as_mut() {
+                f(path, &b.lines, b.counts.truncations + b.counts.rotations > 0);
+            }
             if news.admit(&b) {
                 let msg =
                     Msg::LogLines { source: *source, at, lines: b.lines, state: b.state, counts: b.counts };
@@ -252,7 +265,15 @@ mod tests {
         ];
         let clock = Arc::new(ScaledClock::new(5000.0, 1.0));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let round = tail_files(files, clock.clone());
+        // Another taker of the lines read (the dashboard's doctor) gets the same.
+        let handed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let h = handed.clone();
+        let also: LinesRead = Box::new(move |path, lines, _| {
+            if !lines.is_empty() {
+                h.lock().unwrap().push((path.rsplit('/').next().unwrap_or("").to_string(), lines.to_vec()));
+            }
+        });
+        let round = tail_files(files, Some(also), clock.clone());
         let thread =
             spawn_poller("pdtop-test-logs", "log tailer".into(), Duration::from_millis(5), clock, tx, round)
                 .unwrap();
@@ -276,6 +297,19 @@ mod tests {
             }
         };
         assert_eq!(got, (LogOrigin::Decode(0), vec!["d2".to_string()]));
+        let lines_of = |f: &str| {
+            handed
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(p, _)| p == f)
+                .flat_map(|(_, l)| l.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            (lines_of("prefill.log"), lines_of("decode.log")),
+            (vec!["p1".to_string()], vec!["d1".to_string(), "d2".to_string()])
+        );
         // The receiver gone, the thread ends.
         drop(rx);
         let deadline = std::time::Instant::now() + Duration::from_secs(5);

@@ -723,3 +723,60 @@ fn a_side_channel_host_name_that_binds_loopback_is_loopback_across_hosts() {
         found[0].evidence
     );
 }
+
+/// The dashboard's doctor reads no log itself: the tailer reads each line
+/// once and hands it on (`StartupLogs`). A real NIXL pair's logs, the
+/// decode's with the shared side-channel port, tailed as the dashboard
+/// does: the first report names the bind failure from the tailed lines.
+#[tokio::test]
+async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
+    use pdtop::doctor::watch::StartupLogs;
+    use pdtop::feed::{LogOrigin, Msg};
+    let dir = std::env::temp_dir().join(format!("pdtop-doctor-tailed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefill = dir.join("prefill.log");
+    let decode = dir.join("decode.log");
+    std::fs::copy(capture_dir("nixl-llama-shape").join("vllm-prefill.log"), &prefill).unwrap();
+    std::fs::copy(fixture("vllm-20965-address-in-use.log"), &decode).unwrap();
+    let path = |p: &PathBuf| p.display().to_string();
+    let logs = StartupLogs::default();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let clock: std::sync::Arc<dyn pdtop::clock::Clock> = std::sync::Arc::new(pdtop::clock::SystemClock);
+    let feed = logs.clone();
+    pdtop::sources::spawn_log_tailers(
+        &[(LogOrigin::Prefill(0), path(&prefill)), (LogOrigin::Decode(0), path(&decode))],
+        std::time::Duration::from_millis(20),
+        Some(Box::new(move |p: &str, lines: &[String], reset: bool| feed.feed(p, lines, reset))),
+        clock.clone(),
+        tx.clone(),
+    );
+    let sources = pdtop::doctor::gather::Sources {
+        prefill: vec!["127.0.0.1:8100".into()],
+        decode: vec!["127.0.0.1:8200".into()],
+        proxy: None,
+        prefill_log: vec![path(&prefill)],
+        decode_log: vec![path(&decode)],
+        // Nothing of this host is read: an empty root.
+        proc_root: dir.join("proc"),
+        sys_class_net: dir.join("net"),
+        netns_pid: None,
+        timeout: std::time::Duration::from_secs(1),
+    };
+    tokio::spawn(pdtop::doctor::watch::run(sources, logs, clock, tx));
+    let report = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let Some(Msg::Doctor { report, .. }) = rx.recv().await {
+                return report;
+            }
+        }
+    })
+    .await
+    .expect("a doctor report");
+    let _ = std::fs::remove_dir_all(&dir);
+    let causes: Vec<&str> = report.findings.iter().map(|f| f.cause.as_str()).collect();
+    assert!(
+        causes.iter().any(|c| c.contains("the NIXL side-channel listener could not bind")),
+        "{causes:#?}"
+    );
+    assert!(report.read.iter().any(|r| r.contains("decode.log")), "{:?}", report.read);
+}
