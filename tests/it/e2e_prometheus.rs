@@ -278,3 +278,96 @@ fn the_dashboard_draws_while_the_fleet_is_discovered() {
     }
     assert_eq!(state.instances.len(), 64);
 }
+
+/// The demo's recording (`pdtop demo`: qwen3-shape-restart) served on
+/// loopback, scraped by a real Prometheus: `check --prometheus` with the
+/// pair's logs names the eight silent misses by id, as `check` scraping
+/// the instances directly does; without the logs, the metrics alone count
+/// them through the server as they do directly (the query asks only for
+/// the series pdtop reads, the miss detector's among them).
+#[tokio::test]
+async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
+    let _turn = common::REAL_TIME.lock().await;
+    let Some(bin) = common::prometheus::binary() else {
+        eprintln!("SKIPPED: no `prometheus` binary on PATH");
+        return;
+    };
+    let name = "qwen3-shape-restart";
+    let dir = std::env::temp_dir().join(format!("pdtop-e2e-prom-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dead = format!("127.0.0.1:{}", common::prometheus::free_port());
+    let play_at = tokio::time::Instant::now() + Duration::from_secs(8);
+    let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+    let span = cap.t_end - cap.t0;
+    let opts = LabOptions { speed: SPEED, looping: false, dir: dir.join("lab") };
+    let lab = lab::start_at(cap, opts, play_at).await.unwrap();
+    let (p, d) = (vec![lab.prefill.to_string()], vec![lab.decode.to_string()]);
+    let (bin2, pdir, dead2) = (bin.clone(), dir.join("prom"), dead.clone());
+    let server =
+        tokio::task::spawn_blocking(move || start_prometheus(&bin2, &pdir, &p, &d, &dead2)).await.unwrap();
+    tokio::time::sleep_until(play_at).await;
+    let path = |p: &Path| p.display().to_string();
+    let secs = (span / SPEED + 1.5).to_string();
+    let mut logs = vec![
+        "--prefill-log".to_string(),
+        path(&lab.prefill_log),
+        "--decode-log".into(),
+        path(&lab.decode_log),
+    ];
+    if let Some(p) = &lab.proxy_log {
+        logs.extend(["--proxy-log".to_string(), path(p)]);
+    }
+    let base = strings(["check", "--clock-speed", &SPEED.to_string(), "--duration", &secs, "--json"]);
+    let mut direct = base.clone();
+    direct.extend(strings(["--interval", "0.1", "--timeout", "1", "--prefill", &lab.prefill.to_string()]));
+    direct.extend(strings(["--decode", &lab.decode.to_string()]));
+    let mut prom = base.clone();
+    prom.extend(strings([
+        "--interval",
+        "0.25",
+        "--prometheus",
+        &server.url,
+        "--prefill-match",
+        r#"{job="vllm-prefill"}"#,
+        "--decode-match",
+        r#"{job="vllm-decode"}"#,
+    ]));
+    let metrics_only = prom.clone();
+    direct.extend(logs.iter().cloned());
+    prom.extend(logs.iter().cloned());
+    let (a, b, c) = (check(direct), check(prom), check(metrics_only));
+    let ((_, d), (_, p), (_, m)) =
+        tokio::task::spawn_blocking(move || (report(a), report(b), report(c))).await.unwrap();
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!(
+        "direct: {}\nprometheus: {}\nprometheus, metrics only: {}",
+        d["requests"], p["requests"], m["requests"]
+    );
+    let truth = std::fs::read_to_string(common::capture_dir(name).join("requests.jsonl")).unwrap();
+    let mut want: Vec<String> = truth
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| ["edge_block", "mismatch"].contains(&r["phase"].as_str().unwrap()))
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    let named = |r: &serde_json::Value| {
+        let mut ids: Vec<String> = r["silent_miss_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(want.len(), 8);
+    assert_eq!(named(&d), want, "direct: {}", d["requests"]);
+    assert_eq!(named(&p), want, "through prometheus: {}", p["requests"]);
+    assert_eq!(p["requests_source"], "traces");
+    // The metrics alone, through the server: the count, as directly.
+    assert_eq!(m["requests_source"], "metrics");
+    let misses = m["requests"]["silent_miss"].as_u64().unwrap();
+    assert!(misses >= 6 && misses <= 8, "{}", m["requests"]);
+}
