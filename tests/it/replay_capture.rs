@@ -167,3 +167,54 @@ fn folders_against_truth(r: &serde_json::Value, truth: &str) {
         .collect();
     assert_eq!(unread, want);
 }
+
+/// A NIXL pair of one prefill and two decodes behind a toy-proxy flow
+/// (a uuid forwarded per request), `vllm bench serve` as the load, misses
+/// whose proxy forwarded no id and passed no `kv_transfer_params` mixed in
+/// (two pairs of them sent together with one prompt length), and one
+/// decode SIGKILLed mid-load and restarted: replayed from its files with
+/// its spans, no verdict is sure and wrong, every id-less miss whose
+/// prompt length is its own in the window is named, and the streams the
+/// kill cut are errors at decode, never loaded.
+#[test]
+fn a_nixl_bench_run_with_id_less_misses_and_a_kill_is_never_sure_and_wrong() {
+    let dir = common::capture_dir("nixl-1p2d-bench");
+    let r = check(&dir.display().to_string());
+    let traces = r["traces"].as_array().unwrap();
+    let names = |t: &serde_json::Value, id: &str| {
+        t["vllm_ids"].as_array().unwrap().iter().any(|v| {
+            let v = v["id"].as_str().unwrap();
+            v == id || v.rsplit_once('-').is_some_and(|(h, s)| h == id && s.len() == 8)
+        })
+    };
+    let truth = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = truth.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (mut right, mut unknown, mut sure_wrong, mut wrong) = (0, 0, Vec::new(), Vec::new());
+    let mut id_less = (0, 0);
+    for q in &rows {
+        let id = q["id"].as_str().unwrap();
+        let want = q["outcome"].as_str().unwrap();
+        let d = q["decode_request_id"].as_str().unwrap();
+        let t = traces.iter().rev().find(|t| names(t, d)).unwrap_or_else(|| panic!("{id}: no trace of {d}"));
+        let got = t["outcome"].as_str().unwrap();
+        match got {
+            o if o == want => right += 1,
+            "unknown" => unknown += 1,
+            o if t["sure"] == true => sure_wrong.push(format!("{id}: {o}, truth {want}: {}", t["evidence"])),
+            o => wrong.push(format!("{id}: {o}, truth {want}: {}", t["evidence"])),
+        }
+        if q["flow"] == "proxy_noid" {
+            id_less.0 += 1;
+            id_less.1 += usize::from(got == "silent_miss");
+        }
+        if want == "error" {
+            assert_ne!(got, "loaded", "{id}: cut by the kill, never loaded: {}", t["evidence"]);
+        }
+    }
+    assert!(sure_wrong.is_empty(), "{sure_wrong:#?}");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // 18 misses with no id: all named, the equal-length pairs as likely.
+    assert_eq!(id_less, (18, 18));
+    assert_eq!(rows.len(), 274);
+    assert!(right >= 273 && unknown <= 1, "right {right}, unknown {unknown}");
+}
