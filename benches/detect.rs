@@ -39,7 +39,7 @@ fn main() {
     let capture = Capture::embedded().expect("the embedded recording");
     let t0 = capture.t0;
     let dir = std::env::temp_dir().join(format!("pdtop-detect-{}", std::process::id()));
-    let opts = LabOptions { speed: 1.0, looping: false, dir: dir.clone() };
+    let opts = LabOptions { speed: 1.0, looping: false, dir: dir.clone(), otlp_to: None };
     let (tx, rx) = std::sync::mpsc::channel();
     let at = tokio::time::Instant::now() - Duration::from_secs_f64(START_AT);
     run_on_thread("detect-lab", move || async move {

@@ -16,8 +16,8 @@ out=$(mktemp)
 lab=$!
 trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-old 2>/dev/null; tmux kill-session -t pdtop-new 2>/dev/null; rm -f "$out"' EXIT
 sleep 1
-read -r _ p _ d < <(grep -- --prefill "$out")
-read -r _ pl dl xl < <(grep logs: "$out")
+read -r _ p _ d < <(grep -- '^  --prefill ' "$out")
+read -r _ pl _ dl _ xl < <(grep -- '--prefill-log' "$out")
 args="--prefill $p --decode $d --prefill-log $pl --decode-log $dl --proxy-log $xl"
 tmux new-session -d -s pdtop-old -x 160 -y 48 "$old $args"
 tmux new-session -d -s pdtop-new -x 160 -y 48 "$new $args"

@@ -12,8 +12,8 @@ $bin demo --serve-only --speed 1 > "$out" &
 lab=$!
 trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-measure 2>/dev/null; rm -f "$out"' EXIT
 sleep 1
-read -r _ p _ d < <(grep -- --prefill "$out")
-read -r _ pl dl xl < <(grep logs: "$out")
+read -r _ p _ d < <(grep -- '^  --prefill ' "$out")
+read -r _ pl _ dl _ xl < <(grep -- '--prefill-log' "$out")
 tmux new-session -d -s pdtop-measure -x 160 -y 48 \
   "$bin --prefill $p --decode $d --prefill-log $pl --decode-log $dl --proxy-log $xl"
 sleep 2

@@ -55,6 +55,8 @@ pub struct Capture {
     pub kvdir_scans: Vec<(f64, KvDirSnapshot)>,
     /// vLLM's OpenTelemetry request spans, each export as it arrived.
     pub spans: Vec<(f64, Vec<crate::feed::RequestSpan>)>,
+    /// The export bodies themselves, as vLLM sent them, for the lab to send again.
+    pub otlp_frames: Vec<(f64, Vec<u8>)>,
 }
 
 /// Errors while loading a capture.
@@ -277,6 +279,14 @@ impl Capture {
                 Some(b) => super::spans::read_otlp_bin(b).map_err(CaptureError)?,
                 None => Vec::new(),
             },
+            otlp_frames: match &files.otlp {
+                Some(b) => super::spans::otlp_frames(b)
+                    .map_err(CaptureError)?
+                    .into_iter()
+                    .map(|(t, body)| (t, body.to_vec()))
+                    .collect(),
+                None => Vec::new(),
+            },
         })
     }
 }
@@ -359,10 +369,14 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["mode"] == "proxy" || v["mode"] == "chat")
         .filter_map(|v| {
+            // When the proxy began to answer (`t_answer`, where the capture
+            // recorded it: its stream starts once the decode is reached),
+            // else the first token's time, else the end.
             let start = v["t_start"].as_f64()?;
-            Some(match v["ttft_ms"].as_f64() {
-                Some(ms) => start + ms / 1000.0,
-                None => v["t_end"].as_f64().unwrap_or(start),
+            Some(match (v["t_answer"].as_f64(), v["ttft_ms"].as_f64()) {
+                (Some(t), _) => t,
+                (None, Some(ms)) => start + ms / 1000.0,
+                (None, None) => v["t_end"].as_f64().unwrap_or(start),
             })
         })
         .collect();

@@ -3,12 +3,15 @@
 //! the end-to-end tests drive `pdtop check` against it.
 
 pub mod capture;
+mod clock;
 pub mod instances;
 mod kvdir;
 pub mod replay;
+mod sender;
 pub mod server;
 mod spans;
 pub use spans::otlp_frames;
 
 pub use capture::Capture;
-pub use server::{LabHandle, LabOptions, start, start_at};
+pub use clock::LabClock;
+pub use server::{LabHandle, LabInstance, LabOptions, start, start_at};

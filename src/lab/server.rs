@@ -15,12 +15,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 use super::capture::{Capture, ScrapeRow};
+use super::clock::LabClock;
 use crate::feed::Role;
 
 /// How often the lab looks at its clock (in real time).
 const STEP: Duration = Duration::from_millis(20);
-/// Pause between the end of the recording and its next loop (lab seconds).
-const LOOP_GAP_SECS: f64 = 3.0;
 
 #[derive(Debug, Clone)]
 pub struct LabOptions {
@@ -30,11 +29,26 @@ pub struct LabOptions {
     pub looping: bool,
     /// Folder for the log files.
     pub dir: PathBuf,
+    /// Where the recorded spans are sent, as vLLM's OTLP/HTTP exporter sent
+    /// them (`http://ADDR/v1/traces`), at their times; `None`: not sent.
+    pub otlp_to: Option<SocketAddr>,
+}
+
+/// One recorded instance, served.
+#[derive(Debug, Clone)]
+pub struct LabInstance {
+    pub role: Role,
+    pub addr: SocketAddr,
+    /// Its log, as the recording printed it (a restart's appended).
+    pub log: PathBuf,
 }
 
 /// Where the running lab can be reached.
 #[derive(Debug, Clone)]
 pub struct LabHandle {
+    /// Every recorded instance, prefills first (`prefill`, `decode` and
+    /// their logs below are the first of each role).
+    pub instances: Vec<LabInstance>,
     pub prefill: SocketAddr,
     pub decode: SocketAddr,
     pub prefill_log: PathBuf,
@@ -47,41 +61,6 @@ pub struct LabHandle {
     pub clock: LabClock,
 }
 
-/// Maps real time to the recording's time.
-#[derive(Debug, Clone)]
-pub struct LabClock {
-    start: Instant,
-    t0: f64,
-    t_end: f64,
-    speed: f64,
-    looping: bool,
-}
-
-impl LabClock {
-    /// (loop number, recording time) now.
-    pub fn now(&self) -> (u64, f64) {
-        let elapsed = self.start.elapsed().as_secs_f64() * self.speed;
-        let span = self.t_end - self.t0 + LOOP_GAP_SECS;
-        if self.looping && span > 0.0 {
-            let n = (elapsed / span).floor();
-            (n as u64, self.t0 + (elapsed - n * span))
-        } else {
-            (0, self.t0 + elapsed)
-        }
-    }
-
-    /// The recording has been played once (and the lab does not loop).
-    pub fn finished(&self) -> bool {
-        !self.looping && self.now().1 > self.t_end
-    }
-
-    /// Fraction of the recording played in this loop.
-    pub fn progress(&self) -> f64 {
-        let (_, t) = self.now();
-        ((t - self.t0) / (self.t_end - self.t0).max(1e-9)).clamp(0.0, 1.0)
-    }
-}
-
 /// Starts the lab's servers and log writers on the current tokio runtime.
 pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHandle> {
     start_at(capture, opts, Instant::now()).await
@@ -92,8 +71,22 @@ pub async fn start(capture: Capture, opts: LabOptions) -> std::io::Result<LabHan
 /// takes seconds to begin scraping new targets) time to get going.
 pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::io::Result<LabHandle> {
     std::fs::create_dir_all(&opts.dir)?;
-    let prefill = TcpListener::bind("127.0.0.1:0").await?;
-    let decode = TcpListener::bind("127.0.0.1:0").await?;
+    let mut listeners = Vec::new();
+    let mut instances = Vec::new();
+    for i in &capture.instances {
+        let l = TcpListener::bind("127.0.0.1:0").await?;
+        instances.push(LabInstance { role: i.role, addr: l.local_addr()?, log: opts.dir.join(&i.file_name) });
+        listeners.push(l);
+    }
+    let first = |role: Role| {
+        instances.iter().find(|i| i.role == role).cloned().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the recording has no {} instance", role.name()),
+            )
+        })
+    };
+    let (prefill, decode) = (first(Role::Prefill)?, first(Role::Decode)?);
     let clock = LabClock {
         start: at,
         t0: capture.t0,
@@ -103,10 +96,11 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     };
     let path_of = |name: &str| opts.dir.join(name);
     let handle = LabHandle {
-        prefill: prefill.local_addr()?,
-        decode: decode.local_addr()?,
-        prefill_log: path_of("prefill.log"),
-        decode_log: path_of("decode.log"),
+        instances,
+        prefill: prefill.addr,
+        decode: decode.addr,
+        prefill_log: prefill.log,
+        decode_log: decode.log,
         proxy_log: capture.logs.iter().any(|l| l.file_name == "proxy.log").then(|| path_of("proxy.log")),
         net_dev_file: (!capture.netdev.is_empty()).then(|| path_of("net-dev")),
         kv_dir: (!capture.kvdir_counts.is_empty() && !capture.kvdir_folders.is_empty())
@@ -114,8 +108,8 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         clock: clock.clone(),
     };
     let capture = Arc::new(capture);
-    for (role, listener) in [(Role::Prefill, prefill), (Role::Decode, decode)] {
-        tokio::spawn(serve_instance(role, listener, capture.clone(), clock.clone()));
+    for (k, listener) in listeners.into_iter().enumerate() {
+        tokio::spawn(serve_instance(k, listener, capture.clone(), clock.clone()));
     }
     let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(&l.file_name)).collect();
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
@@ -125,16 +119,17 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         capture.clone(),
         clock.clone(),
     ));
+    if let Some(to) = opts.otlp_to.filter(|_| !capture.otlp_frames.is_empty()) {
+        tokio::spawn(super::sender::send_spans(to, capture.clone(), clock.clone()));
+    }
     Ok(handle)
 }
 
-/// The recorded row of `role` at lab time `t`: `Ok(body)` or `Err(down)`.
-fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
+/// The recorded row of instance `k` at lab time `t`: `Ok(body)` or `Err(down)`.
+fn row_at(capture: &Capture, k: usize, t: f64) -> Result<&str, ()> {
     let rows = &capture.scrapes;
     let idx = rows.partition_point(|r| r.t <= t);
-    // The first instance of the role: a capture may have several.
-    let k = capture.instances.iter().position(|i| i.role == role);
-    let mine = |r: &&ScrapeRow| Some(r.instance) == k;
+    let mine = |r: &&ScrapeRow| r.instance == k;
     let row = rows[..idx].iter().rev().find(mine).or_else(|| rows.iter().find(mine));
     match row.and_then(|r| r.body.as_deref()) {
         Some(body) => Ok(body),
@@ -142,14 +137,14 @@ fn row_at(capture: &Capture, role: Role, t: f64) -> Result<&str, ()> {
     }
 }
 
-async fn serve_instance(role: Role, listener: TcpListener, capture: Arc<Capture>, clock: LabClock) {
+async fn serve_instance(k: usize, listener: TcpListener, capture: Arc<Capture>, clock: LabClock) {
     let Ok(addr) = listener.local_addr() else {
         return;
     };
     let mut listener = Some(listener);
     loop {
         let (_, t) = clock.now();
-        let down = row_at(&capture, role, t).is_err();
+        let down = row_at(&capture, k, t).is_err();
         if down {
             // Closing the socket makes connections fail with "refused",
             // exactly as when the recorded instance was dead.
@@ -164,7 +159,7 @@ async fn serve_instance(role: Role, listener: TcpListener, capture: Arc<Capture>
         tokio::select! {
             conn = l.accept() => {
                 if let Ok((stream, _)) = conn {
-                    tokio::spawn(answer(stream, role, capture.clone(), clock.clone()));
+                    tokio::spawn(answer(stream, k, capture.clone(), clock.clone()));
                 }
             }
             _ = tokio::time::sleep(STEP) => {}
@@ -175,7 +170,7 @@ async fn serve_instance(role: Role, listener: TcpListener, capture: Arc<Capture>
 /// Answers HTTP/1.1 requests on one connection, kept alive between them as
 /// uvicorn keeps a scraper's. While the recorded instance is down the
 /// connection is dropped unanswered, as a dead process's is.
-async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock: LabClock) {
+async fn answer(mut stream: TcpStream, k: usize, capture: Arc<Capture>, clock: LabClock) {
     let mut buf = vec![0u8; 8192];
     loop {
         let mut n = 0;
@@ -195,12 +190,12 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
         let path = head.split_whitespace().nth(1).unwrap_or("/");
         let (_, t) = clock.now();
         let (status, ctype, body) = match path {
-            "/metrics" => match row_at(&capture, role, t) {
+            "/metrics" => match row_at(&capture, k, t) {
                 Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
                 Err(()) => return,
             },
-            "/v1/models" => ("200 OK", "application/json", models_json(&capture, role)),
-            "/version" => match version_of(&capture, role) {
+            "/v1/models" => ("200 OK", "application/json", models_json(&capture, k)),
+            "/version" => match version_of(&capture, k) {
                 Some(v) => ("200 OK", "application/json", serde_json::json!({ "version": v }).to_string()),
                 None => ("404 Not Found", "text/plain", "not found\n".to_string()),
             },
@@ -221,8 +216,8 @@ async fn answer(mut stream: TcpStream, role: Role, capture: Arc<Capture>, clock:
 /// startup log tells: vLLM's `root` is the `--model` path and
 /// `max_model_len` its length. Both roles come from their own log, so the
 /// lab never shows a pair that disagrees where the recording did not.
-fn models_json(capture: &Capture, role: Role) -> String {
-    let config = startup_of(capture, role);
+fn models_json(capture: &Capture, k: usize) -> String {
+    let config = startup_of(capture, k);
     serde_json::json!({
         "object": "list",
         "data": [{
@@ -237,18 +232,15 @@ fn models_json(capture: &Capture, role: Role) -> String {
 }
 
 /// The vLLM version the recorded instance ran, as its own log printed it.
-fn version_of(capture: &Capture, role: Role) -> Option<String> {
-    startup_of(capture, role).version
+fn version_of(capture: &Capture, k: usize) -> Option<String> {
+    startup_of(capture, k).version
 }
 
 /// What the recorded instance's startup lines say of it.
-fn startup_of(capture: &Capture, role: Role) -> crate::logs::startup::StartupConfig {
-    let file = match role {
-        Role::Prefill => "prefill.log",
-        Role::Decode => "decode.log",
-    };
+fn startup_of(capture: &Capture, k: usize) -> crate::logs::startup::StartupConfig {
     let mut config = crate::logs::startup::StartupConfig::default();
-    if let Some(log) = capture.logs.iter().find(|l| l.file_name == file) {
+    let file = capture.instances.get(k).map(|i| i.file_name.as_str());
+    if let Some(log) = capture.logs.iter().find(|l| Some(l.file_name.as_str()) == file) {
         for (_, line) in log.lines.iter().take(2000) {
             config.on_line(line);
         }

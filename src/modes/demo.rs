@@ -25,18 +25,24 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let settings = super::settings(&Inputs::default(), &args.ui)?;
     let name = capture.name.clone();
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
-    let opts = LabOptions { speed: args.speed, looping: !args.no_loop, dir: dir.clone() };
+    // The recorded spans go to the dashboard's own OTLP receiver, as vLLM's
+    // exporter sent them.
+    let otlp_to = (!capture.otlp_frames.is_empty()).then(free_loopback).flatten();
+    let opts = LabOptions { speed: args.speed, looping: !args.no_loop, dir: dir.clone(), otlp_to };
     let model = capture.model_config.clone();
     let t0 = capture.t0;
     let handle = start_lab(capture, opts)?;
     if args.serve_only {
-        print_lab(&name, args.speed, &handle);
+        print_lab(&name, args.speed, &handle, otlp_to);
         loop {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
-    let session =
+    let mut session =
         lab_session(&handle, t0, model.as_deref(), args.speed, settings.window_secs, settings.timeout);
+    if let Some(c) = session.collect.as_mut() {
+        c.otlp.http = otlp_to;
+    }
     // pdtop's clock follows the recording: its time of day, at its speed.
     let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0, args.speed));
     let mut feed = Feed::live(&session, clock)?;
@@ -98,34 +104,47 @@ pub fn start_lab(capture: Capture, opts: LabOptions) -> Result<LabHandle> {
         .map_err(|e| Error::Runtime(format!("the demo lab did not start: {e}")))
 }
 
-fn print_lab(name: &str, speed: f64, handle: &LabHandle) {
+fn print_lab(name: &str, speed: f64, handle: &LabHandle, otlp_to: Option<std::net::SocketAddr>) {
     let show =
         |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let of = |role: Role, what: &dyn Fn(&crate::lab::LabInstance) -> String| {
+        handle.instances.iter().filter(|i| i.role == role).map(what).collect::<Vec<_>>().join(" ")
+    };
+    let addr = |i: &crate::lab::LabInstance| i.addr.to_string();
+    let log = |i: &crate::lab::LabInstance| i.log.display().to_string();
     println!(
-        "pdtop demo lab ({name}, x{speed}):\n  --prefill {} --decode {}\n  logs: {} {} {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
-        handle.prefill,
-        handle.decode,
-        handle.prefill_log.display(),
-        handle.decode_log.display(),
+        "pdtop demo lab ({name}, x{speed}):\n  --prefill {} --decode {}\n  --prefill-log {} --decode-log {} --proxy-log {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
+        of(Role::Prefill, &addr),
+        of(Role::Decode, &addr),
+        of(Role::Prefill, &log),
+        of(Role::Decode, &log),
         show(&handle.proxy_log),
         show(&handle.kv_dir),
         show(&handle.net_dev_file),
     );
+    if let Some(a) = otlp_to {
+        println!("  spans: sent to http://{a}/v1/traces (--otlp-listen {a})");
+    }
     std::io::stdout().flush().ok();
 }
 
+/// A free port on loopback (the OTLP receiver binds it a moment later).
+fn free_loopback() -> Option<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()
+}
+
 fn lab_logs(h: &LabHandle) -> Vec<(LogOrigin, String)> {
-    let mut logs = vec![
-        (LogOrigin::Prefill(0), h.prefill_log.display().to_string()),
-        (LogOrigin::Decode(0), h.decode_log.display().to_string()),
-    ];
+    let mut logs = Vec::new();
+    for role in [Role::Prefill, Role::Decode] {
+        for (k, i) in h.instances.iter().filter(|i| i.role == role).enumerate() {
+            let o = if role == Role::Prefill { LogOrigin::Prefill(k) } else { LogOrigin::Decode(k) };
+            logs.push((o, i.log.display().to_string()));
+        }
+    }
     logs.extend(h.proxy_log.iter().map(|p| (LogOrigin::Proxy, p.display().to_string())));
     logs
 }
 
 fn lab_endpoints(h: &LabHandle) -> Vec<Endpoint> {
-    [(Role::Prefill, h.prefill), (Role::Decode, h.decode)]
-        .into_iter()
-        .filter_map(|(role, addr)| Endpoint::parse(role, &addr.to_string()).ok())
-        .collect()
+    h.instances.iter().filter_map(|i| Endpoint::parse(i.role, &i.addr.to_string()).ok()).collect()
 }

@@ -10,7 +10,7 @@ use super::session::Session;
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::feed::Msg;
-use crate::lab::server::LabClock;
+use crate::lab::LabClock;
 
 /// The messages a sink folds into its state.
 pub enum Feed {

@@ -24,7 +24,24 @@ pub struct LogState {
     /// Every tailed file was read up to here (None: no such report, as
     /// in a replay, where lines arrive in order and the clock is theirs).
     pub polled_at: Option<f64>,
+    /// Spans' prompt lengths for requests no log line named yet: vLLM
+    /// exports a span within a fraction of a second, before the tailer may
+    /// have read the request's lines. Given once the request is known.
+    unplaced: std::collections::VecDeque<Unplaced>,
 }
+
+/// A span's prompt length waiting for its request's log lines.
+#[derive(Debug, Clone)]
+struct Unplaced {
+    at: f64,
+    role: Option<crate::feed::Role>,
+    request_id: String,
+    tokens: u32,
+}
+
+/// Spans kept waiting for their request, and for how long (read time).
+const UNPLACED_CAP: usize = 4096;
+const UNPLACED_S: f64 = 60.0;
 
 impl std::fmt::Debug for LogState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,6 +65,7 @@ impl LogState {
                 })
                 .collect(),
             polled_at: None,
+            unplaced: Default::default(),
         }
     }
 
@@ -80,28 +98,52 @@ impl LogState {
         self.correlator.on_prompt_tokens(origin, request_id, tokens, at);
     }
 
-    /// The decode spans' prompt lengths, given to the traces they name
-    /// (the instance told apart by the trace's own decode hop).
+    /// The spans' prompt lengths, given to the traces they name (the
+    /// instance told apart by the trace's own hop); a span whose request no
+    /// line named yet waits for it (`unplaced`).
     pub fn on_spans(&mut self, spans: &[crate::feed::RequestSpan], at: f64) {
-        use crate::feed::Role;
         for s in spans {
             let Some(n) = s.prompt_tokens else { continue };
             // The prefill copy's length too: it pairs the copy with its
-            // decode request when no id is shared (`traces/prompt_join.rs`).
-            // A service name that says no role: the side that logged the id.
-            let role = crate::state::spans::service_role(&s.service).or_else(|| {
-                match self.correlator.side_of(&s.request_id)? {
-                    LogOrigin::Prefill(_) => Some(Role::Prefill),
-                    LogOrigin::Decode(_) => Some(Role::Decode),
-                    LogOrigin::Proxy => None,
+            // decode request when no id is shared (`traces/length_join.rs`).
+            let role = crate::state::spans::service_role(&s.service);
+            let u = Unplaced { at, role, request_id: s.request_id.clone(), tokens: n };
+            if !self.place(&u, at) {
+                self.unplaced.push_back(u);
+                while self.unplaced.len() > UNPLACED_CAP {
+                    self.unplaced.pop_front();
                 }
-            });
-            let origin = match role {
-                Some(Role::Prefill) => self.correlator.prefill_of(&s.request_id).map(LogOrigin::Prefill),
-                _ => self.correlator.decode_of(&s.request_id).map(LogOrigin::Decode),
-            };
-            if let Some(o) = origin {
-                self.on_prompt_tokens(o, &s.request_id, n, at);
+            }
+        }
+    }
+
+    /// Gives a span's length to its trace; `false` when no trace names it yet.
+    fn place(&mut self, u: &Unplaced, at: f64) -> bool {
+        use crate::feed::Role;
+        // A service name that says no role: the side that logged the id.
+        let role = u.role.or_else(|| match self.correlator.side_of(&u.request_id)? {
+            LogOrigin::Prefill(_) => Some(Role::Prefill),
+            LogOrigin::Decode(_) => Some(Role::Decode),
+            LogOrigin::Proxy => None,
+        });
+        let origin = match role {
+            Some(Role::Prefill) => self.correlator.prefill_of(&u.request_id).map(LogOrigin::Prefill),
+            _ => self.correlator.decode_of(&u.request_id).map(LogOrigin::Decode),
+        };
+        let Some(o) = origin else { return false };
+        self.on_prompt_tokens(o, &u.request_id, u.tokens, at);
+        true
+    }
+
+    /// Spans that came before their request's lines, tried again.
+    fn place_waiting(&mut self, at: f64) {
+        if self.unplaced.is_empty() {
+            return;
+        }
+        let waiting: Vec<Unplaced> = self.unplaced.drain(..).collect();
+        for u in waiting {
+            if !self.place(&u, at) && at - u.at <= UNPLACED_S {
+                self.unplaced.push_back(u);
             }
         }
     }
@@ -132,6 +174,9 @@ impl LogState {
         }
         for line in lines {
             self.correlator.on_line(source, line, at);
+        }
+        if !lines.is_empty() {
+            self.place_waiting(at);
         }
         if let Some(s) = self.sources.iter_mut().find(|s| s.source == source) {
             s.state = Some(state);

@@ -45,6 +45,33 @@ fn invented_on(e: &Entry, decode: bool) -> bool {
 }
 
 impl Correlator {
+    /// A prefill copy's length came (its copy started at `t`): the classes
+    /// of loose decode requests it may have held back (a copy of unknown
+    /// length could have been theirs) are tried again.
+    pub(super) fn join_lengths_after(&mut self, t: f64, at: f64) {
+        let win = self.opts.prefill_only_timeout_s.max(self.opts.order_window_s);
+        let mut lengths: Vec<(u32, f64)> = Vec::new();
+        for s in self.store.serials().rev().take(SCAN) {
+            let Some(e) = self.store.get(s) else { continue };
+            if e.trace.first_seen < t - 4.0 * win {
+                break;
+            }
+            let loose = e.trace.prefill.is_none() || !e.trace.join.exact();
+            if let (Some(n), Some(dt), Some(_)) =
+                (e.trace.prompt_tokens, e.track.decode_event_t, e.trace.decode)
+                && loose
+                && dt - t >= -SLACK_S
+                && dt - t <= win
+                && !lengths.iter().any(|(m, _)| *m == n)
+            {
+                lengths.push((n, dt));
+            }
+        }
+        for (n, dt) in lengths {
+            self.join_by_length(n, dt, at);
+        }
+    }
+
     /// A prompt length of `n` tokens came for a request at event time `t`:
     /// matches the decode requests and copies of that length around it.
     pub(super) fn join_by_length(&mut self, n: u32, t: f64, at: f64) {

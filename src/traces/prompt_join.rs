@@ -61,6 +61,10 @@ impl Correlator {
         });
         if let Some(t) = t {
             self.join_by_length(n, t, at);
+            // A copy's length may free the classes it held back.
+            if matches!(src, LogOrigin::Prefill(_)) {
+                self.join_lengths_after(t, at);
+            }
         }
         // Both sides' lengths may now settle (or overturn) an order join.
         let Some(s) = self.find(id) else { return };

@@ -121,7 +121,7 @@ fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
     let (t0, model) = (cap.t0, cap.model_config.clone());
     let speed = 10.0;
     let dir = std::env::temp_dir().join(format!("pdtop-alerts-demo-{}", std::process::id()));
-    let opts = pdtop::lab::LabOptions { speed, looping: true, dir: dir.clone() };
+    let opts = pdtop::lab::LabOptions { speed, looping: true, dir: dir.clone(), otlp_to: None };
     let lab = pdtop::modes::demo::start_lab(cap, opts).unwrap();
     let timeout = std::time::Duration::from_secs(2);
     let session = pdtop::modes::demo::lab_session(&lab, t0, model.as_deref(), speed, 60.0, timeout);

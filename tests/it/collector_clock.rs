@@ -67,7 +67,9 @@ fn temp_dir(name: &str) -> PathBuf {
 
 async fn start_lab(dir: &Path) -> lab::LabHandle {
     let cap = Capture::from_dir(&common::capture_dir("qwen3-shape-restart")).unwrap();
-    lab::start(cap, LabOptions { speed: 1.0, looping: true, dir: dir.to_path_buf() }).await.unwrap()
+    lab::start(cap, LabOptions { speed: 1.0, looping: true, dir: dir.to_path_buf(), otlp_to: None })
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

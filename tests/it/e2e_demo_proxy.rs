@@ -19,7 +19,9 @@ async fn check_reports_every_trace_of_the_demo_proxy_capture() {
     let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{name}-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
+    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })
+        .await
+        .unwrap();
     let path = |p: &std::path::Path| p.display().to_string();
     let mut args: Vec<String> = vec!["check".into(), "--json".into()];
     for (k, v) in [

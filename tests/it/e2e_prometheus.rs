@@ -121,7 +121,8 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     for (n, name) in common::CAPTURES.iter().chain(common::CAPTURES.iter()).enumerate() {
         let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
         span = span.max(cap.t_end - cap.t0);
-        let opts = LabOptions { speed: SPEED, looping: false, dir: dir.join(format!("lab{n}")) };
+        let opts =
+            LabOptions { speed: SPEED, looping: false, dir: dir.join(format!("lab{n}")), otlp_to: None };
         labs.push(lab::start_at(cap, opts, play_at).await.unwrap());
     }
     let prefill = strings(labs.iter().map(|l| l.prefill));
@@ -299,7 +300,7 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     let play_at = tokio::time::Instant::now() + Duration::from_secs(8);
     let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
     let span = cap.t_end - cap.t0;
-    let opts = LabOptions { speed: SPEED, looping: false, dir: dir.join("lab") };
+    let opts = LabOptions { speed: SPEED, looping: false, dir: dir.join("lab"), otlp_to: None };
     let lab = lab::start_at(cap, opts, play_at).await.unwrap();
     let (p, d) = (vec![lab.prefill.to_string()], vec![lab.decode.to_string()]);
     let (bin2, pdir, dead2) = (bin.clone(), dir.join("prom"), dead.clone());
@@ -369,5 +370,5 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     // The metrics alone, through the server: the count, as directly.
     assert_eq!(m["requests_source"], "metrics");
     let misses = m["requests"]["silent_miss"].as_u64().unwrap();
-    assert!(misses >= 6 && misses <= 8, "{}", m["requests"]);
+    assert!((6..=8).contains(&misses), "{}", m["requests"]);
 }

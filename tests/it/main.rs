@@ -11,6 +11,7 @@ mod connector_metrics_http;
 mod connector_ui;
 mod doctor;
 mod doctor_host;
+mod e2e_bench;
 mod e2e_check;
 mod e2e_demo_proxy;
 mod e2e_prometheus;

@@ -141,7 +141,8 @@ async fn misses_behind_a_block_mismatch_name_it_as_the_likely_cause() {
     let speed = 10.0;
     let secs = (cap.t_end - cap.t0) / speed + 1.0;
     let tmp = std::env::temp_dir().join(format!("pdtop-mismatch-lab-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: tmp.clone() }).await.unwrap();
+    let lab =
+        lab::start(cap, LabOptions { speed, looping: false, dir: tmp.clone(), otlp_to: None }).await.unwrap();
     let mut args: Vec<String> = vec!["check".into(), "--json".into()];
     args.extend(common::lab_pair_args(&lab, speed, secs));
     let out =

@@ -55,7 +55,9 @@ async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
     let cap = Capture::from_dir(&common::capture_dir(CAPTURE)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 2.0;
     let dir = std::env::temp_dir().join(format!("pdtop-otlp-e2e-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
+    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })
+        .await
+        .unwrap();
     let (p_check, p_record) = (free_port(), free_port());
     let path = |p: &std::path::Path| p.display().to_string();
     let mut args: Vec<String> = vec![

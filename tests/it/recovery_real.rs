@@ -102,7 +102,8 @@ async fn check_over_the_lab_judges_the_cancel_the_restart_and_the_kill() {
     let speed = 5.0;
     let secs = (cap.t_end - cap.t0) / speed + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-recovery-lab-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone() }).await.unwrap();
+    let lab =
+        lab::start(cap, LabOptions { speed, looping: false, dir: dir.clone(), otlp_to: None }).await.unwrap();
     let (prefill, decode) = (lab.prefill.to_string(), lab.decode.to_string());
     let mut args: Vec<String> =
         ["check", "--json", "--prefill", &prefill, "--decode", &decode].map(String::from).to_vec();

@@ -40,9 +40,17 @@ impl Correlator {
                 if a.method != "POST" || !a.path.starts_with("/v1/") {
                     return false;
                 }
-                if let Some((s, when)) = self.flow.error.take()
+                // The failed request's own answer follows its failure: a
+                // failing status, or vLLM's demo proxy's 200 (it answers
+                // success for a failure). A 2xx after an exception raised
+                // mid-stream (uvicorn's `Exception in ASGI application`)
+                // is another request's: that stream's answer began before.
+                let pending = self.flow.error.take();
+                let answers = |ok: bool| !(200..300).contains(&a.status) || ok;
+                if let Some((s, when)) = pending
                     && at - when <= ERROR_ACCESS_S
                     && self.store.get(s).is_some()
+                    && answers(self.flow.error_answers_ok)
                 {
                     // The failed request's own answer, as the proxy's access
                     // line gives it (vLLM's demo proxy says 200, others 502).
@@ -83,18 +91,27 @@ impl Correlator {
         let win = self.opts.proxy_window_s;
         let serials = self.store.serials();
         let from = serials.end.saturating_sub(ATTACH_SCAN as u64).max(serials.start);
+        // The proxy's answer starts with the decode's stream: a request is
+        // near its access line by its decode's arrival (a prefill may have
+        // queued long before it), else by its first line.
         let fits = |s: &u64, prefilled: bool| {
             self.store.get(*s).is_some_and(|e| {
+                let near = e.track.decode_at.unwrap_or(e.trace.first_seen);
                 !e.track.proxy_seen
                     && (e.trace.prefill.is_some() || (!prefilled && e.trace.decode.is_some()))
-                    && e.trace.first_seen >= at - win
-                    && e.trace.first_seen <= at + 1.0
+                    && near >= at - win
+                    && near <= at + 1.0
             })
         };
         // A proxied request was prefilled: those first, direct ones only if none.
-        let target = (from..serials.end)
-            .find(|s| fits(s, true))
-            .or_else(|| (from..serials.end).find(|s| fits(s, false)));
+        // Answers start in the order the decodes were reached: the earliest.
+        let near = |s: &u64| {
+            self.store.get(*s).map_or(f64::MAX, |e| e.track.decode_at.unwrap_or(e.trace.first_seen))
+        };
+        let earliest = |prefilled: bool| {
+            (from..serials.end).filter(|s| fits(s, prefilled)).min_by(|a, b| near(a).total_cmp(&near(b)))
+        };
+        let target = earliest(true).or_else(|| earliest(false));
         let (s, detail) = match target {
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
             None => {
@@ -182,6 +199,8 @@ impl Correlator {
             // This proxy fails a request whose prefill failed: it sends no decode.
             self.joiner.proxy_stops_at_prefill_error = true;
         }
+        // vLLM's demo proxy answers 200 for the request it failed.
+        self.flow.error_answers_ok = matches!(kind, ProxyErrorKind::DisaggProxy | ProxyErrorKind::Detail);
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
             && !self.joiner.ids_shared
             && let Some(s) = self.order_partner(at)

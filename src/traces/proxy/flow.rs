@@ -45,6 +45,9 @@ pub(crate) struct Flow {
     /// The proxy's latest error trace and when: the access line that
     /// follows it (`200 OK` with an empty body) is that request's.
     pub error: Option<(u64, f64)>,
+    /// That error is of a proxy that answers success for a failure (vLLM's
+    /// demo proxy): a `200` after it is its answer.
+    pub error_answers_ok: bool,
     /// Decode refusals (4xx before logging the request) with no prefill
     /// copy before them: (serial, read time). Its copy may be read late.
     refusals: VecDeque<(u64, f64)>,

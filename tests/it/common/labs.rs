@@ -65,7 +65,9 @@ async fn play(capture: &str) -> LabRun {
     let cap = Capture::from_dir(&super::capture_dir(capture)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}", std::process::id()));
-    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone() }).await.unwrap();
+    let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })
+        .await
+        .unwrap();
     let recording = (capture == RECORDED)
         .then(|| std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}.pdrec", std::process::id())));
     let spawn = |mut args: Vec<String>, logs: Logs| {

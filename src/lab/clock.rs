@@ -1,0 +1,41 @@
+//! The lab's clock: real time mapped to the recording's, looping or not.
+
+use tokio::time::Instant;
+
+/// Pause between the end of the recording and its next loop (lab seconds).
+pub(super) const LOOP_GAP_SECS: f64 = 3.0;
+
+/// Maps real time to the recording's time.
+#[derive(Debug, Clone)]
+pub struct LabClock {
+    pub(super) start: Instant,
+    pub(super) t0: f64,
+    pub(super) t_end: f64,
+    pub(super) speed: f64,
+    pub(super) looping: bool,
+}
+
+impl LabClock {
+    /// (loop number, recording time) now.
+    pub fn now(&self) -> (u64, f64) {
+        let elapsed = self.start.elapsed().as_secs_f64() * self.speed;
+        let span = self.t_end - self.t0 + LOOP_GAP_SECS;
+        if self.looping && span > 0.0 {
+            let n = (elapsed / span).floor();
+            (n as u64, self.t0 + (elapsed - n * span))
+        } else {
+            (0, self.t0 + elapsed)
+        }
+    }
+
+    /// The recording has been played once (and the lab does not loop).
+    pub fn finished(&self) -> bool {
+        !self.looping && self.now().1 > self.t_end
+    }
+
+    /// Fraction of the recording played in this loop.
+    pub fn progress(&self) -> f64 {
+        let (_, t) = self.now();
+        ((t - self.t0) / (self.t_end - self.t0).max(1e-9)).clamp(0.0, 1.0)
+    }
+}
