@@ -26,6 +26,9 @@ pub struct LogScript {
     pub file_name: String,
     pub source: LogOrigin,
     pub lines: Vec<(f64, String)>,
+    /// Why its lines are not replayed (nothing dates them): shown as the
+    /// log's state, never placed at a made-up time.
+    pub undated: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -208,7 +211,7 @@ impl Capture {
 
         let mut logs: Vec<LogScript> = instances
             .iter()
-            .map(|i| LogScript { file_name: i.file_name.clone(), source: i.source, lines: Vec::new() })
+            .map(|i| LogScript { file_name: i.file_name.clone(), source: i.source, lines: Vec::new(), undated: None })
             .collect();
         // Shorter names first: an instance's own log before its restart's.
         let mut by_name: Vec<&(String, Vec<u8>)> = files.logs.iter().collect();
@@ -220,11 +223,18 @@ impl Capture {
         }
         logs.retain(|l| !l.lines.is_empty());
         if let Some(proxy) = &files.proxy_log {
-            logs.push(LogScript {
-                file_name: "proxy.log".into(),
-                source: LogOrigin::Proxy,
-                lines: proxy_lines(proxy, files.requests.as_deref(), t0),
-            });
+            let script = match proxy_lines(proxy, files.requests.as_deref(), t0) {
+                Some(lines) => LogScript { file_name: "proxy.log".into(), source: LogOrigin::Proxy, lines, undated: None },
+                None => LogScript {
+                    file_name: "proxy.log".into(),
+                    source: LogOrigin::Proxy,
+                    lines: Vec::new(),
+                    undated: Some(
+                        "no timestamps, and no client record (requests.jsonl) of when each request was answered: its lines cannot be placed against the other logs, not replayed".into(),
+                    ),
+                },
+            };
+            logs.push(script);
         }
         let kvdir_counts: Vec<(f64, usize, u64)> = files
             .kvdir
@@ -361,7 +371,7 @@ fn vllm_timestamp(line: &str, t0: f64) -> Option<f64> {
 /// proxied request's start plus its TTFT (its end when nothing came back),
 /// from the ground truth. Other lines (the demo proxy's error report) were
 /// printed just before the access line that follows them.
-fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, String)> {
+fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Option<Vec<(f64, String)>> {
     let mut times: Vec<f64> = requests
         .map(|r| String::from_utf8_lossy(r).into_owned())
         .unwrap_or_default()
@@ -384,6 +394,10 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.lines().collect();
     let is_post = |l: &str| l.contains("\"POST ") && l.contains(" HTTP/");
+    // Answers with nothing to date them: never all at the start.
+    if times.is_empty() && lines.iter().any(|l| is_post(l)) {
+        return None;
+    }
     let mut next = times.into_iter();
     let mut last = t0;
     let mut out: Vec<(f64, String)> = Vec::with_capacity(lines.len());
@@ -400,7 +414,7 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Vec<(f64, Stri
         }
         out.push((last, line.to_string()));
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]

@@ -89,6 +89,13 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut next_scan = 0;
     let end = capture.t0 + secs;
     let mut t = capture.t0;
+    // A log nothing dates says so as its state, once.
+    for l in capture.logs.iter().filter(|_| with_logs) {
+        if let Some(why) = &l.undated {
+            let state = TailState::Error(why.clone());
+            out.push(Msg::LogLines { source: l.source, at: t, lines: Vec::new(), state, counts: TailCounts::default() });
+        }
+    }
     while t <= end {
         if with_logs {
             for &i in &order {

@@ -25,6 +25,11 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
         return from_logs(args, &settings);
     }
     let session = Session::from_inputs(&args.inputs, &settings)?;
+    // A bounded check reads the logs it was given: one that cannot be
+    // opened is bad usage, named (the dashboard waits for it instead).
+    for (_, path) in session.logs.iter().filter(|(_, p)| p != "-") {
+        std::fs::File::open(path).map_err(|e| Error::usage(format!("{path}: {e}")))?;
+    }
     let duration = args.duration.unwrap_or(0.0);
     if !(duration.is_finite() && duration > 0.0) {
         return Err(Error::usage("--duration must be a positive number of seconds"));

@@ -326,6 +326,12 @@ impl Report {
             );
         }
         warnings.extend(crate::state::router::router_warning(state));
+        // A log that could not be read, or not placed in time, says why.
+        for l in state.logs.iter().flat_map(|l| &l.sources) {
+            if let Some(crate::feed::TailState::Error(why)) = &l.state {
+                warnings.push(format!("{}: {why}", l.path));
+            }
+        }
         let kv = KvReport::from_state(state);
         // A silent slow split is as loud as a silent miss.
         warnings.extend(kv.per_request.wire_warning.clone());

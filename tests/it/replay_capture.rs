@@ -218,3 +218,31 @@ fn a_nixl_bench_run_with_id_less_misses_and_a_kill_is_never_sure_and_wrong() {
     assert_eq!(rows.len(), 274);
     assert!(right >= 273 && unknown <= 1, "right {right}, unknown {unknown}");
 }
+
+/// A capture folder whose proxy log has no timestamps (uvicorn's access
+/// lines) and no client record to time its answers by: its lines are not
+/// placed at the start (each would be a "proxy only" request, and its
+/// errors would come before they happened); the report says so, and the
+/// requests are the instances' own: 64, as the truth has.
+#[test]
+fn an_undated_proxy_log_is_not_replayed_at_time_zero() {
+    let src = common::capture_dir("nixl-llama-shape");
+    let dir = std::env::temp_dir().join(format!("pdtop-undated-proxy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "requests.jsonl" {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    let r = check(&dir.display().to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r["requests"]["seen"], 64, "{}", r["requests"]);
+    assert_eq!(r["requests"]["unknown"], 0, "{}", r["requests"]);
+    let warned = r["warnings"].as_array().unwrap().iter().any(|w| {
+        let w = w.as_str().unwrap();
+        w.starts_with("proxy.log: no timestamps") && w.contains("not replayed")
+    });
+    assert!(warned, "{}", r["warnings"]);
+}
