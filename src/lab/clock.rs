@@ -1,5 +1,8 @@
 //! The lab's clock: real time mapped to the recording's, looping or not.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use tokio::time::Instant;
 
 /// Pause between the end of the recording and its next loop (lab seconds).
@@ -13,9 +16,21 @@ pub struct LabClock {
     pub(super) t_end: f64,
     pub(super) speed: f64,
     pub(super) looping: bool,
+    /// Set when the lab's owner is done: its writers stop (a folder removed
+    /// after it is not made again).
+    pub(super) stop: Arc<AtomicBool>,
 }
 
 impl LabClock {
+    /// Stops the lab's writers and servers at their next step.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
     /// (loop number, recording time) now.
     pub fn now(&self) -> (u64, f64) {
         let elapsed = self.start.elapsed().as_secs_f64() * self.speed;

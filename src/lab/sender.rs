@@ -14,6 +14,9 @@ use super::clock::LabClock;
 pub(super) async fn send_spans(to: SocketAddr, capture: Arc<Capture>, clock: LabClock) {
     let (mut loop_no, mut next) = (0, 0);
     loop {
+        if clock.stopped() {
+            return;
+        }
         let (l, t) = clock.now();
         if l != loop_no {
             (loop_no, next) = (l, 0);

@@ -93,6 +93,7 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         t_end: capture.t_end,
         speed: opts.speed.max(0.01),
         looping: opts.looping,
+        stop: Default::default(),
     };
     let path_of = |name: &str| opts.dir.join(name);
     let handle = LabHandle {
@@ -143,6 +144,9 @@ async fn serve_instance(k: usize, listener: TcpListener, capture: Arc<Capture>, 
     };
     let mut listener = Some(listener);
     loop {
+        if clock.stopped() {
+            return;
+        }
         let (_, t) = clock.now();
         let down = row_at(&capture, k, t).is_err();
         if down {
@@ -265,6 +269,9 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
         let _ = std::fs::write(p, b"");
     }
     loop {
+        if clock.stopped() {
+            return;
+        }
         let (l, t) = clock.now();
         if l != loop_no {
             loop_no = l;
@@ -298,6 +305,9 @@ async fn write_link(
     let mut created: Vec<usize> = Vec::new();
     let mut loop_no = u64::MAX;
     loop {
+        if clock.stopped() {
+            return;
+        }
         let (l, t) = clock.now();
         if let Some(path) = &net_dev {
             let idx = capture.netdev.partition_point(|(nt, _)| *nt <= t).saturating_sub(1);

@@ -50,6 +50,9 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         live.lab = Some(LabInfo { capture: name, speed: args.speed, clock: handle.clock.clone() });
     }
     let result = run_screen(App::new(session.state(), super::theme(&settings)?), feed);
+    // The lab's writers stop first: one that runs on would make the folder again.
+    handle.clock.stop();
+    std::thread::sleep(Duration::from_millis(100));
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
