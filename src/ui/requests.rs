@@ -303,6 +303,10 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("accent")).title(Line::from(title));
     let start = t.phases.iter().map(|p| p.start).fold(f64::INFINITY, f64::min);
+    // An offset is as precise as the coarser of its two ends: against a
+    // log stamp (whole seconds), a proxy line's read time says seconds too.
+    let start_stamped =
+        t.phases.iter().filter(|p| p.start == start).any(|p| phase_timed_by(p) == TimedBy::Stamp);
     let tm = state.spans.timings_for(t);
     let mut lines = Vec::new();
     for p in &t.phases {
@@ -312,6 +316,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
         let offset = match (start.is_finite(), phase_timed_by(p)) {
             (false, _) => String::new(),
             (true, TimedBy::Stamp) => format!("+{:.0}s", p.start - start),
+            (true, _) if start_stamped => format!("+{:.0}s", p.start - start),
             (true, _) => format!("+{:.1}s", p.start - start),
         };
         let mut hop = vec![
