@@ -97,8 +97,15 @@ pub fn action_for(key: &KeyEvent) -> Option<Action> {
 
 /// Help lines: each key (grouped per action) with its description.
 pub fn help_lines() -> Vec<(String, &'static str)> {
+    help_lines_for(false)
+}
+
+/// The help of a screen: a replay's keys take ←/→ (they seek), so those
+/// are not said to change the view there, and the replay's own are listed.
+pub fn help_lines_for(replay: bool) -> Vec<(String, &'static str)> {
     let mut out: Vec<(String, &'static str)> = Vec::new();
-    for (code, mods, _, text) in BINDINGS {
+    let taken = |code: &KeyCode| replay && REPLAY_BINDINGS.iter().any(|(c, _, _)| c == code);
+    for (code, mods, _, text) in BINDINGS.iter().filter(|(c, _, _, _)| !taken(c)) {
         let key = key_name(*code, *mods);
         match out.iter_mut().find(|(_, t)| t == text) {
             Some((k, _)) => {
@@ -107,6 +114,11 @@ pub fn help_lines() -> Vec<(String, &'static str)> {
             }
             None => out.push((key, text)),
         }
+    }
+    if replay {
+        out.extend(
+            REPLAY_BINDINGS.iter().map(|(code, _, text)| (key_name(*code, KeyModifiers::NONE), *text)),
+        );
     }
     out
 }
@@ -180,5 +192,25 @@ mod tests {
         assert!(lines.iter().any(|(k, _)| k == "q"));
         assert!(lines.iter().any(|(k, _)| k == "Esc"));
         assert!(lines.iter().any(|(k, _)| k == "Ctrl-c"));
+    }
+}
+#[cfg(test)]
+mod replay_help_tests {
+    use super::*;
+
+    /// A replay's ←/→ seek: its help says so, and not that they change the view.
+    #[test]
+    fn a_replays_help_lists_its_keys_and_no_view_change_on_the_arrows() {
+        let live = help_lines_for(false);
+        let played = help_lines_for(true);
+        let keys_of = |lines: &[(String, &str)], what: &str| {
+            lines.iter().find(|(_, t)| *t == what).map(|(k, _)| k.clone()).unwrap_or_default()
+        };
+        assert!(keys_of(&live, "previous view").contains('←'));
+        assert!(!keys_of(&played, "previous view").contains('←'), "{played:?}");
+        assert!(!keys_of(&played, "next view").contains('→'), "{played:?}");
+        assert_eq!(keys_of(&played, "replay: back 10 s"), "←");
+        assert_eq!(keys_of(&played, "replay: pause / play"), "p");
+        assert!(keys_of(&live, "replay: back 10 s").is_empty());
     }
 }

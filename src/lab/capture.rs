@@ -211,7 +211,12 @@ impl Capture {
 
         let mut logs: Vec<LogScript> = instances
             .iter()
-            .map(|i| LogScript { file_name: i.file_name.clone(), source: i.source, lines: Vec::new(), undated: None })
+            .map(|i| LogScript {
+                file_name: i.file_name.clone(),
+                source: i.source,
+                lines: Vec::new(),
+                undated: None,
+            })
             .collect();
         // Shorter names first: an instance's own log before its restart's.
         let mut by_name: Vec<&(String, Vec<u8>)> = files.logs.iter().collect();

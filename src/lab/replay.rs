@@ -93,7 +93,13 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     for l in capture.logs.iter().filter(|_| with_logs) {
         if let Some(why) = &l.undated {
             let state = TailState::Error(why.clone());
-            out.push(Msg::LogLines { source: l.source, at: t, lines: Vec::new(), state, counts: TailCounts::default() });
+            out.push(Msg::LogLines {
+                source: l.source,
+                at: t,
+                lines: Vec::new(),
+                state,
+                counts: TailCounts::default(),
+            });
         }
     }
     while t <= end {

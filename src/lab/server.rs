@@ -113,6 +113,11 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         tokio::spawn(serve_instance(k, listener, capture.clone(), clock.clone()));
     }
     let paths: Vec<PathBuf> = capture.logs.iter().map(|l| path_of(&l.file_name)).collect();
+    // Every log is there once the lab is, as a server's log redirected to
+    // a file is: a reader started at once finds it.
+    for p in &paths {
+        std::fs::write(p, b"")?;
+    }
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
     tokio::spawn(write_link(
         handle.net_dev_file.clone(),
@@ -265,9 +270,6 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
     order.sort_by_key(|i| rank(&capture.logs[*i].file_name));
     let mut next = vec![0usize; capture.logs.len()];
     let mut loop_no = 0;
-    for p in &paths {
-        let _ = std::fs::write(p, b"");
-    }
     loop {
         if clock.stopped() {
             return;

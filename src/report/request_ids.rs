@@ -18,6 +18,9 @@ pub enum IdKind {
     Request,
     /// vLLM's id as one instance logged it.
     Vllm(LogOrigin),
+    /// The same vLLM id logged by two instances (a forwarded id is the
+    /// prefill's and the decode's alike).
+    VllmBoth(LogOrigin, LogOrigin),
     /// The trace id of its OTLP spans (`traceparent`).
     SpanTrace,
     /// The request id a span carries (`gen_ai.request.id`) that no log gave.
@@ -29,6 +32,7 @@ impl IdKind {
         match self {
             IdKind::Request => "request id".into(),
             IdKind::Vllm(o) => format!("{o} vLLM id"),
+            IdKind::VllmBoth(a, b) => format!("{a} and {b} vLLM id"),
             IdKind::SpanTrace => "span trace id".into(),
             IdKind::SpanRequest => "span request id".into(),
         }
@@ -100,9 +104,16 @@ pub fn find_in(spans: &SpanStore, t: &Trace, needles: &[String]) -> Option<Reque
         let id = id.to_lowercase();
         needles.iter().any(|n| id.contains(n.as_str()))
     };
-    // The logs' ids first: no span lookup for most rows.
+    // The logs' ids first: no span lookup for most rows. An id two
+    // instances logged alike is said to be both's, not the first's.
     if let Some((o, id)) = log_ids(t).find(|(_, id)| hit(id)) {
-        return Some(RequestId { kind: o.map_or(IdKind::Request, IdKind::Vllm), id: id.to_string() });
+        let also = log_ids(t).find_map(|(p, other)| p.filter(|p| Some(*p) != o && other == id));
+        let kind = match (o, also) {
+            (None, _) => IdKind::Request,
+            (Some(a), Some(b)) => IdKind::VllmBoth(a, b),
+            (Some(a), None) => IdKind::Vllm(a),
+        };
+        return Some(RequestId { kind, id: id.to_string() });
     }
     ids_of(spans, t).into_iter().find(|r| hit(&r.id))
 }
@@ -136,6 +147,24 @@ pub fn search<'a>(state: &'a AppState, query: &str) -> Vec<(&'a Trace, Option<Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A forwarded id: the prefill and the decode log the same vLLM id; a
+    /// search for it says it is both's, not the prefill's alone. The
+    /// decode's own engine id is the decode's.
+    #[test]
+    fn an_id_both_sides_logged_is_labelled_both() {
+        let mut t = Trace::new("lab-steady-3".into(), 0.0);
+        t.engine_ids = vec![
+            (LogOrigin::Prefill(0), "cmpl-lab-steady-3-0".into()),
+            (LogOrigin::Decode(0), "cmpl-lab-steady-3-0".into()),
+            (LogOrigin::Decode(0), "cmpl-lab-steady-3-0-1a2b3c4d".into()),
+        ];
+        let spans = SpanStore::new(8);
+        let found = find_in(&spans, &t, &needles("cmpl-lab-steady-3-0")).unwrap();
+        assert_eq!(found.kind.label(), "prefill#0 and decode#0 vLLM id");
+        let found = find_in(&spans, &t, &needles("1a2b3c4d")).unwrap();
+        assert_eq!(found.kind, IdKind::Vllm(LogOrigin::Decode(0)));
+    }
 
     #[test]
     fn a_tensor_id_is_looked_for_as_its_request_id() {

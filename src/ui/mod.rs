@@ -208,9 +208,10 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         View::Link => link::render(frame, body, state, view, theme),
         View::Events => events::render(frame, body, state, view, theme),
     }
-    footer_bar(frame, footer, theme);
+    let replay = view.badge.is_some();
+    footer_bar(frame, footer, replay, theme);
     if view.help {
-        help_overlay(frame, area, theme);
+        help_overlay(frame, area, replay, theme);
     }
 }
 
@@ -272,18 +273,13 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     frame.render_widget(Paragraph::new(Line::from(right)), r);
 }
 
-fn footer_bar(frame: &mut Frame, area: Rect, theme: &Theme) {
-    let keys = [
-        ("q", "quit"),
-        ("?", "help"),
-        ("Tab", "view"),
-        ("space", "freeze"),
-        ("w", "window"),
-        ("j/k", "move"),
-        ("/", "search"),
-        ("Enter", "trace"),
-        ("f", "follow"),
-    ];
+fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {
+    let live = [("space", "freeze"), ("w", "window")];
+    let played = [("p", "pause"), ("←/→", "seek")];
+    let keys = [("q", "quit"), ("?", "help"), ("Tab", "view")]
+        .into_iter()
+        .chain(if replay { played } else { live })
+        .chain([("j/k", "move"), ("/", "search"), ("Enter", "trace"), ("f", "follow")]);
     // Whole keys only: the ones that do not fit are in `?`.
     let mut spans = Vec::new();
     let mut used = 0;
@@ -299,8 +295,8 @@ fn footer_bar(frame: &mut Frame, area: Rect, theme: &Theme) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-fn help_overlay(frame: &mut Frame, area: Rect, theme: &Theme) {
-    let lines: Vec<Line> = keymap::help_lines()
+fn help_overlay(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {
+    let lines: Vec<Line> = keymap::help_lines_for(replay)
         .into_iter()
         .map(|(k, t)| {
             Line::from(vec![

@@ -75,7 +75,10 @@ fn exit_2_bad_usage() {
         (&["replay", &missing], "no-such.pdrec"),
         (&["kv", "--model-config", &missing, "--tokens", "8"], "no-such.pdrec"),
         // A log a bounded check was given that does not exist: named.
-        (&["check", "--decode", "127.0.0.1:8200", "--decode-log", &missing, "--duration", "1"], "no-such.pdrec"),
+        (
+            &["check", "--decode", "127.0.0.1:8200", "--decode-log", &missing, "--duration", "1"],
+            "no-such.pdrec",
+        ),
     ];
     for (args, says) in cases {
         let out = pdtop(args);

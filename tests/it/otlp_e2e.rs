@@ -97,6 +97,10 @@ async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
     let mut grpc = loop {
         match TraceServiceClient::connect(format!("http://127.0.0.1:{p_record}")).await {
             Ok(c) => break c,
+            Err(e) if record.is_finished() => {
+                let o = record.await.unwrap();
+                panic!("{e}: record ended: {}", String::from_utf8_lossy(&o.stderr));
+            }
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     };
@@ -113,6 +117,11 @@ async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
                 .await
             {
                 Ok(r) => break r,
+                // A check that ended has no receiver: fail, not wait forever.
+                Err(e) if check.is_finished() => {
+                    let o = check.await.unwrap();
+                    panic!("{e}: check ended: {}", String::from_utf8_lossy(&o.stderr));
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         };
