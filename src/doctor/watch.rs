@@ -19,7 +19,7 @@ use tokio::sync::mpsc::Sender;
 use super::gather::{self, Sources};
 use super::loglines::LogFacts;
 use crate::clock::Clock;
-use crate::feed::Msg;
+use crate::feed::{Msg, TailState};
 use crate::sources::host::Listener;
 
 /// How often the doctor looks again (a restart is told within this).
@@ -33,23 +33,38 @@ pub const LIST_EVERY: u32 = 3;
 /// tailer with the lines it read (`sources::spawn_log_tailers`), taken by
 /// the doctor each round: one read per line.
 #[derive(Clone, Default)]
-pub struct StartupLogs(Arc<Mutex<HashMap<String, (usize, LogFacts)>>>);
+pub struct StartupLogs(Arc<Mutex<HashMap<String, Followed>>>);
+
+/// One log as the tailer last left it.
+struct Followed {
+    lines: usize,
+    facts: LogFacts,
+    /// Why the last poll read nothing (missing, unreadable).
+    unread: Option<String>,
+}
 
 /// How long the first round waits for the tailer's first read of every log.
 const FIRST_READ: Duration = Duration::from_secs(5);
 
 impl StartupLogs {
-    /// Lines read from `path`; `reset`: the file was truncated or rotated.
-    pub fn feed(&self, path: &str, lines: &[String], reset: bool) {
+    /// Lines read from `path`; `reset`: the file was truncated or rotated;
+    /// `state`: the tailer's, whether it could read the file.
+    pub fn feed(&self, path: &str, lines: &[String], reset: bool, state: &TailState) {
         let mut logs = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (n, facts) = logs.entry(path.to_string()).or_insert_with(|| (0, LogFacts::new(path)));
+        let new = || Followed { lines: 0, facts: LogFacts::new(path), unread: None };
+        let f = logs.entry(path.to_string()).or_insert_with(new);
         if reset {
-            (*n, *facts) = (0, LogFacts::new(path));
+            *f = new();
         }
         for line in lines {
-            *n += 1;
-            facts.on_line(*n, line);
+            f.lines += 1;
+            f.facts.on_line(f.lines, line);
         }
+        f.unread = match state {
+            TailState::Missing => Some("No such file or directory".to_string()),
+            TailState::Error(e) => Some(e.clone()),
+            TailState::Following | TailState::Ended => None,
+        };
     }
 
     /// Whether every one of `paths` has been polled once (read, or failed).
@@ -58,10 +73,15 @@ impl StartupLogs {
         paths.iter().all(|p| logs.contains_key(p))
     }
 
-    /// What `path` said so far (nothing yet: a fresh one).
-    pub fn get(&self, path: &str) -> LogFacts {
+    /// What `path` said so far (nothing yet: a fresh one); an error when
+    /// the tailer could never read it.
+    pub fn get(&self, path: &str) -> Result<LogFacts, String> {
         let logs = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        logs.get(path).map_or_else(|| LogFacts::new(path), |(_, f)| f.clone())
+        match logs.get(path) {
+            None => Ok(LogFacts::new(path)),
+            Some(Followed { lines: 0, unread: Some(why), .. }) => Err(format!("{path}: {why}")),
+            Some(f) => Ok(f.facts.clone()),
+        }
     }
 }
 
@@ -76,7 +96,7 @@ pub async fn run(sources: Sources, logs: StartupLogs, clock: Arc<dyn Clock>, tx:
         clock.sleep(Duration::from_millis(100)).await;
     }
     loop {
-        let facts = gather::instances(&sources, |path| Ok(logs.get(path)));
+        let facts = gather::instances(&sources, |path| logs.get(path));
         let mut facts = match facts {
             Ok(f) => f,
             Err(e) => {

@@ -18,7 +18,8 @@ pub(super) fn glued_start(s: &str) -> Option<usize> {
     let header = ["INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "]
         .iter()
         .filter_map(|w| {
-            let mut from = 1;
+            // After the first character, whatever its width (`→ INFO …`).
+            let mut from = s.chars().next().map_or(1, char::len_utf8);
             while let Some(k) = s.get(from..)?.find(w) {
                 let i = from + k;
                 let before = s.as_bytes()[i - 1];
@@ -43,4 +44,24 @@ pub(super) fn python_module(target: &str) -> bool {
         && !target.contains("::")
         && target.contains('.')
         && target.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glued_start;
+
+    /// A line of vLLM 0.26.0 (`request_logger.py:63`, the 2P2D capture's
+    /// decode log) after text a user pasted in front of it.
+    const LINE: &str = "INFO 12-01 22:06:05 [request_logger.py:63] Received request cmpl-b182411064cd37e2-0: params: SamplingParams(n=1, max_tokens=48), lora_request: None.";
+
+    #[test]
+    fn a_line_is_found_after_any_glued_text() {
+        for lead in ["note: ", "→ ", "é:", "ñ\t", "progress 100% "] {
+            let s = format!("{lead}{LINE}");
+            assert_eq!(glued_start(&s), Some(lead.len()), "{s}");
+        }
+        // A line that starts as one is not glued; prose without one is none.
+        assert_eq!(glued_start(LINE), None);
+        assert_eq!(glued_start("→ INFO is what it says"), None);
+    }
 }

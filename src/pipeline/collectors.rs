@@ -28,8 +28,9 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
     let doctor = doctor_sources(session, c).map(|d| (d, crate::doctor::watch::StartupLogs::default()));
     let also = doctor.as_ref().map(|(_, logs)| {
         let logs = logs.clone();
-        Box::new(move |path: &str, lines: &[String], reset: bool| logs.feed(path, lines, reset))
-            as sources::LinesRead
+        Box::new(move |path: &str, lines: &[String], reset: bool, state: &crate::feed::TailState| {
+            logs.feed(path, lines, reset, state)
+        }) as sources::LinesRead
     });
     sources::spawn_log_tailers(&session.logs, c.log_poll, also, clock.clone(), tx.clone());
     sources::spawn_link_sources(

@@ -129,8 +129,9 @@ pub fn spawn_log_tailers(
 }
 
 /// Who else takes the lines a file's tailer read (the dashboard's doctor):
-/// `(path, lines, the file was truncated or rotated)`. The lines are read once.
-pub type LinesRead = Box<dyn FnMut(&str, &[String], bool) + Send>;
+/// `(path, lines, the file was truncated or rotated, the tailer's state)`.
+/// The lines are read once.
+pub type LinesRead = Box<dyn FnMut(&str, &[String], bool, &crate::feed::TailState) + Send>;
 
 /// One polling round after another over every file, in the given order.
 fn tail_files(
@@ -157,7 +158,7 @@ fn tail_files(
         for (((source, _, news), b), path) in tailers.iter_mut().zip(batches).zip(&paths) {
             round.more |= b.more;
             if let Some(f) = also.as_mut() {
-                f(path, &b.lines, b.counts.truncations + b.counts.rotations > 0);
+                f(path, &b.lines, b.counts.truncations + b.counts.rotations > 0, &b.state);
             }
             if news.admit(&b) {
                 let msg =
@@ -268,7 +269,7 @@ mod tests {
         // Another taker of the lines read (the dashboard's doctor) gets the same.
         let handed = Arc::new(std::sync::Mutex::new(Vec::new()));
         let h = handed.clone();
-        let also: LinesRead = Box::new(move |path, lines, _| {
+        let also: LinesRead = Box::new(move |path, lines, _, _| {
             if !lines.is_empty() {
                 h.lock().unwrap().push((path.rsplit('/').next().unwrap_or("").to_string(), lines.to_vec()));
             }

@@ -4,7 +4,8 @@
 //! an alerting kind with the same tag ([`AlertKind::tag`]).
 //!
 //! Severity, highest first (the order of [`AlertKind`]):
-//! 1. an engine died: every request on that instance fails until it is back;
+//! 1. an engine died, or an instance stopped answering (no death logged: a
+//!    kill, a lost host): every request on it fails until it is back;
 //! 2. errors at an instance, the connector or the router: requests fail now;
 //! 3. silent misses: requests succeed but pay the whole prompt again;
 //! 4. a wrong wire: the KV moves, slower than it could;
@@ -31,6 +32,8 @@ pub const ALERT_SECS: f64 = 30.0;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum AlertKind {
     EngineDead,
+    /// An instance answers no scrape and no death of it was logged.
+    Down,
     Errors,
     SilentMiss,
     WrongWire,
@@ -45,6 +48,7 @@ impl AlertKind {
     pub fn title(self) -> &'static str {
         match self {
             AlertKind::EngineDead => "ENGINE DEAD",
+            AlertKind::Down => "DOWN",
             AlertKind::Errors => "ERRORS",
             AlertKind::SilentMiss => "SILENT MISS",
             AlertKind::WrongWire => "WRONG WIRE",
@@ -57,6 +61,7 @@ impl AlertKind {
     pub fn tag(self) -> &'static str {
         match self {
             AlertKind::EngineDead => "▲ DEAD ",
+            AlertKind::Down => "▲ DOWN ",
             AlertKind::Errors => "▲ ERROR",
             AlertKind::SilentMiss => "▲ MISS ",
             AlertKind::WrongWire => "▲ WIRE ",
@@ -146,6 +151,13 @@ impl AppState {
                 out.push(Alert { kind, count, last: Some(*last), text: text.clone() });
             }
         }
+        // An outage no death explains ranks with the deaths.
+        if !out.iter().any(|a| a.kind == AlertKind::EngineDead) {
+            let at = out.iter().position(|a| a.kind > AlertKind::Down).unwrap_or(out.len());
+            if let Some(d) = self.down_alert() {
+                out.insert(at, d);
+            }
+        }
         if let Some(w) = wire {
             out.push(Alert { kind: AlertKind::WrongWire, count: 1, last: None, text: w });
         }
@@ -206,6 +218,29 @@ impl AppState {
             Some(l) => l.correlator.counts().silent_miss,
             None => self.misses.outcomes.silent_miss,
         }
+    }
+
+    /// Instances that answered before and now answer no scrape, where no
+    /// log told of a death (the death's own row says it then): the oldest
+    /// outage named, with what the scrape got.
+    fn down_alert(&self) -> Option<Alert> {
+        let down: Vec<_> = self
+            .instances
+            .iter()
+            .filter(|i| !i.health.up && i.health.scrapes_failed > 0 && i.health.last_ok.is_some())
+            .collect();
+        let first = down
+            .iter()
+            .min_by(|a, b| a.health.last_ok.unwrap_or(0.0).total_cmp(&b.health.last_ok.unwrap_or(0.0)))?;
+        let h = &first.health;
+        let err = h.last_error.as_deref().unwrap_or("no answer");
+        let text = format!(
+            "{} {} has answered no scrape since ({err}; {} failed): its requests fail until it is back",
+            first.endpoint.role.name(),
+            first.endpoint.display,
+            h.consecutive_failures
+        );
+        Some(Alert { kind: AlertKind::Down, count: down.len() as u64, last: h.last_ok, text })
     }
 
     /// An instance whose log told of its engine's death is down (its

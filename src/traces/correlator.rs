@@ -2,7 +2,7 @@
 //! instances' logs, the hit queues, the joiner, the proxy's flow). Pure:
 //! lines and time come in as arguments; nothing here reads a clock or a
 //! file. The parts add facts to traces (`evidence.rs`); `settle.rs` hands a
-//! trace's facts to `decide.rs` and writes its verdict.
+//! trace's facts to `decide/` and writes its verdict.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -56,6 +56,9 @@ pub struct Correlator {
     /// on every tick and frame, and scanning 10,000 traces each time was
     /// most of an idle dashboard's work.
     pub(super) counted: super::store::Memo,
+    /// Prompt-length classes waiting for a length (`length_join.rs`):
+    /// (length, event time).
+    pub(super) held: VecDeque<(u32, f64)>,
 }
 
 /// What each instance's log says of itself.
@@ -115,6 +118,7 @@ impl Correlator {
             notes: InstanceNotes::default(),
             inflight: Default::default(),
             counted: Default::default(),
+            held: Default::default(),
         }
     }
 

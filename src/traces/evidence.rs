@@ -3,7 +3,7 @@
 //! connector's lines, the hit queue, the proxy, the spans) and sets no
 //! verdict; `settle.rs` hands a request's facts to `decide`, the one
 //! place a verdict is reached. Words are made from the verdict's reasons
-//! at the edge (`reason.rs`), never read back.
+//! at the edge (`reason/`), never read back.
 
 use super::outcome::{Confidence, Hop};
 pub(crate) use super::reason::Group;
@@ -176,8 +176,25 @@ pub(crate) enum FactKind {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Facts(pub Vec<Fact>);
 
+/// Failures kept per request: an outage prints thousands of lines into one
+/// burst trace; the first ones and the latest say what happened, and
+/// deciding stays as cheap on the last line as on the first.
+pub(crate) const FAILURES_KEPT: usize = 16;
+
 impl Facts {
+    /// Adds a fact. Past [`FAILURES_KEPT`] failures, a new one replaces
+    /// the latest (an equal one is dropped).
     pub fn push(&mut self, t: f64, src: LogOrigin, kind: FactKind) {
+        if let FactKind::Failed(x) = &kind {
+            let mut fails = self.0.iter().enumerate().filter(|(_, f)| matches!(f.kind, FactKind::Failed(_)));
+            if let Some((last, _)) = fails.by_ref().skip(FAILURES_KEPT - 1).last() {
+                match &self.0[last].kind {
+                    FactKind::Failed(y) if y == x => {}
+                    _ => self.0[last] = Fact { t, src, kind },
+                }
+                return;
+            }
+        }
         self.0.push(Fact { t, src, kind });
     }
 
@@ -224,15 +241,52 @@ impl Facts {
     }
 
     /// Facts of the prefill side, moved with it when two traces trade
-    /// prefill copies (`prompt_join.rs`).
+    /// prefill copies (`prompt_join.rs`): what its log said, and the
+    /// failures of its hop that the proxy reported.
     pub fn take_prefill_side(&mut self) -> Vec<Fact> {
-        let (mine, rest): (Vec<Fact>, Vec<Fact>) =
-            self.0.drain(..).partition(|f| matches!(f.src, LogOrigin::Prefill(_)));
+        let (mine, rest): (Vec<Fact>, Vec<Fact>) = self.0.drain(..).partition(|f| {
+            matches!(f.src, LogOrigin::Prefill(_))
+                || matches!(&f.kind, FactKind::Failed(x) if x.hop == Hop::Producer)
+        });
         self.0 = rest;
         mine
     }
 
     pub fn shrink_to_fit(&mut self) {
         self.0.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FAILURES_KEPT, FactKind, Facts, Failure};
+    use crate::feed::LogOrigin;
+    use crate::traces::{Confidence, Hop};
+
+    fn failed(what: &str) -> FactKind {
+        FactKind::Failed(Failure {
+            hop: Hop::Proxy,
+            what: what.to_string(),
+            confidence: Confidence::Sure,
+            generate_failed: false,
+            by_proxy: false,
+        })
+    }
+
+    /// An outage's thousands of lines on one trace: the first failures and
+    /// the latest are kept, and no more.
+    #[test]
+    fn failures_are_kept_first_and_latest() {
+        let mut f = Facts::default();
+        f.push(0.0, LogOrigin::Proxy, FactKind::Aborted);
+        for k in 0..20_000 {
+            f.push(k as f64, LogOrigin::Proxy, failed(&format!("503 #{k}")));
+        }
+        let kept: Vec<String> = f.failures().map(|(_, _, x)| x.what.clone()).collect();
+        assert_eq!(kept.len(), FAILURES_KEPT);
+        assert_eq!(kept[0], "503 #0");
+        assert_eq!(kept[FAILURES_KEPT - 2], format!("503 #{}", FAILURES_KEPT - 2));
+        assert_eq!(kept[FAILURES_KEPT - 1], "503 #19999");
+        assert_eq!(f.0.len(), FAILURES_KEPT + 1);
     }
 }

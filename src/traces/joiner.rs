@@ -54,6 +54,14 @@ impl Joiner {
         None
     }
 
+    /// Prefill copies moved between traces (`map`: old serial to new): the
+    /// access lines they wait for on `src` answer their new traces.
+    pub fn moved(&mut self, src: LogOrigin, map: impl Fn(u64) -> u64) {
+        if let Some(q) = self.access_wait.get_mut(&src) {
+            q.iter_mut().for_each(|s| *s = map(*s));
+        }
+    }
+
     /// The log's process restarted: nothing it had in flight will answer.
     pub fn forget_access(&mut self, src: LogOrigin) {
         self.access_wait.remove(&src);

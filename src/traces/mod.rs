@@ -20,9 +20,9 @@
 //!   within a window, and each trace says which (`Join`);
 //! - each part adds typed facts to a trace (`evidence.rs`) and sets no
 //!   verdict; `settle.rs` gathers what is known around the request and
-//!   hands it with the facts to `decide.rs`, a pure function and the one
+//!   hands it with the facts to `decide/`, a pure function and the one
 //!   place a verdict, its confidence and its reasons are reached;
-//!   `sweep.rs` is what the passing of time allows; `reason.rs` puts the
+//!   `sweep.rs` is what the passing of time allows; `reason/` puts the
 //!   reasons into words where they are shown; `store.rs` is the ring that
 //!   owns the traces; `model.rs` is the vocabulary.
 

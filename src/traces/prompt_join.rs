@@ -4,10 +4,12 @@
 //! (a span's `gen_ai.usage.prompt_tokens`, vLLM's DEBUG request details)
 //! the pair is confirmed, or, when they differ, the prefill of the same
 //! length in the window is swapped in. Exact only when no other prefill in
-//! the window has that length; equal lengths stay an order join.
+//! the window has that length and no decode of unknown length could take
+//! it; otherwise the class of equal lengths is `length_join.rs`'s.
 
 use super::correlator::Correlator;
-use super::ids::{external_of_internal, trace_key};
+use super::ids::{base_id, external_of_internal, invented, trace_key};
+use super::length_join::api_on;
 use super::model::{Hop, Join, Phase};
 use super::store::failed_prefill;
 use crate::feed::LogOrigin;
@@ -61,10 +63,8 @@ impl Correlator {
         });
         if let Some(t) = t {
             self.join_by_length(n, t, at);
-            // A copy's length may free the classes it held back.
-            if matches!(src, LogOrigin::Prefill(_)) {
-                self.join_lengths_after(t, at);
-            }
+            // This length may free the classes that waited for it.
+            self.retry_held_lengths(t, at);
         }
         // Both sides' lengths may now settle (or overturn) an order join.
         let Some(s) = self.find(id) else { return };
@@ -137,11 +137,18 @@ impl Correlator {
         let (p, d) = (e.track.prefill_tokens, e.trace.prompt_tokens);
         let t = e.track.decode_event_t.unwrap_or(e.trace.first_seen);
         let Some(d) = d else { return };
-        // Other prefills of this length started in the decode's window.
+        // Other prefills of this length started in the decode's window,
+        // through the decode's API (a proxy copies to the client's path).
+        let api = api_on(e, true);
         let same: Vec<u64> = self
             .window(t, s)
             .into_iter()
-            .filter(|&o| self.store.get(o).is_some_and(|x| x.track.prefill_tokens == Some(d)))
+            .filter(|&o| {
+                self.store.get(o).is_some_and(|x| {
+                    let theirs = api_on(x, false);
+                    x.track.prefill_tokens == Some(d) && (api.is_none() || theirs.is_none() || api == theirs)
+                })
+            })
             .collect();
         let Some(p) = p else { return };
         if p == d {
@@ -153,7 +160,7 @@ impl Correlator {
                     x.track.prefill_tokens.is_none() && (x.trace.decode.is_none() || !x.trace.join.exact())
                 })
             });
-            if same.is_empty() && !unknown {
+            if same.is_empty() && !unknown && !self.rival_decodes(s, d) {
                 self.confirm(s, d, at);
             }
             return;
@@ -207,11 +214,21 @@ impl Correlator {
     /// Exchanges the prefill sides of `a` and `b`.
     pub(super) fn swap_prefills(&mut self, a: u64, b: u64) {
         let (pa, pb) = (self.take_prefill(a), self.take_prefill(b));
+        let swap = |s: u64| match s {
+            s if s == a => b,
+            s if s == b => a,
+            s => s,
+        };
+        self.copies_moved(pa.index.iter().chain(&pb.index).copied(), swap);
         self.put_prefill(a, pb);
         self.put_prefill(b, pa);
         for s in [a, b] {
             let Some(e) = self.store.get_mut(s) else { continue };
             e.track.repaired = true;
+            if e.trace.prefill.is_none() || e.trace.decode.is_none() {
+                // One side: nothing is joined.
+                e.trace.join = Join::ById;
+            }
             // A prefill-only trace is named by its prefill.
             let id = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
             if e.trace.decode.is_none()
@@ -223,6 +240,69 @@ impl Correlator {
         for s in [a, b] {
             self.settle(s, self.last_at);
         }
+    }
+
+    /// Takes trace `s`'s prefill copy out onto a trace of its own: the
+    /// pair it was joined in does not hold.
+    pub(super) fn detach_prefill(&mut self, s: u64, at: f64) {
+        let side = self.take_prefill(s);
+        let Some(id) = side.ids.first().map(|(_, id)| trace_key(id)) else {
+            self.put_prefill(s, side);
+            return;
+        };
+        let start = side.phase.as_ref().map(|p| p.start);
+        let n = self.new_trace(id, at);
+        let index = side.index;
+        self.copies_moved(index, |x| if x == s { n } else { x });
+        self.put_prefill(n, side);
+        for x in [s, n] {
+            let Some(e) = self.store.get_mut(x) else { continue };
+            e.trace.join = Join::ById;
+            e.track.same_length_copies.clear();
+            e.track.unsized_copies.clear();
+            if x == n
+                && let Some(start) = start
+            {
+                e.trace.first_seen = e.trace.first_seen.min(start);
+            }
+        }
+        self.joiner.unpaired(n, self.opts.max_pending);
+        self.settle(s, at);
+        self.settle(n, at);
+    }
+
+    /// Copies on prefill instances `on` moved between traces (`map`: old
+    /// serial to new): what waits for their lines follows them.
+    fn copies_moved(&mut self, on: impl IntoIterator<Item = usize>, map: impl Fn(u64) -> u64 + Copy) {
+        let mut seen = Vec::new();
+        for i in on {
+            if seen.contains(&i) {
+                continue;
+            }
+            seen.push(i);
+            self.joiner.moved(LogOrigin::Prefill(i), map);
+            self.inflight.moved(LogOrigin::Prefill(i), map);
+        }
+        self.flow.moved(map);
+    }
+
+    /// Another decode request of length `n` (or of a length not known
+    /// yet) that trace `s`'s copy could be for.
+    fn rival_decodes(&self, s: u64, n: u32) -> bool {
+        let Some(e) = self.store.get(s) else { return false };
+        let Some(start) = e.trace.phase(Hop::Producer).map(|p| p.start) else { return false };
+        let win = self.opts.prefill_only_timeout_s.max(self.opts.order_window_s);
+        self.store.serials().rev().take(WINDOW_SCAN).any(|o| {
+            self.store.get(o).is_some_and(|x| {
+                o != s
+                    && x.trace.decode.is_some()
+                    && (x.trace.prefill.is_none() || !x.trace.join.exact())
+                    && !x.track.decode_has_params
+                    && x.trace.prompt_tokens.is_none_or(|m| m == n)
+                    && x.track.decode_event_t.is_some_and(|dt| dt >= start - 1.0 && dt - start <= win)
+                    && invented(base_id(&x.trace.id))
+            })
+        })
     }
 
     fn take_prefill(&mut self, s: u64) -> PrefillSide {
@@ -341,7 +421,8 @@ mod tests {
     }
 
     /// A rival prefill copy whose length no source gave (its span dropped)
-    /// could be the decode's: the join stays by order until it is known.
+    /// could be the decode's: the join by length names it, and is not sure
+    /// until its length is known.
     #[test]
     fn an_unknown_length_in_the_window_keeps_the_join_by_order() {
         let mut c = Correlator::new(CorrelatorOptions::default());
@@ -353,7 +434,10 @@ mod tests {
         c.on_line(LogOrigin::Decode(0), &received(1721, "22:06:05", d1, 48), at + 0.2);
         c.on_prompt_tokens(LogOrigin::Prefill(0), p1, 412, at + 1.0);
         c.on_prompt_tokens(LogOrigin::Decode(0), d1, 412, at + 2.0);
-        assert_eq!(c.get("cmpl-b182411064cd37e2").unwrap().join, Join::ByOrder);
+        c.sweep(at + 40.0, false);
+        let t = c.get("cmpl-b182411064cd37e2").unwrap();
+        assert!(t.evidence().contains(&format!("or a copy of unknown length: {p2}")), "{}", t.evidence());
+        assert_ne!(t.confidence, crate::traces::Confidence::Sure, "{t:?}");
         // The rival's length comes, and differs: now the join is exact.
         c.on_prompt_tokens(LogOrigin::Prefill(1), p2, 1025, at + 3.0);
         let t = c.get("cmpl-b182411064cd37e2").unwrap();

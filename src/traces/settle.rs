@@ -77,7 +77,9 @@ impl Correlator {
             _ if was == Outcome::Pending || t.decided_at.is_none() => Some(now),
             _ => t.decided_at,
         };
-        if v.outcome == Outcome::SilentMiss && was != Outcome::SilentMiss {
+        // Alerted once: a verdict that comes back to a miss is not news.
+        if v.outcome == Outcome::SilentMiss && was != Outcome::SilentMiss && !e.track.alerted {
+            e.track.alerted = true;
             push_capped(&mut self.new_misses, t.id.clone(), MAX_NEW_MISSES);
         }
     }

@@ -45,6 +45,10 @@ pub(crate) struct Track {
     /// Other prefill copies of the same prompt length it could have been
     /// paired with; each gives the same verdict (`prompt_join.rs`).
     pub same_length_copies: Vec<String>,
+    /// Copies of unknown length (no span, no details) that could be its too.
+    pub unsized_copies: Vec<String>,
+    /// Its miss was announced (`drain_new_misses`).
+    pub alerted: bool,
 }
 
 #[derive(Clone)]
@@ -147,32 +151,35 @@ impl Store {
     }
 
     fn unindex(&mut self, old: &Entry, serial: u64) {
-        let mut keys: Vec<&str> = vec![old.trace.id.as_str()];
-        keys.extend(old.trace.engine_ids.iter().map(|(_, id)| id.as_str()));
-        for k in &keys {
-            if self.by_base.get(*k) == Some(&serial) {
-                self.by_base.remove(*k);
-            }
-        }
-        // Traces filed under an instance's response id (no forwarded id).
-        for (_, id) in &old.trace.engine_ids {
-            let k = super::ids::trace_key(super::ids::external_of_internal(id));
-            if self.by_base.get(k.as_str()) == Some(&serial) {
-                self.by_base.remove(k.as_str());
-            }
-        }
-        for k in old.trace.engine_ids.iter().map(|(_, id)| id.as_str()) {
-            if self.by_engine.get(k) == Some(&serial) {
-                self.by_engine.remove(k);
-            }
-        }
-        if let Some(k) = old.track.prefill_internal.as_deref()
-            && self.by_engine.get(k) == Some(&serial)
-        {
-            self.by_engine.remove(k);
-        }
+        unindex(&mut self.by_base, &mut self.by_engine, old, serial);
     }
+}
 
+/// Takes `old`'s ids out of the two indexes where they still point at it.
+fn unindex(
+    by_base: &mut HashMap<Box<str>, u64>,
+    by_engine: &mut HashMap<Box<str>, u64>,
+    old: &Entry,
+    serial: u64,
+) {
+    let forget = |map: &mut HashMap<Box<str>, u64>, k: &str| {
+        if map.get(k) == Some(&serial) {
+            map.remove(k);
+        }
+    };
+    forget(by_base, &old.trace.id);
+    for (_, id) in &old.trace.engine_ids {
+        forget(by_base, id);
+        // Traces filed under an instance's response id (no forwarded id).
+        forget(by_base, &super::ids::trace_key(super::ids::external_of_internal(id)));
+        forget(by_engine, id);
+    }
+    if let Some(k) = old.track.prefill_internal.as_deref() {
+        forget(by_engine, k);
+    }
+}
+
+impl Store {
     pub fn get(&self, serial: u64) -> Option<&Entry> {
         let i = serial.checked_sub(self.first)?;
         self.entries.get(usize::try_from(i).ok()?).filter(|e| !e.retired)
@@ -189,8 +196,8 @@ impl Store {
     /// to another (its sides were joined there).
     pub fn retire(&mut self, serial: u64) {
         let Some(i) = serial.checked_sub(self.first).and_then(|i| usize::try_from(i).ok()) else { return };
-        let Some(e) = self.entries.get(i).filter(|e| !e.retired).cloned() else { return };
-        self.unindex(&e, serial);
+        let Some(e) = self.entries.get(i).filter(|e| !e.retired) else { return };
+        unindex(&mut self.by_base, &mut self.by_engine, e, serial);
         if let Some(e) = self.entries.get_mut(i) {
             e.retired = true;
             self.rev += 1;

@@ -6,7 +6,7 @@ use super::connector::decode_log::Early;
 use super::connector::hits::Waiting;
 use super::correlator::{Correlator, Style};
 use super::evidence::FactKind;
-use super::model::Outcome;
+use super::model::{Join, Outcome};
 use super::store::push_capped;
 use crate::feed::LogOrigin;
 
@@ -43,8 +43,19 @@ impl Correlator {
             store.get(s).is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled))
         });
         if self.proxy_read() {
-            let store = &self.store;
+            let (store, was) = (&self.store, self.flow.bypass);
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
+            if self.flow.bypass && !was {
+                // The flow vouched for the order joins decided before: no more.
+                let joined: Vec<u64> = self
+                    .store
+                    .serials()
+                    .filter(|&s| self.store.get(s).is_some_and(|e| e.trace.join == Join::ByOrder))
+                    .collect();
+                for s in joined {
+                    self.settle_by(s, now, force);
+                }
+            }
         }
         let open = std::mem::take(&mut self.open);
         for s in open {

@@ -191,10 +191,16 @@ fn role_summary(state: &AppState, role: Role, theme: &Theme) -> Line<'static> {
 
 /// Rows the alert area takes at most; more alerts are named on the last.
 pub const MAX_ALERT_ROWS: usize = 3;
+/// Below this many terminal rows the alert area takes one row (the most
+/// severe, the others named on it): three would cut the Requests panel's
+/// counts at 80x24.
+pub const SHORT_SCREEN_ROWS: u16 = 30;
 
-/// The rows the alert area needs for these alerts (0 when none).
-pub fn alert_height(alerts: &[Alert]) -> u16 {
-    alerts.len().min(MAX_ALERT_ROWS) as u16
+/// The rows the alert area needs for these alerts on a screen `rows`
+/// high (0 when none).
+pub fn alert_height(alerts: &[Alert], rows: u16) -> u16 {
+    let most = if rows < SHORT_SCREEN_ROWS { 1 } else { MAX_ALERT_ROWS };
+    alerts.len().min(most) as u16
 }
 
 /// The alert area: one loud row per alerting kind, most severe first, each

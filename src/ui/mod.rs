@@ -151,7 +151,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     let alerts = state.alerts(crate::report::kv::wire_warning_of(state));
     // What alerts is the state's call (`AppState::alerts`); it takes
     // `header::alert_height` rows.
-    let banner = header::alert_height(&alerts);
+    let banner = header::alert_height(&alerts, area.height);
     let router_row = u16::from(state.router.is_some());
     let logs_row = u16::from(state.logs.is_some());
     let notes_row = u16::from(!view.notes.is_empty());

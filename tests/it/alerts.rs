@@ -203,6 +203,31 @@ fn a_dead_engine_comes_first_and_stays_while_its_instance_is_down() {
     }
 }
 
+/// qwen3-shape-restart's decode is killed (no death in its log) and
+/// answers no scrape for about a minute before its restart, 132 s in: the
+/// outage is the loudest row while it lasts, for the demo as for a lab,
+/// and gone once the decode answers again.
+#[test]
+fn a_killed_instance_alerts_while_it_answers_no_scrape() {
+    let cap = capture("qwen3-shape-restart");
+    for with_logs in [true, false] {
+        let down: Vec<f64> = (60..140)
+            .map(f64::from)
+            .filter(|&s| !played(&cap, s, with_logs).instances[1].health.up)
+            .collect();
+        assert!(down.len() >= 40, "logs {with_logs}: down {down:?}");
+        let st = played(&cap, down[down.len() / 2], with_logs);
+        let alerts = st.alerts(None);
+        assert_eq!(alerts.first().map(|a| a.kind), Some(AlertKind::Down), "{alerts:#?}");
+        assert_eq!(alerts[0].count, 1);
+        assert!(alerts[0].text.starts_with("decode 127.0.0.1:"), "{alerts:#?}");
+        let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+        let text = common::screen_text(&app, 80, 24);
+        assert!(text.lines().any(|l| l.starts_with(" ▲ DOWN ×1  ")), "{text}");
+        assert!(!kinds(&played(&cap, 140.0, with_logs)).contains(&AlertKind::Down));
+    }
+}
+
 /// The Requests panel's counts: every outcome, cancelled included, and
 /// the parts sum to the requests seen (traces and metrics alike).
 #[test]
@@ -220,4 +245,27 @@ fn every_outcome_is_counted_and_the_parts_sum_to_the_whole() {
     // The cancel phase's two streams (README).
     let tally = played(&capture("demo-proxy-qwen3"), 40.0, true).request_tally();
     assert_eq!((tally.source, tally.get("cancelled")), ("traces", 2), "{tally:?}");
+}
+
+/// demo-proxy-qwen3 30 s in has three alerts (a death, errors, misses). At
+/// 80x24 they take one row, the others named on it, and the Overview keeps
+/// every count of its Requests panel; at 120x40 each has its row.
+#[test]
+fn a_short_screen_gives_the_alerts_one_row_and_keeps_the_counts() {
+    let cap = capture("demo-proxy-qwen3");
+    let st = played(&cap, 30.0, true);
+    assert_eq!(st.alerts(None).len(), 3);
+    let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+    let text = common::screen_text(&app, 80, 24);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(" ▲ ")).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(
+        rows[0].starts_with(" ▲ ENGINE DEAD ×1") && rows[0].contains("(+ ERRORS, SILENT MISS)"),
+        "{text}"
+    );
+    for count in ["error", "cancelled", "unknown", "pending"] {
+        assert!(text.contains(count), "{count}: {text}");
+    }
+    let tall = common::screen_text(&app, 120, 40);
+    assert_eq!(tall.lines().filter(|l| l.starts_with(" ▲ ")).count(), 3, "{tall}");
 }

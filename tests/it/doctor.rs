@@ -724,29 +724,22 @@ fn a_side_channel_host_name_that_binds_loopback_is_loopback_across_hosts() {
     );
 }
 
-/// The dashboard's doctor reads no log itself: the tailer reads each line
-/// once and hands it on (`StartupLogs`). A real NIXL pair's logs, the
-/// decode's with the shared side-channel port, tailed as the dashboard
-/// does: the first report names the bind failure from the tailed lines.
-#[tokio::test]
-async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
+/// The dashboard's doctor on `prefill` and `decode`, the logs tailed as
+/// the dashboard tails them: its first report.
+async fn tailed_doctor(dir: &std::path::Path, prefill: &PathBuf, decode: &PathBuf) -> pdtop::doctor::Report {
     use pdtop::doctor::watch::StartupLogs;
-    use pdtop::feed::{LogOrigin, Msg};
-    let dir = std::env::temp_dir().join(format!("pdtop-doctor-tailed-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefill = dir.join("prefill.log");
-    let decode = dir.join("decode.log");
-    std::fs::copy(capture_dir("nixl-llama-shape").join("vllm-prefill.log"), &prefill).unwrap();
-    std::fs::copy(fixture("vllm-20965-address-in-use.log"), &decode).unwrap();
+    use pdtop::feed::{LogOrigin, Msg, TailState};
     let path = |p: &PathBuf| p.display().to_string();
     let logs = StartupLogs::default();
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     let clock: std::sync::Arc<dyn pdtop::clock::Clock> = std::sync::Arc::new(pdtop::clock::SystemClock);
     let feed = logs.clone();
     pdtop::sources::spawn_log_tailers(
-        &[(LogOrigin::Prefill(0), path(&prefill)), (LogOrigin::Decode(0), path(&decode))],
+        &[(LogOrigin::Prefill(0), path(prefill)), (LogOrigin::Decode(0), path(decode))],
         std::time::Duration::from_millis(20),
-        Some(Box::new(move |p: &str, lines: &[String], reset: bool| feed.feed(p, lines, reset))),
+        Some(Box::new(move |p: &str, lines: &[String], reset: bool, state: &TailState| {
+            feed.feed(p, lines, reset, state)
+        })),
         clock.clone(),
         tx.clone(),
     );
@@ -754,8 +747,8 @@ async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
         prefill: vec!["127.0.0.1:8100".into()],
         decode: vec!["127.0.0.1:8200".into()],
         proxy: None,
-        prefill_log: vec![path(&prefill)],
-        decode_log: vec![path(&decode)],
+        prefill_log: vec![path(prefill)],
+        decode_log: vec![path(decode)],
         // Nothing of this host is read: an empty root.
         proc_root: dir.join("proc"),
         sys_class_net: dir.join("net"),
@@ -763,7 +756,7 @@ async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
         timeout: std::time::Duration::from_secs(1),
     };
     tokio::spawn(pdtop::doctor::watch::run(sources, logs, clock, tx));
-    let report = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
         loop {
             if let Some(Msg::Doctor { report, .. }) = rx.recv().await {
                 return report;
@@ -771,7 +764,22 @@ async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
         }
     })
     .await
-    .expect("a doctor report");
+    .expect("a doctor report")
+}
+
+/// The dashboard's doctor reads no log itself: the tailer reads each line
+/// once and hands it on (`StartupLogs`). A real NIXL pair's logs, the
+/// decode's with the shared side-channel port, tailed as the dashboard
+/// does: the first report names the bind failure from the tailed lines.
+#[tokio::test]
+async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
+    let dir = std::env::temp_dir().join(format!("pdtop-doctor-tailed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefill = dir.join("prefill.log");
+    let decode = dir.join("decode.log");
+    std::fs::copy(capture_dir("nixl-llama-shape").join("vllm-prefill.log"), &prefill).unwrap();
+    std::fs::copy(fixture("vllm-20965-address-in-use.log"), &decode).unwrap();
+    let report = tailed_doctor(&dir, &prefill, &decode).await;
     let _ = std::fs::remove_dir_all(&dir);
     let causes: Vec<&str> = report.findings.iter().map(|f| f.cause.as_str()).collect();
     assert!(
@@ -779,4 +787,23 @@ async fn the_dashboards_doctor_reads_the_lines_the_tailer_read() {
         "{causes:#?}"
     );
     assert!(report.read.iter().any(|r| r.contains("decode.log")), "{:?}", report.read);
+    // Both logs were read (the empty /proc is what is unread).
+    assert!(!report.unread.iter().any(|u| u.why.contains(".log")), "{:?}", report.unread);
+}
+
+/// A log the tailer cannot find is said to be unread, with why, as the
+/// doctor's own read said it: not taken for a log that said nothing.
+#[tokio::test]
+async fn the_dashboards_doctor_says_which_log_it_could_not_read() {
+    let dir = std::env::temp_dir().join(format!("pdtop-doctor-untailed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefill = dir.join("prefill.log");
+    std::fs::copy(capture_dir("nixl-llama-shape").join("vllm-prefill.log"), &prefill).unwrap();
+    let report = tailed_doctor(&dir, &prefill, &dir.join("no-such-decode.log")).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        report.unread.iter().any(|u| u.why.contains("no-such-decode.log: No such file")),
+        "{:?}",
+        report.unread
+    );
 }

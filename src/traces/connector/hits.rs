@@ -88,7 +88,7 @@ pub(crate) const MIN_SCHED_S: f64 = 0.25;
 /// step (qwen3-shape-restart: steady-5 and -3 added at 06:26:17 while
 /// steady-4's 288-token load ran; their hits printed at :18), so it waits
 /// `settle_s`. A quiet one is called early, as likely, and sure at
-/// `settle_s` (`decide.rs`).
+/// `settle_s` (`decide/`).
 const QUIET_S: f64 = 1.0;
 /// Lags remembered: the wait follows the engine's recent behaviour.
 const LAGS_KEPT: usize = 32;

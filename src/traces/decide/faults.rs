@@ -11,7 +11,9 @@ use crate::traces::store::Entry;
 /// Failures and the client's abort over what the pair did (`base`).
 pub(super) fn faults(e: &Entry, cx: &Ctx, base: Verdict) -> Verdict {
     let facts = &e.facts;
-    let fails: Vec<(usize, &Fact, &Failure)> = facts.failures().collect();
+    // In the order they happened (two logs are read apart), then as read.
+    let mut fails: Vec<(usize, &Fact, &Failure)> = facts.failures().collect();
+    fails.sort_by(|a, b| a.1.t.total_cmp(&b.1.t).then(a.0.cmp(&b.0)));
     let abort = facts.abort();
     if fails.is_empty() && abort.is_none() {
         return base;

@@ -14,7 +14,9 @@
 //! 3. what time allows: a request with only one side after its window.
 //!
 //! A verdict on a request joined by arrival order alone is never sure, and
-//! never a miss unless the proxy's flow vouches that it was prefilled.
+//! never a miss unless the proxy's flow vouches that it was prefilled. One
+//! joined among several copies of its length, or beside a copy whose length
+//! is not known yet, is at most likely, and its reasons name the others.
 
 mod faults;
 mod pair;
@@ -83,8 +85,13 @@ impl Verdict {
 
 /// The verdict on one request.
 pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
+    // Capped before and after the faults: what they report of the pair is
+    // as sure as the join, and so is what they conclude.
     let base = capped(e, cx, pair::pair(e, cx));
-    let mut v = faults::faults(e, cx, base);
+    let mut v = capped(e, cx, faults::faults(e, cx, base));
+    if v.outcome != Outcome::Pending {
+        v.reasons.extend(pair::join_note(e));
+    }
     // A stuck wait is said whatever became of the request.
     for f in e.facts.iter() {
         match &f.kind {
@@ -118,8 +125,13 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
 }
 
 /// An order join caps the verdict: never sure, and a miss only where the
-/// proxy's flow vouches for the prefill.
+/// proxy's flow vouches for the prefill. A join among several copies of
+/// one length: likely, and so is a failure of the copy.
 fn capped(e: &Entry, cx: &Ctx, mut v: Verdict) -> Verdict {
+    if matches!(v.reasons.first(), Some(R::OrderOnly(_))) {
+        return v;
+    }
+    let among = !e.track.same_length_copies.is_empty() || !e.track.unsized_copies.is_empty();
     match e.trace.join {
         Join::ByOrder if v.outcome == Outcome::SilentMiss && !cx.guaranteed => {
             v = Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::OrderOnly(v.reasons)]);
@@ -130,15 +142,13 @@ fn capped(e: &Entry, cx: &Ctx, mut v: Verdict) -> Verdict {
         // One of several copies of that length: the verdict holds for each,
         // the pairing is not known.
         Join::ByPromptTokens
-            if !e.track.same_length_copies.is_empty()
-                && !matches!(v.outcome, Outcome::Pending | Outcome::Error | Outcome::Cancelled) =>
+            if among
+                && (!matches!(v.outcome, Outcome::Pending | Outcome::Error | Outcome::Cancelled)
+                    || v.error_at == Some(Hop::Producer)) =>
         {
             v.confidence = v.confidence.max(Confidence::Likely);
         }
         Join::ByPromptTokens | Join::ById => {}
-    }
-    if v.outcome != Outcome::Pending {
-        v.reasons.extend(pair::join_note(e));
     }
     v
 }

@@ -5,7 +5,8 @@ use super::{Ctx, Verdict, finished, time};
 use crate::feed::LogOrigin;
 use crate::traces::correlator::Style;
 use crate::traces::evidence::FactKind as F;
-use crate::traces::model::{Confidence, Hop, Join, Outcome};
+use crate::traces::instance::events::hop_of;
+use crate::traces::model::{Confidence, Join, Outcome};
 use crate::traces::proxy::flow::PROXY_WAIT_S;
 use crate::traces::reason::{Early, HitHow, Reason as R};
 use crate::traces::store::Entry;
@@ -58,7 +59,7 @@ pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
                     Confidence::Likely,
                     vec![R::DiedBeforePull { instance, src: xf.src }],
                 );
-                v.error_at = Some(Hop::Consumer);
+                v.error_at = Some(hop_of(instance));
                 return v;
             }
             if t.join == Join::ById {
@@ -317,10 +318,14 @@ pub(super) fn join_note(e: &Entry) -> Vec<R> {
     if e.trace.join == Join::ByPromptTokens
         && let Some(n) = e.trace.prompt_tokens.or(e.track.prefill_tokens)
     {
-        if e.track.same_length_copies.is_empty() {
+        if e.track.same_length_copies.is_empty() && e.track.unsized_copies.is_empty() {
             out.push(R::PairedByTokens { n });
         } else {
-            out.push(R::PairedAmong { n, copies: e.track.same_length_copies.clone() });
+            out.push(R::PairedAmong {
+                n,
+                copies: e.track.same_length_copies.clone(),
+                unknown_length: e.track.unsized_copies.clone(),
+            });
         }
     }
     if e.track.repaired

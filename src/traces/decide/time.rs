@@ -53,11 +53,12 @@ pub(super) fn deadline(e: &Entry, cx: &Ctx) -> Verdict {
                 return Verdict::pending();
             }
             // Lines of an instance named it (a connector's, a wait), but
-            // neither its arrival nor what decode did with it.
+            // neither its arrival nor what decode did with it: the hops
+            // decide, their words are only shown.
             let named: Vec<(Hop, LogOrigin, String)> = t
                 .phases
                 .iter()
-                .filter(|p| p.hop != Hop::Proxy && !p.detail.is_empty())
+                .filter(|p| p.hop != Hop::Proxy)
                 .map(|p| (p.hop, p.source, p.detail.clone()))
                 .collect();
             let r = if named.is_empty() { R::ProxyOnly } else { R::NamedOnly { named } };

@@ -69,6 +69,14 @@ impl InFlight {
         }
     }
 
+    /// Requests moved between traces (`map`: old serial to new): a death
+    /// of `src` cuts their new traces.
+    pub fn moved(&mut self, src: LogOrigin, map: impl Fn(u64) -> u64) {
+        if let Some(q) = self.per.get_mut(&src) {
+            q.iter_mut().for_each(|o| o.serial = map(o.serial));
+        }
+    }
+
     /// Its access line came: a stream started (`streaming`) or it ended.
     pub fn answered(&mut self, src: LogOrigin, serial: u64, streaming: bool) {
         let Some(q) = self.per.get_mut(&src) else {

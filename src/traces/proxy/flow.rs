@@ -75,6 +75,11 @@ impl Flow {
         push_capped(&mut self.watch, (serial, at), CAP);
     }
 
+    /// Prefill copies moved between traces (`map`: old serial to new).
+    pub fn moved(&mut self, map: impl Fn(u64) -> u64) {
+        self.watch.iter_mut().for_each(|(s, _)| *s = map(*s));
+    }
+
     pub fn orphan(&mut self, serial: u64) {
         push_capped(&mut self.orphans, serial, CAP);
     }

@@ -119,7 +119,12 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             Ok(())
         }
         R::NamedOnly { named } => {
-            let named: Vec<String> = named.iter().map(|(h, s, d)| format!("{h} on {s}: {d}")).collect();
+            let named: Vec<String> = named
+                .iter()
+                .map(
+                    |(h, s, d)| if d.is_empty() { format!("{h} on {s}") } else { format!("{h} on {s}: {d}") },
+                )
+                .collect();
             write!(
                 f,
                 "no arrival line for it was read, only {}; whether its KV loaded is not known",

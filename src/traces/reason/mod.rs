@@ -154,6 +154,8 @@ pub enum Reason {
     PairedAmong {
         n: u32,
         copies: Vec<String>,
+        /// Copies whose length no source gave that could be its too.
+        unknown_length: Vec<String>,
     },
     RepairedCopy {
         id: String,

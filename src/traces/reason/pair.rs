@@ -131,13 +131,23 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "{src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled): the transferred KV was not used"
         ),
         R::PairedByTokens { n } => write!(f, "(prefill paired by prompt length: {n} tokens)"),
-        R::PairedAmong { n, copies } => write!(
-            f,
-            "(prefill paired by prompt length: one of {} copies of {n} tokens, each giving this verdict; {}: {})",
-            copies.len() + 1,
-            if copies.len() == 1 { "the other" } else { "the others" },
-            copies.join(", ")
-        ),
+        R::PairedAmong { n, copies, unknown_length } => {
+            write!(f, "(prefill paired by prompt length: ")?;
+            if copies.is_empty() {
+                write!(f, "its copy of {n} tokens")?;
+            } else {
+                write!(f, "one of {} copies of {n} tokens", copies.len() + 1)?;
+            }
+            write!(f, ", each giving this verdict")?;
+            if !copies.is_empty() {
+                let others = if copies.len() == 1 { "the other" } else { "the others" };
+                write!(f, "; {others}: {}", copies.join(", "))?;
+            }
+            if !unknown_length.is_empty() {
+                write!(f, "; or a copy of unknown length: {}", unknown_length.join(", "))?;
+            }
+            write!(f, ")")
+        }
         R::RepairedCopy { id } => write!(f, "its prefill copy is {id} (re-paired by prompt length)"),
         R::DiedBeforePull { instance, src } => write!(
             f,
