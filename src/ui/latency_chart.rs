@@ -4,7 +4,6 @@
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Modifier;
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType};
@@ -40,22 +39,65 @@ pub fn has_data(state: &AppState, focus: Option<usize>) -> bool {
         })
 }
 
-/// `━ prefill ━ decode · bright p50 · dim p90`, in the roles' colours, as
+/// How one series is drawn: p50 a line, p90 points over it. Colour tells
+/// the roles apart where the theme gives them two; where it does not
+/// (NO_COLOR, mono) decode gets glyphs of its own. Dimming is no cue: many
+/// terminals, and every capture of the screen, drop it.
+#[derive(Clone, Copy)]
+struct Look {
+    marker: Marker,
+    graph: GraphType,
+    /// What the legend shows for it.
+    glyph: char,
+}
+
+fn look(role: Role, p90: bool, theme: &Theme) -> Look {
+    let own_glyphs = role == Role::Decode && !roles_coloured(theme);
+    match (p90, own_glyphs) {
+        (false, false) => Look { marker: Marker::Braille, graph: GraphType::Line, glyph: '⠒' },
+        (false, true) => Look { marker: Marker::Dot, graph: GraphType::Line, glyph: '•' },
+        (true, false) => Look { marker: Marker::Custom('·'), graph: GraphType::Line, glyph: '·' },
+        (true, true) => Look { marker: Marker::Custom('+'), graph: GraphType::Line, glyph: '+' },
+    }
+}
+
+fn roles_coloured(theme: &Theme) -> bool {
+    theme.color(Role::Prefill.name()) != theme.color(Role::Decode.name())
+}
+
+/// The legend, built from the looks drawn: `━ prefill ━ decode  ⠒ p50 · p90`
+/// where colour parts the roles, else each role with its own glyphs; as
 /// much as fits whole.
 fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'static> {
-    let form = |words: [&str; 2]| {
-        let mut spans: Vec<Span<'static>> = Vec::new();
-        for r in roles {
-            spans.push(Span::styled(format!(" ━ {}", r.name()), role_style(*r, theme)));
-        }
-        spans.push(Span::styled(format!("  {} ", words[0]), theme.text()));
-        spans.push(Span::styled(words[1].to_string(), theme.dim()));
-        spans
+    let glyphs = |r: Role| (look(r, false, theme).glyph, look(r, true, theme).glyph);
+    let forms: Vec<Vec<Span<'static>>> = if roles_coloured(theme) {
+        let (a, b) = glyphs(Role::Prefill);
+        let with = |keys: Option<String>| {
+            let mut spans: Vec<Span<'static>> = roles
+                .iter()
+                .map(|r| Span::styled(format!(" ━ {}", r.name()), role_style(*r, theme)))
+                .collect();
+            spans.extend(keys.map(|k| Span::styled(k, theme.text())));
+            spans
+        };
+        vec![with(Some(format!("  {a} p50 {b} p90"))), with(Some(format!(" {a}p50 {b}p90"))), with(None)]
+    } else {
+        let per_role = |words: bool| -> Vec<Span<'static>> {
+            roles
+                .iter()
+                .flat_map(|r| {
+                    let (a, b) = glyphs(*r);
+                    let keys = if words { format!(" {a}p50 {b}p90 ") } else { format!("{a}{b} ") };
+                    [
+                        Span::styled(format!(" {}", r.name()), role_style(*r, theme)),
+                        Span::styled(keys, theme.text()),
+                    ]
+                })
+                .collect()
+        };
+        vec![per_role(true), per_role(false)]
     };
-    ratatui::text::Line::from(fmt::fit(
-        vec![form(["bright: p50 ·", "dim: p90"]), form(["p50", "p90"]), form(["", ""])],
-        cols as usize,
-    ))
+    ratatui::text::Line::from(fmt::fit(forms, cols as usize))
 }
 
 /// (time, milliseconds) points of one percentile.
@@ -93,22 +135,18 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
             continue;
         }
         let style = role_style(*role, theme);
-        sets.push(
-            Dataset::default()
-                .name(format!("{} p90", role.name()))
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(style.add_modifier(Modifier::DIM))
-                .data(p90),
-        );
-        sets.push(
-            Dataset::default()
-                .name(format!("{} p50", role.name()))
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(style)
-                .data(p50),
-        );
+        // p50 first: p90's points are drawn over its line, never hidden by it.
+        for (p90, points) in [(false, p50), (true, p90)] {
+            let look = look(*role, p90, theme);
+            sets.push(
+                Dataset::default()
+                    .name(format!("{} {}", role.name(), if p90 { "p90" } else { "p50" }))
+                    .marker(look.marker)
+                    .graph_type(look.graph)
+                    .style(style)
+                    .data(points),
+            );
+        }
     }
     let title = if sets.is_empty() {
         format!(" {name} over time: no requests yet ")

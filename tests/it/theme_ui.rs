@@ -62,3 +62,37 @@ fn the_theme_key_cycles_dark_light_mono_and_is_in_the_help() {
     assert!(!app.quit);
     assert!(pdtop::keymap::help_lines().iter().any(|(k, t)| k == "T" && t.contains("theme")));
 }
+
+/// The latency chart alone, two minutes into the qwen3 capture.
+fn latency(theme: &str) -> String {
+    let state = common::replay_metrics_only("qwen3-shape-restart", 120.0);
+    let theme = Theme::builtin(theme).unwrap();
+    let mut term = Terminal::new(TestBackend::new(100, 14)).unwrap();
+    term.draw(|f| pdtop::ui::latency_chart::render(f, f.area(), &state, None, &theme)).unwrap();
+    common::buffer_text(term.backend().buffer())
+}
+
+#[test]
+fn no_color_latency_lines_differ_by_glyph_and_the_legend_names_them() {
+    let is_braille = |c: char| ('\u{2801}'..='\u{28ff}').contains(&c);
+    for name in ["mono", "dark"] {
+        let text = latency(name);
+        let rows: Vec<&str> = text.lines().collect();
+        // Row 1 of each half is its legend; the plot is below it.
+        let legend = rows[1];
+        let plot: String = rows[2..].join("\n");
+        assert!(!legend.contains("bright") && !legend.contains("dim"), "{text}");
+        assert!(plot.chars().any(is_braille) && legend.contains('⠒'), "{name}: no p50 line\n{text}");
+        assert!(plot.contains('·') && legend.contains('·'), "{name}: no p90 points\n{text}");
+        if name == "mono" {
+            // No colour parts the roles: decode has glyphs of its own, and
+            // the legend says which are whose.
+            assert!(plot.contains('•') && plot.contains('+'), "{text}");
+            assert!(legend.contains("prefill ⠒p50 ·p90") && legend.contains("decode •p50 +p90"), "{text}");
+            insta::assert_snapshot!("no_color_latency_chart_100x14", text);
+        } else {
+            assert!(!plot.contains('•') && !plot.contains('+'), "{text}");
+            assert!(legend.contains("━ prefill ━ decode"), "{text}");
+        }
+    }
+}

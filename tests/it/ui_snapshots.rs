@@ -198,7 +198,7 @@ fn a_large_screen_goes_to_requests_events_and_latency() {
         .filter(|l| l.trim_matches(['│', ' ']).is_empty())
         .count();
     assert!(empty_in_boxes <= 2, "histograms with empty rows:\n{t}");
-    assert_eq!(t.matches("bright: p50").count(), 2, "a legend per latency chart:\n{t}");
+    assert_eq!(t.matches("⠒ p50 · p90").count(), 2, "a legend per latency chart:\n{t}");
     assert!(t.contains("newest requests") && t.contains("lab-steady-19"), "{t}");
     let events = t.lines().filter(|l| l.contains("▲ MISS  lab-")).count();
     assert!(events >= 6, "{events} event rows:\n{t}");
