@@ -289,7 +289,7 @@ pub struct DemoArgs {
     /// Play the recording once instead of looping.
     #[arg(long)]
     pub no_loop: bool,
-    /// Serve the lab and print its endpoints, without the dashboard.
+    /// Serve the lab and print its endpoints, without the dashboard, until Ctrl-C.
     #[arg(long)]
     pub serve_only: bool,
     #[command(flatten)]

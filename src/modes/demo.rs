@@ -34,9 +34,10 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let handle = start_lab(capture, opts)?;
     if args.serve_only {
         print_lab(&name, args.speed, &handle, otlp_to);
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
+        let _ = std::io::stdout().flush();
+        wait_for_stop_signal()?;
+        close_lab(&handle, &dir);
+        return Ok(());
     }
     let mut session =
         lab_session(&handle, t0, model.as_deref(), args.speed, settings.window_secs, settings.timeout);
@@ -50,11 +51,34 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         live.lab = Some(LabInfo { capture: name, speed: args.speed, clock: handle.clock.clone() });
     }
     let result = run_screen(App::new(session.state(), super::theme(&settings)?), feed);
-    // The lab's writers stop first: one that runs on would make the folder again.
+    close_lab(&handle, &dir);
+    result
+}
+
+/// The lab's writers stop first (one that ran on would make the folder
+/// again), then its folder goes: a demo leaves nothing in the temp folder.
+fn close_lab(handle: &LabHandle, dir: &std::path::Path) {
     handle.clock.stop();
     std::thread::sleep(Duration::from_millis(100));
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Blocks until Ctrl-C, `kill` or a closed terminal: how a lab serving
+/// without a screen is stopped.
+fn wait_for_stop_signal() -> Result<()> {
+    let waited = || -> std::io::Result<()> {
+        tokio::runtime::Builder::new_current_thread().enable_io().build()?.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut hup = signal(SignalKind::hangup())?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r,
+                _ = term.recv() => Ok(()),
+                _ = hup.recv() => Ok(()),
+            }
+        })
+    };
+    waited().map_err(|e| Error::Runtime(format!("waiting for a stop signal: {e}")))
 }
 
 /// What the demo watches: the lab's two instances, its logs, its link

@@ -296,8 +296,14 @@ fn demo_listens_on_loopback_only_and_check_listens_nowhere() {
     // It prints once it is serving.
     let _ = out.read(&mut first);
     let socks = listening_sockets(demo.id());
-    let _ = demo.kill();
-    let _ = demo.wait();
+    let folder = std::env::temp_dir().join(format!("pdtop-demo-{}", demo.id()));
+    assert!(folder.is_dir(), "the lab writes its logs under {}", folder.display());
+    // `kill` stops it as Ctrl-C would: cleanly, its folder gone.
+    let killed = Command::new("kill").arg(demo.id().to_string()).status().unwrap();
+    assert!(killed.success());
+    let status = demo.wait().unwrap();
+    assert!(status.success(), "demo --serve-only on SIGTERM: {status}");
+    assert!(!folder.exists(), "{} left behind", folder.display());
     assert!(!socks.is_empty(), "the demo serves its endpoints");
     for s in &socks {
         // 0100007F:PORT is 127.0.0.1 in /proc/net/tcp's byte order.
