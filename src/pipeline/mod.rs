@@ -11,5 +11,5 @@ mod session;
 pub use collectors::{COLLECTOR_THREAD, run_on_thread, spawn_collectors};
 pub use feed::{CHANNEL, Feed, LabInfo, LiveFeed, REFRESH};
 pub use log_files::{LogFiles, read_log_files};
-pub use player::Player;
+pub use player::{Player, ReplayBadge};
 pub use session::{Collect, Session};

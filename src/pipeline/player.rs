@@ -11,6 +11,14 @@ fn speed_label(s: f64) -> String {
     if s.fract() == 0.0 { format!("{s:.0}") } else { format!("{s:.2}").trim_end_matches('0').to_string() }
 }
 
+/// The title bar's replay text: the capture's name where it fits, else
+/// the position alone (80 columns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayBadge {
+    pub long: String,
+    pub short: String,
+}
+
 pub struct Player {
     messages: Vec<Msg>,
     initial: AppState,
@@ -91,16 +99,16 @@ impl Player {
     }
 
     /// For the title bar: where the replay is.
-    pub fn badge(&self) -> String {
+    pub fn badge(&self) -> ReplayBadge {
         let clock = |s: f64| format!("{}:{:02}", (s / 60.0).floor() as u64, (s % 60.0).floor() as u64);
-        format!(
-            "replay {} {} {}/{} ×{} · ",
-            self.name,
+        let short = format!(
+            "{} {}/{} ×{} · ",
             if self.paused { "⏸" } else { "▶" },
             clock(self.t - self.t0),
             clock(self.t_end - self.t0),
             speed_label(self.speed)
-        )
+        );
+        ReplayBadge { long: format!("replay {} {short}", self.name), short }
     }
 
     /// Everything, at once: what `check --replay` reads.

@@ -97,7 +97,7 @@ pub struct ViewState {
     /// The followed trace's identity ([`crate::traces::Trace::serial`]).
     pub followed: Option<u64>,
     /// Title-bar text of a replay (position, speed).
-    pub badge: Option<String>,
+    pub badge: Option<crate::pipeline::ReplayBadge>,
     /// Instances view: selected row, sort column; the instance drilled into.
     pub inst_selected: usize,
     pub inst_sort: instances::SortKey,
@@ -246,8 +246,8 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     let badge = if view.frozen.is_some() { " FROZEN  " } else { "" };
     // Widest form that fits beside the tabs: full, short demo, no clock.
     let room = (area.width as usize).saturating_sub(left_w);
-    let demo_long = demo_long.or_else(|| view.badge.clone());
-    let demo_short = demo_short.or_else(|| view.badge.clone());
+    let demo_long = demo_long.or_else(|| view.badge.as_ref().map(|b| b.long.clone()));
+    let demo_short = demo_short.or_else(|| view.badge.as_ref().map(|b| b.short.clone()));
     // Without the clock, the window still shows (`w` changes it), and no
     // separator is left dangling.
     let short = demo_short.unwrap_or_default();

@@ -64,6 +64,25 @@ async fn the_demo_logs_play_on_screen_paced_by_the_player() {
     assert!(app.state.instances.is_empty());
 }
 
+/// At 80 columns the capture's name gives way, the position stays.
+#[tokio::test(start_paused = true)]
+async fn at_80_columns_the_replay_still_says_where_it_is() {
+    let (mut app, player) = pdtop::modes::replay_app(&demo_args(4.0)).unwrap();
+    let (in_tx, in_rx) = mpsc::unbounded_channel();
+    let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let keys = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        in_tx.send(key('q')).unwrap();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    app::run(&mut term, &mut app, Feed::Recording(Box::new(player)), in_rx).await.unwrap();
+    keys.abort();
+    let screen = common::buffer_text(term.backend().buffer());
+    let title = screen.lines().next().unwrap();
+    assert!(title.contains("▶ 0:1") && title.contains("×4"), "{screen}");
+    assert!(!title.contains("replay logs"), "{title}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn played_to_the_end_the_logs_give_the_checks_answers() {
     let (mut app, player) = pdtop::modes::replay_app(&demo_args(256.0)).unwrap();
