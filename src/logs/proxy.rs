@@ -113,6 +113,10 @@ pub enum ProxyErrorKind {
     /// proxy server`: `sys.exc_info()` as a tuple (completions) or a list of
     /// strings (chat), naming the exception and any HTTP status in it.
     Detail,
+    /// uvicorn's `Exception in ASGI application`: the app raised and did
+    /// not handle it. Followed by a failing access line, the request got
+    /// that answer; with none, the stream it had begun answering broke.
+    Asgi,
     /// Any other ERROR/CRITICAL record.
     Other,
 }
@@ -180,7 +184,11 @@ fn parse_uvicorn(level: Level, rest: &str) -> ProxyEvent {
     if SHUTDOWN.iter().any(|p| rest.starts_with(p)) {
         return ProxyEvent::Shutdown;
     }
-    // e.g. `ERROR:    Exception in ASGI application`.
+    if matches!(level, Level::Error | Level::Critical)
+        && rest.trim_start().starts_with("Exception in ASGI application")
+    {
+        return error(ProxyErrorKind::Asgi, None, rest);
+    }
     if matches!(level, Level::Error | Level::Critical) {
         return error(ProxyErrorKind::Other, None, rest);
     }
@@ -428,6 +436,9 @@ mod tests {
         );
         assert_eq!(kind("ERROR:root:ClientError occurred: Cannot connect"), Some((K::Connection, None)));
         assert_eq!(kind("ERROR:root:Unexpected error: boom"), Some((K::Unexpected, None)));
+        // uvicorn, as the bench run's proxy printed it when a decode died.
+        assert_eq!(kind("ERROR:    Exception in ASGI application"), Some((K::Asgi, None)));
+        assert_eq!(kind("ERROR:    Something else"), Some((K::Other, None)));
         assert_eq!(
             kind("Error occurred in disagg prefill proxy server - completions endpoint"),
             Some((K::ToyProxy, None))

@@ -264,9 +264,12 @@ impl Correlator {
         // Which copy each trace holds moves as copies are traded.
         let mut holder: Vec<(u64, u64)> = c.copies.iter().map(|k| (k.serial, k.serial)).collect();
         let mut touched = Vec::new();
+        // (trace that gave a copy, trace that took it).
+        let mut gave = Vec::new();
         for (i, (d, k)) in pairs.into_iter().enumerate() {
             let Some(now_at) = holder.iter().find(|(orig, _)| *orig == k).map(|(_, h)| *h) else { continue };
             if now_at != d {
+                gave.push((now_at, d));
                 // The decode's own copy, if any, goes where this one was.
                 let mine = holder.iter().position(|(_, h)| *h == d);
                 self.swap_prefills(d, now_at);
@@ -296,10 +299,37 @@ impl Correlator {
         for s in touched {
             // A trace left with neither side held only what moved away.
             if self.store.get(s).is_some_and(|e| e.trace.prefill.is_none() && e.trace.decode.is_none()) {
+                if let Some(&(_, to)) = gave.iter().find(|(from, _)| *from == s) {
+                    self.hand_proxy_phase(s, to);
+                }
                 self.store.retire(s);
                 continue;
             }
             self.settle(s, at);
+        }
+    }
+
+    /// A prefill copy's own trace may have been given the proxy's id-less
+    /// answer line (it was the oldest request the line could be). The line
+    /// goes with the copy to the decode that took it; where that one has
+    /// its own, the line was another request's and is placed again.
+    fn hand_proxy_phase(&mut self, from: u64, to: u64) {
+        let Some((phase, status)) = self.store.get_mut(from).and_then(|e| {
+            let i = e.trace.phases.iter().position(|p| p.hop == crate::traces::model::Hop::Proxy)?;
+            let status = e.track.proxy_answer?;
+            e.track.proxy_seen = false;
+            e.track.proxy_answer = None;
+            Some((e.trace.phases.remove(i), status))
+        }) else {
+            return;
+        };
+        match self.store.get_mut(to) {
+            Some(e) if !e.track.proxy_seen => {
+                e.track.proxy_seen = true;
+                e.track.proxy_answer = Some(status);
+                e.trace.phases.insert(0, phase);
+            }
+            _ => self.proxy_ok_access(status, phase.start),
         }
     }
 

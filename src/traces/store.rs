@@ -29,6 +29,11 @@ pub(crate) struct Track {
     pub decode_added_at: Option<f64>,
     pub decode_has_params: bool,
     pub proxy_seen: bool,
+    /// A proxy-only trace opened by an exception the proxy raised itself
+    /// (uvicorn's `Exception in ASGI application`).
+    pub proxy_exception: bool,
+    /// The status of the id-less access line pinned on it by arrival order.
+    pub proxy_answer: Option<u16>,
     /// Last step the proxy's JSON lines reported, to name the failing hop.
     pub proxy_stage: Option<crate::logs::proxy::Stage>,
     /// Waiting in the hit FIFO of its decode source.

@@ -4,7 +4,12 @@ use super::events::hop_of;
 use crate::feed::LogOrigin;
 use crate::traces::correlator::Correlator;
 use crate::traces::evidence::{FactKind, Failure};
-use crate::traces::model::{Confidence, Outcome};
+use crate::traces::model::{Confidence, Hop, Outcome};
+
+/// How far back (in traces) a death looks for the proxy's echoes of it.
+const ECHO_SCAN: usize = 512;
+/// Whole-second stamps and read delays around the death's span.
+const ECHO_SLACK_S: f64 = 2.0;
 
 impl Correlator {
     /// Every request the instance had in flight when it stopped at `t` is
@@ -24,7 +29,10 @@ impl Correlator {
         at: f64,
     ) {
         let cascade = self.stat(src).last_death.as_ref().and_then(|d| d.cascade.clone());
-        for o in self.inflight.take(src, t) {
+        let taken = self.inflight.take(src, t);
+        let open = taken.len();
+        let mut undated_streams = Vec::new();
+        for o in taken {
             let done = self
                 .store
                 .get(o.serial)
@@ -42,6 +50,7 @@ impl Correlator {
                     stats_seen: stats.is_some(),
                 };
                 self.said(o.serial, t, src, kind, at);
+                undated_streams.push(o.serial);
                 continue;
             }
             let mut text = if o.streaming {
@@ -59,6 +68,58 @@ impl Correlator {
             let x =
                 Failure { hop: hop_of(src), what: text, confidence, generate_failed: false, by_proxy: false };
             self.fail_with(o.serial, src, x, t, at);
+        }
+        if let (LogOrigin::Decode(_), Some((restart, _))) = (src, kill) {
+            self.proxy_echoes(open, &undated_streams, cause, (t, restart), at);
+        }
+    }
+
+    /// A decode killed with streams open breaks them at the proxy too:
+    /// uvicorn prints `Exception in ASGI application` for each, with no
+    /// answer after (it had begun one). Those exceptions, read between the
+    /// decode's last line and its restart, are its streams' echoes, not
+    /// requests of their own: their traces go. As many as it had open
+    /// means every one was cut, so a stream whose end was in doubt failed.
+    fn proxy_echoes(&mut self, open: usize, undated: &[u64], cause: &str, (from, to): (f64, f64), at: f64) {
+        let serials = self.store.serials();
+        let echoes: Vec<u64> = (serials.start..serials.end)
+            .rev()
+            .take(ECHO_SCAN)
+            .filter(|s| {
+                self.store.get(*s).is_some_and(|e| {
+                    e.track.proxy_exception
+                        && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. }))
+                        && e.trace.first_seen >= from - ECHO_SLACK_S
+                        && e.trace.first_seen <= to + ECHO_SLACK_S
+                })
+            })
+            .collect();
+        // More breaks than it had open: some have another cause, and which is unknown.
+        if echoes.is_empty() || echoes.len() > open {
+            return;
+        }
+        for s in &echoes {
+            self.store.retire(*s);
+        }
+        if echoes.len() < open {
+            return;
+        }
+        let what = format!(
+            "{cause}; the proxy logged {n} broken streams (`Exception in ASGI application` with no answer after) for the {n} requests it had open: this stream was cut",
+            n = open
+        );
+        for &s in undated {
+            if self.store.outcome(s) == Some(Outcome::Error) {
+                continue;
+            }
+            let x = Failure {
+                hop: Hop::Consumer,
+                what: what.clone(),
+                confidence: Confidence::Likely,
+                generate_failed: false,
+                by_proxy: true,
+            };
+            self.fail_with(s, LogOrigin::Proxy, x, from, at);
         }
     }
 }

@@ -87,7 +87,7 @@ impl Correlator {
 
     /// An id-less `200` from the proxy: the oldest recent trace with no proxy
     /// phase yet, else a proxy-only trace.
-    fn proxy_ok_access(&mut self, status: u16, at: f64) {
+    pub(crate) fn proxy_ok_access(&mut self, status: u16, at: f64) {
         let win = self.opts.proxy_window_s;
         let serials = self.store.serials();
         let from = serials.end.saturating_sub(ATTACH_SCAN as u64).max(serials.start);
@@ -123,6 +123,7 @@ impl Correlator {
         let mut prefilled = false;
         if let Some(e) = self.store.get_mut(s) {
             e.track.proxy_seen = true;
+            e.track.proxy_answer = Some(status);
             prefilled = e.trace.prefill.is_some();
         }
         if prefilled && !self.flow.proxied && !self.flow.bypass {
@@ -213,8 +214,13 @@ impl Correlator {
             self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
             return;
         }
-        let recent =
-            self.flow.error.filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some());
+        // Each uvicorn exception is one request's: a burst of them (a dead
+        // decode breaks every stream it served) is as many failures.
+        let recent = self
+            .flow
+            .error
+            .filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some())
+            .filter(|_| kind != ProxyErrorKind::Asgi);
         match recent {
             Some((s, _)) => {
                 // The lines of one failure: a later one may name the hop.
@@ -226,6 +232,7 @@ impl Correlator {
                 let s = self.new_trace(id, at);
                 if let Some(e) = self.store.get_mut(s) {
                     e.track.proxy_seen = true;
+                    e.track.proxy_exception = kind == ProxyErrorKind::Asgi;
                 }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
