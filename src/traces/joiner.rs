@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::ids::{base_id, external_of_internal, invented};
+use super::ids::{api_of, base_id, external_of_internal, invented};
 use super::model::{Hop, Outcome};
 use super::store::{Entry, Store, failed_prefill, push_capped};
 use crate::feed::LogOrigin;
@@ -122,15 +122,22 @@ impl Joiner {
     /// The oldest prefill still waiting for its decode, started within
     /// `win` before `t` (or up to a second after: stamps are whole seconds).
     /// Prefills sent while ids were forwarded are passed over (they wait
-    /// for their own id), and stay queued for it.
-    pub fn partner(&mut self, store: &Store, t: f64, win: f64) -> Option<u64> {
+    /// for their own id), and stay queued for it; so are copies of another
+    /// API than the decode request's (`api`: its id's `cmpl-` or
+    /// `chatcmpl-`, where known): a proxy forwards a request to the same
+    /// endpoint on both sides.
+    pub fn partner(&mut self, store: &Store, t: f64, win: f64, api: Option<&str>) -> Option<u64> {
         let mut k = 0;
         while let Some(s) = self.unpaired.get(k).copied() {
             let usable = store.get(s).and_then(|e| {
                 let fresh = self.awaits_decode(e);
                 let start = e.trace.phase(Hop::Producer).map(|p| p.start)?;
                 let answered = e.track.prefill_done.is_some();
-                fresh.then_some((start, answered, in_window(e, t, win), self.order_candidate(e, start)))
+                let copy = e.trace.engine_ids.iter().find(|(o, _)| matches!(o, LogOrigin::Prefill(_)));
+                let copy_api = copy.and_then(|(_, id)| api_of(id));
+                let same_api = api.is_none_or(|a| copy_api.is_none_or(|b| b == a));
+                let candidate = self.order_candidate(e, start) && same_api;
+                fresh.then_some((start, answered, in_window(e, t, win), candidate))
             });
             match usable {
                 Some((_, _, true, true)) => {

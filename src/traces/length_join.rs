@@ -103,8 +103,7 @@ fn invented_on(e: &Entry, decode: bool) -> bool {
 
 /// The API this side came through, by its id's prefix.
 pub(super) fn api_on(e: &Entry, decode: bool) -> Option<&'static str> {
-    let id = engine_id(e, decode)?;
-    ["chatcmpl-", "cmpl-"].into_iter().find(|p| id.starts_with(p))
+    super::ids::api_of(engine_id(e, decode)?)
 }
 
 /// The copy failed: the proxy answered the error, no decode followed it.

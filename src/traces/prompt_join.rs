@@ -32,9 +32,10 @@ struct PrefillSide {
 }
 
 impl Correlator {
-    /// The oldest prefill still waiting for its decode, within the order window.
-    pub(super) fn order_partner(&mut self, t: f64) -> Option<u64> {
-        self.joiner.partner(&self.store, t, self.opts.order_window_s)
+    /// The oldest prefill still waiting for its decode, within the order
+    /// window, of the decode request's API where it is known.
+    pub(super) fn order_partner(&mut self, t: f64, api: Option<&str>) -> Option<u64> {
+        self.joiner.partner(&self.store, t, self.opts.order_window_s, api)
     }
 
     /// A request's prompt length as an instance reported it (vLLM's DEBUG

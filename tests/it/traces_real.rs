@@ -1127,3 +1127,73 @@ fn an_expiry_after_a_failed_notification_is_no_miss() {
     assert_eq!((o, conf), (Outcome::Loaded, Confidence::Likely), "{ev}");
     assert!(ev.contains("own prefix cache"), "{ev}");
 }
+
+/// vLLM's demo proxy forwards no id, so its decode requests join their
+/// prefill copies by arrival order. A proxy sends a request to the same
+/// endpoint on both sides: a chat copy is never a completions request's.
+/// Here the real copy a completions decode was paired with is renamed a
+/// chat one (`chatcmpl-`, as a chat request racing it would be named), and
+/// the lines are read up to that decode's, as a live pdtop reads them
+/// (later lines, prompt lengths among them, may re-pair it).
+#[test]
+fn arrival_order_never_pairs_a_decode_with_a_copy_of_another_api() {
+    let dir = "demo-proxy-qwen3";
+    let hint = start_hint(dir);
+    let f = |name: &str| capture(&format!("{dir}/{name}"));
+    let feeds = |prefill: String| {
+        vec![
+            (LogOrigin::Prefill(0), instance_lines(&[prefill], hint)),
+            (LogOrigin::Decode(0), instance_lines(&[f("vllm-decode.log")], hint)),
+            (LogOrigin::Proxy, proxy_lines(dir)),
+        ]
+    };
+    let copy = "cmpl-84fe31d9b20c5eef";
+    let real = run(feeds(f("vllm-prefill.log")), CorrelatorOptions::default());
+    let paired = real
+        .traces()
+        .find(|t| t.engine_ids.iter().any(|(o, id)| *o == LogOrigin::Prefill(0) && id.starts_with(copy)))
+        .expect("the copy's trace");
+    assert_eq!(paired.join, Join::ByOrder, "{}", paired.evidence());
+    let decode_id = paired
+        .engine_ids
+        .iter()
+        .find(|(o, _)| *o == LogOrigin::Decode(0))
+        .map(|(_, id)| id.clone())
+        .expect("a decode paired by order");
+    assert!(decode_id.starts_with("cmpl-"), "{decode_id}");
+    let partner_of = |prefill: String| {
+        let mut feeds = feeds(prefill);
+        let base = pdtop::traces::base_id(&decode_id).to_string();
+        let at = feeds[1].1.iter().find(|(_, l)| l.contains(&base)).map(|(t, _)| *t).expect("its line");
+        for (_, lines) in &mut feeds {
+            lines.retain(|(t, _)| *t <= at);
+        }
+        let mut c = Correlator::new(CorrelatorOptions::default());
+        let mut all: Vec<(f64, LogOrigin, String)> =
+            feeds.into_iter().flat_map(|(o, ls)| ls.into_iter().map(move |(t, l)| (t, o, l))).collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (t, o, l) in all {
+            c.on_line(o, &l, t);
+        }
+        c.traces()
+            .find(|t| t.engine_ids.iter().any(|(_, id)| *id == decode_id))
+            .map(|t| {
+                t.engine_ids
+                    .iter()
+                    .filter(|(o, _)| *o == LogOrigin::Prefill(0))
+                    .map(|(_, id)| id.clone())
+                    .collect::<Vec<_>>()
+            })
+            .expect("the decode's trace")
+    };
+    // Read live, the real copy is its partner by order...
+    let live = partner_of(f("vllm-prefill.log"));
+    assert!(live.iter().any(|id| id.starts_with(copy)));
+    // ...and a copy of another API never is.
+    // vLLM names a chat request `chatcmpl-<hex>`, with no choice index.
+    let renamed = partner_of(f("vllm-prefill.log").replace(&format!("{copy}-0"), &format!("chat{copy}")));
+    assert!(
+        !renamed.iter().any(|id| id.contains(copy)),
+        "a completions decode took a chat copy: {renamed:?}"
+    );
+}

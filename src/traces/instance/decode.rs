@@ -49,7 +49,7 @@ impl Correlator {
         // Whether ids were forwarded before does not matter: the partner
         // must be a prefill copy whose id was invented too (`joiner.rs`).
         if target.is_none() && params.is_none() && invented(base_id(a.id)) {
-            target = self.order_partner(a.t);
+            target = self.order_partner(a.t, crate::traces::ids::api_of(a.id));
             if target.is_some() {
                 join = Join::ByOrder;
             }

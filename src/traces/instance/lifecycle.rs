@@ -279,7 +279,7 @@ impl Correlator {
         // Without shared ids, the oldest unpaired prefill copy is this
         // request's: a proxy prefills first, then forwards to decode.
         let partner = match src {
-            LogOrigin::Decode(i) if !self.joiner.ids_shared => self.order_partner(t).map(|s| (i, s)),
+            LogOrigin::Decode(i) if !self.joiner.ids_shared => self.order_partner(t, None).map(|s| (i, s)),
             _ => None,
         };
         let s = match partner {

@@ -204,7 +204,7 @@ impl Correlator {
         self.flow.error_answers_ok = matches!(kind, ProxyErrorKind::DisaggProxy | ProxyErrorKind::Detail);
         if let (Some(LogOrigin::Decode(i)), Some(_)) = (named, instance)
             && !self.joiner.ids_shared
-            && let Some(s) = self.order_partner(at)
+            && let Some(s) = self.order_partner(at, None)
         {
             // A decode that cannot be reached: the prefilled request waiting for it.
             if let Some(e) = self.store.get_mut(s) {
