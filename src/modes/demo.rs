@@ -31,11 +31,14 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     let opts = LabOptions { speed: args.speed, looping: !args.no_loop, dir: dir.clone(), otlp_to };
     let model = capture.model_config.clone();
     let t0 = capture.t0;
+    // Listening before the lab writes anything: a stop sent as soon as the
+    // endpoints are printed still removes the folder.
+    let stop = args.serve_only.then(StopSignals::listen).transpose()?;
     let handle = start_lab(capture, opts)?;
-    if args.serve_only {
+    if let Some(stop) = stop {
         print_lab(&name, args.speed, &handle, otlp_to);
         let _ = std::io::stdout().flush();
-        wait_for_stop_signal()?;
+        stop.wait();
         close_lab(&handle, &dir);
         return Ok(());
     }
@@ -63,22 +66,41 @@ fn close_lab(handle: &LabHandle, dir: &std::path::Path) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// Blocks until Ctrl-C, `kill` or a closed terminal: how a lab serving
-/// without a screen is stopped.
-fn wait_for_stop_signal() -> Result<()> {
-    let waited = || -> std::io::Result<()> {
-        tokio::runtime::Builder::new_current_thread().enable_io().build()?.block_on(async {
-            use tokio::signal::unix::{SignalKind, signal};
-            let mut term = signal(SignalKind::terminate())?;
-            let mut hup = signal(SignalKind::hangup())?;
+/// Ctrl-C, `kill` and a closed terminal: how a lab serving without a
+/// screen is stopped. Listened for from creation on.
+struct StopSignals {
+    rt: tokio::runtime::Runtime,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let made = || -> std::io::Result<StopSignals> {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+            let _in = rt.enter();
+            let (term, hup, int) = (
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+                signal(SignalKind::interrupt())?,
+            );
+            Ok(StopSignals { rt, term, hup, int })
+        };
+        made().map_err(|e| Error::Runtime(format!("listening for stop signals: {e}")))
+    }
+
+    /// Blocks until one of them comes.
+    fn wait(mut self) {
+        self.rt.block_on(async {
             tokio::select! {
-                r = tokio::signal::ctrl_c() => r,
-                _ = term.recv() => Ok(()),
-                _ = hup.recv() => Ok(()),
+                _ = self.term.recv() => {}
+                _ = self.hup.recv() => {}
+                _ = self.int.recv() => {}
             }
-        })
-    };
-    waited().map_err(|e| Error::Runtime(format!("waiting for a stop signal: {e}")))
+        });
+    }
 }
 
 /// What the demo watches: the lab's two instances, its logs, its link

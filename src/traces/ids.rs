@@ -59,15 +59,15 @@ pub fn external_of_internal(internal: &str) -> &str {
     }
 }
 
-/// Whether a base id could be vLLM's own: `random_uuid()` is a uuid4's
-/// 32 hex digits without dashes (16 since 0.12). A dashed uuid is some
-/// proxy's (NIXL's toy proxy forwards `str(uuid4())` to both sides), so it
-/// is shared across instances and never paired by order.
 /// The API an id was minted by: `chatcmpl-` (chat) or `cmpl-` (completions).
 pub fn api_of(id: &str) -> Option<&'static str> {
     ["chatcmpl-", "cmpl-"].into_iter().find(|p| id.starts_with(p))
 }
 
+/// Whether a base id could be vLLM's own: `random_uuid()` is a uuid4's
+/// 32 hex digits without dashes (16 since 0.12). A dashed uuid is some
+/// proxy's (NIXL's toy proxy forwards `str(uuid4())` to both sides), so it
+/// is shared across instances and never paired by order.
 pub fn invented(base: &str) -> bool {
     matches!(base.len(), 16 | 32) && base.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -122,10 +122,8 @@ impl Joiner {
     /// The oldest prefill still waiting for its decode, started within
     /// `win` before `t` (or up to a second after: stamps are whole seconds).
     /// Prefills sent while ids were forwarded are passed over (they wait
-    /// for their own id), and stay queued for it; so are copies of another
-    /// API than the decode request's (`api`: its id's `cmpl-` or
-    /// `chatcmpl-`, where known): a proxy forwards a request to the same
-    /// endpoint on both sides.
+    /// for their own id), and stay queued for it; with `api` (the decode
+    /// request's `cmpl-` or `chatcmpl-`), so are copies of another API.
     pub fn partner(&mut self, store: &Store, t: f64, win: f64, api: Option<&str>) -> Option<u64> {
         let mut k = 0;
         while let Some(s) = self.unpaired.get(k).copied() {

@@ -295,40 +295,50 @@ impl Correlator {
             }
             touched.push(d);
         }
-        for s in touched {
-            // A trace left with neither side held only what moved away.
-            if self.store.get(s).is_some_and(|e| e.trace.prefill.is_none() && e.trace.decode.is_none()) {
+        // A trace left with neither side held only what moved away. Every
+        // answer line goes with its copy first; one with nowhere to go is
+        // placed again after, among the traces as they now are.
+        let empty = |c: &Self, s: u64| {
+            c.store.get(s).is_some_and(|e| e.trace.prefill.is_none() && e.trace.decode.is_none())
+        };
+        let mut unplaced = Vec::new();
+        for &s in &touched {
+            if empty(self, s) {
                 if let Some(&(_, to)) = gave.iter().find(|(from, _)| *from == s) {
-                    self.hand_proxy_phase(s, to);
+                    unplaced.extend(self.hand_proxy_phase(s, to));
                 }
                 self.store.retire(s);
-                continue;
             }
+        }
+        for s in touched {
             self.settle(s, at);
+        }
+        for (status, t) in unplaced {
+            self.proxy_ok_access(status, t);
         }
     }
 
     /// A prefill copy's own trace may have been given the proxy's id-less
     /// answer line (it was the oldest request the line could be). The line
     /// goes with the copy to the decode that took it; where that one has
-    /// its own, the line was another request's and is placed again.
-    fn hand_proxy_phase(&mut self, from: u64, to: u64) {
-        let Some((phase, status)) = self.store.get_mut(from).and_then(|e| {
+    /// its own, the line was another request's: its status and time are
+    /// returned, to be placed again.
+    fn hand_proxy_phase(&mut self, from: u64, to: u64) -> Option<(u16, f64)> {
+        let (phase, status) = self.store.get_mut(from).and_then(|e| {
             let i = e.trace.phases.iter().position(|p| p.hop == crate::traces::model::Hop::Proxy)?;
             let status = e.track.proxy_answer?;
             e.track.proxy_seen = false;
             e.track.proxy_answer = None;
             Some((e.trace.phases.remove(i), status))
-        }) else {
-            return;
-        };
+        })?;
         match self.store.get_mut(to) {
             Some(e) if !e.track.proxy_seen => {
                 e.track.proxy_seen = true;
                 e.track.proxy_answer = Some(status);
                 e.trace.phases.insert(0, phase);
+                None
             }
-            _ => self.proxy_ok_access(status, phase.start),
+            _ => Some((status, phase.start)),
         }
     }
 

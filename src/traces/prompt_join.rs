@@ -33,9 +33,14 @@ struct PrefillSide {
 
 impl Correlator {
     /// The oldest prefill still waiting for its decode, within the order
-    /// window, of the decode request's API where it is known.
+    /// window: of the decode request's API where one is (a proxy forwards
+    /// to the same endpoint on both sides), else of any (one that prefills
+    /// through another endpoint).
     pub(super) fn order_partner(&mut self, t: f64, api: Option<&str>) -> Option<u64> {
-        self.joiner.partner(&self.store, t, self.opts.order_window_s, api)
+        let win = self.opts.order_window_s;
+        self.joiner
+            .partner(&self.store, t, win, api)
+            .or_else(|| api.and_then(|_| self.joiner.partner(&self.store, t, win, None)))
     }
 
     /// A request's prompt length as an instance reported it (vLLM's DEBUG

@@ -39,14 +39,13 @@ pub fn has_data(state: &AppState, focus: Option<usize>) -> bool {
         })
 }
 
-/// How one series is drawn: p50 a line, p90 points over it. Colour tells
+/// How one series is drawn: p50 a line, p90 a line of dots over it. Colour tells
 /// the roles apart where the theme gives them two; where it does not
 /// (NO_COLOR, mono) decode gets glyphs of its own. Dimming is no cue: many
 /// terminals, and every capture of the screen, drop it.
 #[derive(Clone, Copy)]
 struct Look {
     marker: Marker,
-    graph: GraphType,
     /// What the legend shows for it.
     glyph: char,
 }
@@ -54,10 +53,10 @@ struct Look {
 fn look(role: Role, p90: bool, theme: &Theme) -> Look {
     let own_glyphs = role == Role::Decode && !roles_coloured(theme);
     match (p90, own_glyphs) {
-        (false, false) => Look { marker: Marker::Braille, graph: GraphType::Line, glyph: '⠒' },
-        (false, true) => Look { marker: Marker::Dot, graph: GraphType::Line, glyph: '•' },
-        (true, false) => Look { marker: Marker::Custom('·'), graph: GraphType::Line, glyph: '·' },
-        (true, true) => Look { marker: Marker::Custom('+'), graph: GraphType::Line, glyph: '+' },
+        (false, false) => Look { marker: Marker::Braille, glyph: '⠒' },
+        (false, true) => Look { marker: Marker::Dot, glyph: '•' },
+        (true, false) => Look { marker: Marker::Custom('·'), glyph: '·' },
+        (true, true) => Look { marker: Marker::Custom('+'), glyph: '+' },
     }
 }
 
@@ -95,7 +94,9 @@ fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'stat
                 })
                 .collect()
         };
-        vec![per_role(true), per_role(false)]
+        let names: Vec<Span<'static>> =
+            roles.iter().map(|r| Span::styled(format!(" {}", r.name()), role_style(*r, theme))).collect();
+        vec![per_role(true), per_role(false), names]
     };
     ratatui::text::Line::from(fmt::fit(forms, cols as usize))
 }
@@ -142,7 +143,7 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
                 Dataset::default()
                     .name(format!("{} {}", role.name(), if p90 { "p90" } else { "p50" }))
                     .marker(look.marker)
-                    .graph_type(look.graph)
+                    .graph_type(GraphType::Line)
                     .style(style)
                     .data(points),
             );

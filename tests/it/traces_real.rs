@@ -1197,3 +1197,29 @@ fn arrival_order_never_pairs_a_decode_with_a_copy_of_another_api() {
         "a completions decode took a chat copy: {renamed:?}"
     );
 }
+
+/// NIXL's toy proxy prints its own report of a failure, then re-raises:
+/// uvicorn adds `Exception in ASGI application`, its traceback and the 500.
+/// One failed request, one trace; and a bare exception after it is another.
+#[test]
+fn the_toy_proxys_report_and_uvicorns_exception_are_one_failure() {
+    let mut c = Correlator::new(CorrelatorOptions::default());
+    let t0 = 1_796_397_194.0;
+    let lines = [
+        "Error occurred in disagg prefill proxy server - completions endpoint",
+        "ERROR:    Exception in ASGI application",
+        "Traceback (most recent call last):",
+        "httpx.HTTPStatusError: Server error '500 Internal Server Error' for url 'http://127.0.0.1:8100/v1/completions'",
+        r#"INFO:     127.0.0.1:43716 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error"#,
+    ];
+    for (k, l) in lines.iter().enumerate() {
+        c.on_line(LogOrigin::Proxy, l, t0 + 0.01 * k as f64);
+    }
+    c.on_line(LogOrigin::Proxy, "ERROR:    Exception in ASGI application", t0 + 0.1);
+    c.finish(t0 + 60.0);
+    let failures: Vec<&pdtop::traces::Trace> =
+        c.traces().filter(|t| t.id.starts_with("proxy-error")).collect();
+    assert_eq!(failures.len(), 2, "{:#?}", failures.iter().map(|t| t.evidence()).collect::<Vec<_>>());
+    assert!(failures[0].evidence().contains("disagg prefill proxy server"), "{}", failures[0].evidence());
+    assert!(failures.iter().all(|t| t.outcome == Outcome::Error));
+}

@@ -10,6 +10,8 @@ use crate::traces::model::{Confidence, Hop, Outcome};
 const ECHO_SCAN: usize = 512;
 /// Whole-second stamps and read delays around the death's span.
 const ECHO_SLACK_S: f64 = 2.0;
+/// The proxy prints a dead decode's broken streams together.
+const ECHO_BURST_S: f64 = 1.0;
 
 impl Correlator {
     /// Every request the instance had in flight when it stopped at `t` is
@@ -30,13 +32,14 @@ impl Correlator {
     ) {
         let cascade = self.stat(src).last_death.as_ref().and_then(|d| d.cascade.clone());
         let taken = self.inflight.take(src, t);
-        let open = taken.len();
+        let ended = |c: &Self, s: u64| {
+            c.store.get(s).is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled))
+        };
+        // What it still had open: what its death could break.
+        let open = taken.iter().filter(|o| !ended(self, o.serial)).count();
         let mut undated_streams = Vec::new();
         for o in taken {
-            let done = self
-                .store
-                .get(o.serial)
-                .is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled));
+            let done = ended(self, o.serial);
             if done || (o.streaming && !streams) {
                 continue;
             }
@@ -75,25 +78,31 @@ impl Correlator {
     }
 
     /// A decode killed with streams open breaks them at the proxy too:
-    /// uvicorn prints `Exception in ASGI application` for each, with no
-    /// answer after (it had begun one). Those exceptions, read between the
-    /// decode's last line and its restart, are its streams' echoes, not
-    /// requests of their own: their traces go. As many as it had open
+    /// uvicorn prints `Exception in ASGI application` for each, at once,
+    /// with no answer after (it had begun one). The first such burst read
+    /// between the decode's last line and its restart is its streams'
+    /// echoes, not requests of their own: their traces go (a later burst,
+    /// requests sent while it was down, stays). As many as it had open
     /// means every one was cut, so a stream whose end was in doubt failed.
     fn proxy_echoes(&mut self, open: usize, undated: &[u64], cause: &str, (from, to): (f64, f64), at: f64) {
         let serials = self.store.serials();
-        let echoes: Vec<u64> = (serials.start..serials.end)
+        let mut bare: Vec<(f64, u64)> = (serials.start..serials.end)
             .rev()
             .take(ECHO_SCAN)
-            .filter(|s| {
-                self.store.get(*s).is_some_and(|e| {
-                    e.track.proxy_exception
-                        && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. }))
-                        && e.trace.first_seen >= from - ECHO_SLACK_S
-                        && e.trace.first_seen <= to + ECHO_SLACK_S
-                })
+            .filter_map(|s| {
+                let e = self.store.get(s)?;
+                let t = e.trace.first_seen;
+                (e.track.proxy_exception
+                    && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. }))
+                    && t >= from - ECHO_SLACK_S
+                    && t <= to + ECHO_SLACK_S)
+                    .then_some((t, s))
             })
             .collect();
+        bare.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let burst =
+            bare.windows(2).position(|w| w[1].0 - w[0].0 > ECHO_BURST_S).map_or(bare.len(), |i| i + 1);
+        let echoes: Vec<u64> = bare[..burst].iter().map(|(_, s)| *s).collect();
         // More breaks than it had open: some have another cause, and which is unknown.
         if echoes.is_empty() || echoes.len() > open {
             return;

@@ -215,15 +215,22 @@ impl Correlator {
             return;
         }
         // Each uvicorn exception is one request's: a burst of them (a dead
-        // decode breaks every stream it served) is as many failures.
-        let recent = self
-            .flow
-            .error
-            .filter(|(s, when)| at - when <= ERROR_BURST_S && self.store.get(*s).is_some())
-            .filter(|_| kind != ProxyErrorKind::Asgi);
+        // decode breaks every stream it served) is as many failures. One
+        // after a proxy's own report of a failure (the toy proxy re-raises)
+        // is that failure's.
+        let asgi = kind == ProxyErrorKind::Asgi;
+        let recent = self.flow.error.filter(|(s, when)| {
+            at - when <= ERROR_BURST_S
+                && self.store.get(*s).is_some_and(|e| !(asgi && e.track.proxy_exception))
+        });
         match recent {
             Some((s, _)) => {
                 // The lines of one failure: a later one may name the hop.
+                // Reported by the proxy's own words too, it is no bare
+                // exception that a dead decode's stream could echo.
+                if let Some(e) = self.store.get_mut(s) {
+                    e.track.proxy_exception &= asgi;
+                }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
             }
@@ -232,7 +239,7 @@ impl Correlator {
                 let s = self.new_trace(id, at);
                 if let Some(e) = self.store.get_mut(s) {
                     e.track.proxy_seen = true;
-                    e.track.proxy_exception = kind == ProxyErrorKind::Asgi;
+                    e.track.proxy_exception = asgi;
                 }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
