@@ -325,7 +325,7 @@ impl Correlator {
     /// returned, to be placed again.
     fn hand_proxy_phase(&mut self, from: u64, to: u64) -> Option<(u16, f64)> {
         let (phase, status) = self.store.get_mut(from).and_then(|e| {
-            let i = e.trace.phases.iter().position(|p| p.hop == crate::traces::model::Hop::Proxy)?;
+            let i = e.trace.phases.iter().position(|p| p.hop == Hop::Proxy)?;
             let status = e.track.proxy_answer?;
             e.track.proxy_seen = false;
             e.track.proxy_answer = None;

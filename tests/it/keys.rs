@@ -6,7 +6,7 @@
 use crate::common;
 
 use pdtop::app::App;
-use pdtop::cli::{ReplayArgs, UiArgs};
+use pdtop::cli::UiArgs;
 use pdtop::keymap::{self, Action};
 use pdtop::pipeline::Player;
 use pdtop::ui::View;
@@ -23,16 +23,7 @@ fn live() -> App {
 }
 
 fn replay() -> (App, Player) {
-    let args = ReplayArgs {
-        file: Some(common::capture_dir("demo-proxy-qwen3")),
-        from_logs: false,
-        prefill_log: Vec::new(),
-        decode_log: Vec::new(),
-        proxy_log: None,
-        stuck_after: None,
-        speed: 1.0,
-        ui: UiArgs { theme: Some("mono".into()) },
-    };
+    let args = common::capture_replay_args("demo-proxy-qwen3", UiArgs { theme: Some("mono".into()) });
     let (app, mut player) = pdtop::modes::replay_app(&args).unwrap();
     let mut app = app;
     // Some way in, so that the views have rows, events and traces.

@@ -239,16 +239,7 @@ fn a_nixl_bench_run_with_id_less_misses_and_a_kill_is_never_sure_and_wrong() {
 /// proxy answer but the one a single line was shifted past.
 #[test]
 fn an_id_less_answer_line_follows_its_prefill_copy_into_the_join() {
-    let args = pdtop::cli::ReplayArgs {
-        file: Some(common::capture_dir("nixl-1p2d-bench")),
-        from_logs: false,
-        prefill_log: Vec::new(),
-        decode_log: Vec::new(),
-        proxy_log: None,
-        stuck_after: None,
-        speed: 1.0,
-        ui: Default::default(),
-    };
+    let args = common::capture_replay_args("nixl-1p2d-bench", Default::default());
     let (mut app, player) = pdtop::modes::replay_app(&args).unwrap();
     let end = player.run_to_end(&mut app.state);
     app.state.finish(end);
@@ -267,15 +258,8 @@ fn an_id_less_answer_line_follows_its_prefill_copy_into_the_join() {
 /// in doubt stays unknown. Each exception is a failure of its own.
 #[test]
 fn more_broken_streams_than_the_dead_decode_had_open_settle_nothing() {
-    let src = common::capture_dir("nixl-1p2d-bench");
-    let dir = std::env::temp_dir().join(format!("pdtop-extra-break-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-    }
-    let log = std::fs::read_to_string(src.join("proxy.log")).unwrap();
+    let dir = common::copy_capture("nixl-1p2d-bench", "extra-break", &[]);
+    let log = std::fs::read_to_string(dir.join("proxy.log")).unwrap();
     let header = "ERROR:    Exception in ASGI application";
     let at = log.find(header).expect("the real exception");
     let extra = format!("{}{header}\n{}", &log[..at], &log[at..]);
@@ -296,16 +280,7 @@ fn more_broken_streams_than_the_dead_decode_had_open_settle_nothing() {
 /// requests are the instances' own: 64, as the truth has.
 #[test]
 fn an_undated_proxy_log_is_not_replayed_at_time_zero() {
-    let src = common::capture_dir("nixl-llama-shape");
-    let dir = std::env::temp_dir().join(format!("pdtop-undated-proxy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for e in std::fs::read_dir(&src).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "requests.jsonl" {
-            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-        }
-    }
+    let dir = common::copy_capture("nixl-llama-shape", "undated-proxy", &["requests.jsonl"]);
     let r = check(&dir.display().to_string());
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(r["requests"]["seen"], 64, "{}", r["requests"]);

@@ -25,6 +25,36 @@ pub fn capture_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// `pdtop replay` of a capture folder, at ×1, in the theme `ui` names.
+pub fn capture_replay_args(name: &str, ui: pdtop::cli::UiArgs) -> pdtop::cli::ReplayArgs {
+    pdtop::cli::ReplayArgs {
+        file: Some(capture_dir(name)),
+        from_logs: false,
+        prefill_log: Vec::new(),
+        decode_log: Vec::new(),
+        proxy_log: None,
+        stuck_after: None,
+        speed: 1.0,
+        ui,
+    }
+}
+
+/// A fresh copy of a capture folder under the temp folder (`tag` names
+/// it), without the files named in `skip`: a test's altered capture.
+pub fn copy_capture(name: &str, tag: &str, skip: &[&str]) -> PathBuf {
+    let src = capture_dir(name);
+    let dir = std::env::temp_dir().join(format!("pdtop-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        if !skip.iter().any(|n| e.file_name() == *n) {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    dir
+}
+
 pub type ScrapeRow = (f64, String, Option<String>, Option<String>);
 
 /// The rows of `scrapes.jsonl.xz`: (t, instance, Some(body) | None when down, error).
