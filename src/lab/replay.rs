@@ -74,6 +74,45 @@ pub fn recording(capture: &Capture) -> Recording {
 /// Every message a live pdtop would have received in the first `secs` of
 /// the recording, in order, with clock ticks between.
 pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
+    read_as(capture, &Reading::from_start(secs, with_logs))
+}
+
+/// How a live pdtop read the recording: when it started, how often it
+/// read the logs. What it was given is the same whatever the reading;
+/// only the moments it read it differ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    /// Seconds of the recording to read.
+    pub secs: f64,
+    /// Whether the logs are tailed (false: a metrics-only pdtop).
+    pub with_logs: bool,
+    /// Recording seconds between two reads of the logs: a live tail reads
+    /// four times a second, so a lab played at x1 is read every 0.25 s of
+    /// it, at x4 every second, at x20 every 5 s.
+    pub every: f64,
+    /// Seconds into the recording at which pdtop started: the logs'
+    /// lines printed before it are read in one gulp then, and the proxy's
+    /// (which print no time) are undated.
+    pub start: f64,
+    /// Scrapes and span exports before this many seconds into the
+    /// recording never reached pdtop (it was not running): a mid-run
+    /// start, and the full reading it is held against, lose the same ones.
+    pub lost_before: f64,
+}
+
+impl Reading {
+    /// Read from the recording's start, every half second.
+    pub fn from_start(secs: f64, with_logs: bool) -> Reading {
+        Reading { secs, with_logs, every: 0.5, start: 0.0, lost_before: 0.0 }
+    }
+}
+
+/// Every message a live pdtop reading as `r` says would have received, in
+/// order, with clock ticks between and `LogsPolled` after each read of the
+/// logs (as the live collector sends).
+pub fn read_as(capture: &Capture, r: &Reading) -> Vec<Msg> {
+    let with_logs = r.with_logs;
+    let every = if r.every.is_finite() && r.every > 0.0 { r.every } else { 0.5 };
     let mut out = Vec::new();
     let mut order: Vec<usize> = (0..capture.logs.len()).collect();
     order.sort_by_key(|i| match capture.logs[*i].source {
@@ -87,8 +126,11 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
     let mut last_link = f64::MIN;
     let mut next_spans = 0;
     let mut next_scan = 0;
-    let end = capture.t0 + secs;
-    let mut t = capture.t0;
+    let end = capture.t0 + r.secs;
+    let lost = capture.t0 + r.lost_before.max(r.start);
+    let mut t = capture.t0 + r.start.max(0.0);
+    let mut next_read = t;
+    let step = every.min(0.5);
     // A log nothing dates says so as its state, once.
     for l in capture.logs.iter().filter(|_| with_logs) {
         if let Some(why) = &l.undated {
@@ -103,7 +145,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
         }
     }
     while t <= end {
-        if with_logs {
+        if with_logs && t >= next_read {
             for &i in &order {
                 let lines = &capture.logs[i].lines;
                 let start = next_line[i];
@@ -119,31 +161,39 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
                     next_line[i] = stop;
                 }
             }
+            out.push(Msg::LogsPolled { at: t });
+            next_read += every;
         }
         while row < capture.scrapes.len() && capture.scrapes[row].t <= t {
-            let r = &capture.scrapes[row];
-            let instance = r.instance.min(last_scrape.len() - 1);
+            let sr = &capture.scrapes[row];
+            let instance = sr.instance.min(last_scrape.len() - 1);
             // One scrape a second per instance, like the default interval.
-            if r.t - last_scrape[instance] >= 0.99 {
-                last_scrape[instance] = r.t;
-                out.push(match &r.body {
-                    Some(body) => Msg::Scrape { instance, at: r.t, body: body.clone() },
+            if sr.t >= lost && sr.t - last_scrape[instance] >= 0.99 {
+                last_scrape[instance] = sr.t;
+                out.push(match &sr.body {
+                    Some(body) => Msg::Scrape { instance, at: sr.t, body: body.clone() },
                     None => {
-                        Msg::ScrapeFailed { instance, at: r.t, error: r.error.clone().unwrap_or_default() }
+                        Msg::ScrapeFailed { instance, at: sr.t, error: sr.error.clone().unwrap_or_default() }
                     }
                 });
             }
             row += 1;
         }
-        while let Some((_, spans)) = capture.spans.get(next_spans).filter(|(st, _)| *st <= t) {
-            let counts = crate::feed::SpanCounts::default();
-            out.push(Msg::Spans { at: t, spans: spans.clone(), counts });
+        while let Some((st, spans)) = capture.spans.get(next_spans).filter(|(st, _)| *st <= t) {
+            if *st >= lost {
+                let counts = crate::feed::SpanCounts::default();
+                out.push(Msg::Spans { at: t, spans: spans.clone(), counts });
+            }
             next_spans += 1;
         }
         // Each recorded listing of the connector directory at its own time:
-        // when a folder first appeared bounds when its writer ran.
+        // when a folder first appeared bounds when its writer ran. Started
+        // late, the first read finds the folder as the last listing left it.
         while let Some((st, scan)) = capture.kvdir_scans.get(next_scan).filter(|(st, _)| *st <= t) {
-            out.push(Msg::KvDir { at: *st, scan: Ok(scan.clone()) });
+            let last_before_start = capture.kvdir_scans.get(next_scan + 1).is_none_or(|(nt, _)| *nt > t);
+            if *st >= lost || last_before_start {
+                out.push(Msg::KvDir { at: st.max(lost.min(t)), scan: Ok(scan.clone()) });
+            }
             next_scan += 1;
         }
         if t - last_link >= 0.99 {
@@ -151,7 +201,7 @@ pub fn messages(capture: &Capture, secs: f64, with_logs: bool) -> Vec<Msg> {
             out.extend(link_messages(capture, t));
         }
         out.push(Msg::Tick { at: t });
-        t += 0.5;
+        t += step;
     }
     out
 }

@@ -174,18 +174,7 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     let offset = |part: &str| {
         (part.as_ptr() as usize).checked_sub(line.as_ptr() as usize).filter(|o| *o <= line.len()).unwrap_or(0)
     };
-    let mut p = peel(line);
-    // Text glued in front of a vLLM line (a paste, a progress bar, a
-    // sentence of prose): restart where the vLLM line starts.
-    if p.process.is_none()
-        && p.prefixes == 0
-        && let Some(i) = glued_start(p.rest)
-    {
-        let prefix = p.prefix.len() + i;
-        p = peel(&p.rest[i..]);
-        p.prefixes += 1;
-        p.prefix = &line[..prefix + p.prefix.len()];
-    }
+    let p = peeled(line);
     out.process = p.process.map(String::from);
     out.pid = p.pid;
     out.pod = p.pod.map(String::from);
@@ -239,6 +228,38 @@ pub fn parse_vllm_line(line: &str) -> Option<VllmLine> {
     out.event = parse_message(rest.trim_start());
     out.signal = other_signal(&out.event, rest.trim_start());
     Some(out)
+}
+
+/// Every prefix peeled, and text glued in front of a vLLM line (a paste,
+/// a progress bar, a sentence of prose) skipped: where the line's own
+/// header starts.
+fn peeled(line: &str) -> super::prefix::Peeled<'_> {
+    let mut p = peel(line);
+    if p.process.is_none()
+        && p.prefixes == 0
+        && let Some(i) = glued_start(p.rest)
+    {
+        let prefix = p.prefix.len() + i;
+        p = peel(&p.rest[i..]);
+        p.prefixes += 1;
+        p.prefix = &line[..prefix + p.prefix.len()];
+    }
+    p
+}
+
+/// The time a line was printed with (vLLM's `MM-DD HH:MM:SS`, or a
+/// `tracing` or LMCache header's, with its year where it has one), read
+/// without parsing the message: what a line is dated by before it is read.
+pub fn stamp_of(line: &str) -> Option<(Stamp, Option<u16>)> {
+    let line = strip_ansi(line);
+    let p = peeled(&line);
+    if split_uvicorn_level(p.rest).is_some() {
+        return None;
+    }
+    if let Some((_, ts, _)) = split_vllm_header(p.rest) {
+        return Some((ts, None));
+    }
+    split_foreign(p.rest).map(|f| (f.stamp, f.year))
 }
 
 /// The connector / LMCache / proxy reading of a message no event variant took.

@@ -24,6 +24,11 @@ pub struct LogState {
     /// Every tailed file was read up to here (None: no such report, as
     /// in a replay, where lines arrive in order and the clock is theirs).
     pub polled_at: Option<f64>,
+    /// Dates the lines read and gives them to the correlator in the order
+    /// they happened.
+    timeline: super::timeline::Timeline,
+    /// The correlator's clock: the time of the last line given or tick.
+    moved_to: f64,
     /// Spans' prompt lengths for requests no log line named yet: vLLM
     /// exports a span within a fraction of a second, before the tailer may
     /// have read the request's lines. Given once the request is known.
@@ -65,6 +70,8 @@ impl LogState {
                 })
                 .collect(),
             polled_at: None,
+            timeline: Default::default(),
+            moved_to: f64::NEG_INFINITY,
             unplaced: Default::default(),
         }
     }
@@ -148,6 +155,46 @@ impl LogState {
         }
     }
 
+    /// Gives the correlator every line that all logs have been read past,
+    /// in the order they happened, its clock moved on to each line's time
+    /// before it (what that time allows is decided first, as it would
+    /// have been had the line been read as it was printed); then its clock
+    /// moves on to `upto`.
+    pub fn advance(&mut self, upto: f64) {
+        let undated = self.timeline.undated_waiting();
+        let lines = self.timeline.release(upto);
+        let any = !lines.is_empty();
+        if undated {
+            self.correlator.set_backlog_unread(true);
+        }
+        for d in lines {
+            if d.at > self.moved_to {
+                self.moved_to = d.at;
+                self.correlator.on_tick(d.at);
+            }
+            self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+        }
+        if undated && !self.timeline.undated_waiting() {
+            self.correlator.set_backlog_unread(false);
+        }
+        if any {
+            self.place_waiting(self.moved_to);
+        }
+        if upto > self.moved_to && upto.is_finite() {
+            self.moved_to = upto;
+            self.correlator.on_tick(upto);
+        }
+    }
+
+    /// The end of a check: every line read is given on, whatever its time.
+    pub fn finish(&mut self, at: f64) {
+        self.advance(at);
+        for d in self.timeline.release_all() {
+            self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+        }
+        self.correlator.finish(at.max(self.moved_to));
+    }
+
     /// Per-request verdicts need a decode instance's log: proxy lines alone
     /// never decide a request.
     pub fn has_decode_log(&self) -> bool {
@@ -171,13 +218,11 @@ impl LogState {
         // the old one was killed.
         if counts.truncations + counts.rotations > 0 {
             self.correlator.on_log_reset(source);
+            self.timeline.reset(source);
         }
-        for line in lines {
-            self.correlator.on_line(source, line, at);
-        }
-        if !lines.is_empty() {
-            self.place_waiting(at);
-        }
+        // Given on at the next tick, when the other logs of the same read
+        // have been read too.
+        self.timeline.read(source, lines, at);
         if let Some(s) = self.sources.iter_mut().find(|s| s.source == source) {
             s.state = Some(state);
             s.lines += lines.len() as u64;

@@ -20,6 +20,7 @@ pub mod router;
 pub mod series;
 pub mod spans;
 pub mod tally;
+pub mod timeline;
 pub mod wires;
 pub mod worth;
 
@@ -127,7 +128,7 @@ impl AppState {
     pub fn finish(&mut self, at: f64) {
         self.tick(at);
         if let Some(logs) = &mut self.logs {
-            logs.correlator.finish(self.now);
+            logs.finish(self.now);
         }
         self.collect_named_misses();
         self.collect_request_errors();
@@ -183,12 +184,13 @@ impl AppState {
                 self.link.on_netdev(at, read);
             }
             Msg::LogLines { source, at, lines, state, counts } => {
-                self.tick(at);
+                // The lines are given on at the next tick: a polling round
+                // reads every log before any of its lines is placed.
+                self.now = self.now.max(at);
+                self.started_at.get_or_insert(at);
                 if let Some(logs) = &mut self.logs {
                     logs.on_lines(source, at, &lines, state, counts);
                 }
-                self.on_instance_notes(at);
-                self.collect_named_misses();
             }
             Msg::SourceFailed { source, at, error } => {
                 self.tick(at);
@@ -248,7 +250,8 @@ impl AppState {
         if let Some(logs) = &mut self.logs {
             // Deadlines are judged only as far as the files have been read.
             let read_up_to = logs.polled_at.map_or(self.now, |p| p.min(self.now));
-            logs.correlator.on_tick(read_up_to);
+            logs.advance(read_up_to);
+            self.on_instance_notes(at);
         }
         self.collect_named_misses();
         self.collect_request_errors();

@@ -30,9 +30,6 @@ pub struct Correlator {
     pub(super) new_misses: VecDeque<String>,
     pub(super) unattributed_misses: u64,
     pub(super) synthetic: u64,
-    /// Last id-less error trace per source, so one failure printed as
-    /// several lines stays one trace: (serial, read time).
-    pub(super) last_error: HashMap<LogOrigin, (u64, f64)>,
     pub(super) last_at: f64,
     /// What the proxy's flow proves without shared ids.
     pub(super) flow: Flow,
@@ -59,6 +56,51 @@ pub struct Correlator {
     /// Prompt-length classes waiting for a length (`length_join.rs`):
     /// (length, event time).
     pub(super) held: VecDeque<(u32, f64)>,
+    /// How well the line being read is dated.
+    pub(super) line_time: LineTime,
+    /// Lines some log printed before pdtop started, with no time, are
+    /// still to come (`set_backlog_unread`).
+    pub(super) backlog_unread: bool,
+}
+
+/// How well a line's time is known.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) enum LineTime {
+    /// Its source printed it (a stamp).
+    #[default]
+    Stamped,
+    /// Read after `from` (the read before) and by its time: a log that
+    /// prints no time, followed as it grows.
+    Read { from: f64 },
+    /// Found by the first read: printed at some time before pdtop started.
+    Undated,
+}
+
+impl LineTime {
+    fn new(from: f64, at: f64) -> LineTime {
+        if from == f64::NEG_INFINITY {
+            LineTime::Undated
+        } else if from < at {
+            LineTime::Read { from }
+        } else {
+            LineTime::Stamped
+        }
+    }
+
+    /// The earliest the line can have been printed.
+    pub fn earliest(self, at: f64) -> f64 {
+        match self {
+            LineTime::Stamped => at,
+            LineTime::Read { from } => from.min(at),
+            LineTime::Undated => f64::NEG_INFINITY,
+        }
+    }
+
+    /// Its time says nothing of its order against its own log's lines:
+    /// they are taken in file order.
+    pub fn by_order(self) -> bool {
+        self != LineTime::Stamped
+    }
 }
 
 /// What each instance's log says of itself.
@@ -105,7 +147,6 @@ impl Correlator {
             new_misses: VecDeque::new(),
             unattributed_misses: 0,
             synthetic: 0,
-            last_error: HashMap::new(),
             last_at: 0.0,
             flow: Flow::default(),
             logs: LogState::default(),
@@ -119,6 +160,8 @@ impl Correlator {
             inflight: Default::default(),
             counted: Default::default(),
             held: Default::default(),
+            line_time: LineTime::default(),
+            backlog_unread: false,
         }
     }
 
@@ -162,11 +205,26 @@ impl Correlator {
 
     /// The proxy's log is read (some line of it has arrived).
     pub(super) fn proxy_read(&self) -> bool {
-        self.stats.contains_key(&LogOrigin::Proxy)
+        self.stats.contains_key(&LogOrigin::Proxy) && !self.backlog_unread
     }
 
-    /// One line of one source, read at `at` (unix seconds).
+    /// One line of one source that happened at `at` (unix seconds, pdtop's
+    /// clock): a stamped line, or one read as it was printed.
     pub fn on_line(&mut self, src: LogOrigin, line: &str, at: f64) {
+        self.on_line_between(src, line, at, at);
+    }
+
+    /// One line that happened between `from` and `at`: a log that prints
+    /// no time, read at `at` and last before at `from` (`-inf`: found by
+    /// the first read, printed before pdtop started). Its place among its
+    /// log's lines says more than its time then (`LineTime`).
+    pub fn on_line_between(&mut self, src: LogOrigin, line: &str, from: f64, at: f64) {
+        self.line_time = LineTime::new(from, at);
+        self.read_line(src, line, at);
+        self.line_time = LineTime::default();
+    }
+
+    fn read_line(&mut self, src: LogOrigin, line: &str, at: f64) {
         // A NaN or infinite read time would poison every window comparison.
         let at = if at.is_finite() { at } else { self.last_at };
         self.last_at = at;
@@ -193,6 +251,23 @@ impl Correlator {
             st.parsed += 1;
         } else {
             st.ignored += 1;
+        }
+    }
+
+    /// Whether lines a log printed before pdtop started, which carry no
+    /// time (a uvicorn proxy's), are still to come. Until they are, that
+    /// log is not read past any time: nothing is concluded from its
+    /// silence. Once they have come, every request is decided again with
+    /// them.
+    pub fn set_backlog_unread(&mut self, unread: bool) {
+        let was = std::mem::replace(&mut self.backlog_unread, unread);
+        if was && !unread {
+            let now = self.last_at;
+            self.sweep(now, false);
+            let all: Vec<u64> = self.store.serials().collect();
+            for s in all {
+                self.settle(s, now);
+            }
         }
     }
 

@@ -24,6 +24,9 @@ pub(super) struct Joiner {
     /// now, so an id seen only on decode really had no prefill. An order
     /// join (a phase where no id is forwarded) clears it.
     pub ids_shared: bool,
+    /// Some join was by a shared id: the proxy forwards ids (at least at
+    /// times), so an id that only decode logged was no proxied request's.
+    pub ever_shared: bool,
     /// Event time of the last join by a shared id: a prefill copy that
     /// started before it was sent while ids were forwarded, and waits for
     /// its decode under its own id, not for an order partner.
@@ -68,9 +71,12 @@ impl Joiner {
     }
 
     /// A prefill copy and a decode request joined by a shared id at `t`.
-    pub fn shared(&mut self, t: f64) {
+    /// Returns whether this is the first such join.
+    pub fn shared(&mut self, t: f64) -> bool {
         self.ids_shared = true;
+        let first = !std::mem::replace(&mut self.ever_shared, true);
         self.shared_at = Some(self.shared_at.map_or(t, |s| s.max(t)));
+        first
     }
 
     /// Whether a request id was forwarded to the instances for this

@@ -234,6 +234,9 @@ pub struct SourceStats {
     pub waiting: Option<u32>,
     /// Non-2xx or error lines that could not be tied to a request.
     pub unattributed_errors: u64,
+    /// Answers the first read found (printed before pdtop started, no
+    /// time) that no proxied request takes by order: counted, not guessed.
+    pub undated_unplaced: u64,
 }
 
 impl SourceStats {
@@ -256,6 +259,7 @@ impl SourceStats {
             external_hit_pct: None,
             waiting: None,
             unattributed_errors: 0,
+            undated_unplaced: 0,
         }
     }
 }

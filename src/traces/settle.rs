@@ -50,6 +50,25 @@ impl Correlator {
         }
     }
 
+    /// A prefill copy and a decode request joined by a shared id at `t`.
+    /// The first such join shows the proxy forwards ids: a request only
+    /// decode logged, decided before it, was surely no proxied request.
+    pub(super) fn shared_id_join(&mut self, t: f64) {
+        if !self.joiner.shared(t) {
+            return;
+        }
+        let by_id: Vec<u64> = self
+            .store
+            .serials()
+            .filter(|&s| {
+                self.store.get(s).is_some_and(|e| matches!(e.trace.reasons.first(), Some(Reason::NoPrefillById { .. })))
+            })
+            .collect();
+        for s in by_id {
+            self.settle(s, self.last_at);
+        }
+    }
+
     /// The one writer of a trace's verdict.
     fn write(&mut self, s: u64, v: Verdict, now: f64) {
         if v.outcome == Outcome::Pending {
@@ -118,7 +137,7 @@ impl Correlator {
             bypass: self.flow.bypass,
             flow_established: self.flow.established(),
             id_known: !invented || self.joiner.ids_shared,
-            ids_shared: self.joiner.ids_shared,
+            ids_shared: self.joiner.ever_shared,
             waiting_copies,
             direct: !tk.proxy_seen && self.proxy_read(),
         }

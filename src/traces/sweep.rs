@@ -42,7 +42,8 @@ impl Correlator {
         self.inflight.prune(|s| {
             store.get(s).is_none_or(|e| matches!(e.trace.outcome, Outcome::Error | Outcome::Cancelled))
         });
-        if self.proxy_read() {
+        // The proxy's silence means nothing while its earlier lines are unread.
+        if self.proxy_read() && !self.backlog_unread {
             let (store, was) = (&self.store, self.flow.bypass);
             self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
             if self.flow.bypass && !was {

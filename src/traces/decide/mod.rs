@@ -51,6 +51,7 @@ pub(crate) struct Ctx<'a> {
     /// The decode's id was forwarded (not invented by the instance), or ids
     /// are shared now: an id on decode alone had no prefill.
     pub id_known: bool,
+    /// Some request was joined by a shared id: the proxy forwards ids.
     pub ids_shared: bool,
     /// Prefill copies sent about when this decode request came, paired with
     /// no decode request, that could be its (no shared id).

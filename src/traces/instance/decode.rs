@@ -21,7 +21,8 @@ impl Correlator {
         // A request whose prefill failed ended there, unless the proxy went
         // on at once: the same id much later is another request. One whose
         // decode side never came stays open to it, however late.
-        let fresh = |e: &Entry| recent(e, a.t, a.at, self.opts.prefill_only_timeout_s);
+        let timeout = self.opts.prefill_only_timeout_s;
+        let fresh = |e: &Entry| recent(e, a.t, a.at, timeout);
         let takes = |c: &Correlator, s: u64| {
             c.store.get(s).is_some_and(|e| {
                 e.trace.decode.is_none()
@@ -33,7 +34,7 @@ impl Correlator {
         let mut join = Join::ById;
         let mut target = self.store.latest(&base).filter(|s| takes(self, *s));
         if target.and_then(|s| self.store.get(s)).is_some_and(|e| e.trace.prefill.is_some()) {
-            self.joiner.shared(a.t);
+            self.shared_id_join(a.t);
         }
         if target.is_none()
             && let Some(rid) = params.and_then(|p| p.remote_request_id.as_deref())

@@ -7,7 +7,6 @@ use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::ids::trace_key;
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
 use crate::traces::settle::deadline_only;
-use crate::traces::stamp::anchor;
 
 /// One `Received`/`Added` line, as the handlers need it.
 pub(crate) struct Arrival<'a> {
@@ -33,7 +32,9 @@ impl Correlator {
     /// Returns whether the line meant anything to the correlator.
     /// `noise`: the line is known to carry nothing (`logs::known`).
     pub(crate) fn on_instance(&mut self, src: LogOrigin, line: VllmLine, at: f64, noise: bool) -> bool {
-        let stamped = line.timestamp.and_then(|s| anchor(s, at, self.opts.year));
+        // `at` is the line's own time: its stamp, or the last stamp before
+        // it, on pdtop's clock (`state::timeline` dated it).
+        let stamped = line.timestamp.map(|_| at);
         let last_stamp = self.logs.last_stamp.get(&src).copied();
         if let Some(t) = stamped {
             self.logs.last_stamp.insert(src, t);
@@ -254,7 +255,7 @@ impl Correlator {
         }
         if has_decode {
             // The decode side was read first (tail order): join it now.
-            self.joiner.shared(a.t);
+            self.shared_id_join(a.t);
             self.late_prefill_join(s);
         } else {
             self.joiner.unpaired(s, self.opts.max_pending);

@@ -322,27 +322,4 @@ impl Correlator {
         }
         self.said(s, t, src, FactKind::Aborted, at);
     }
-
-    /// An error no request can be named for: one synthetic trace per burst.
-    pub(crate) fn error_trace(&mut self, src: LogOrigin, text: String, t: f64, at: f64) {
-        if let Some((s, when)) = self.last_error.get(&src).copied()
-            && at - when <= 1.0
-            && self.store.get(s).is_some()
-        {
-            self.fail(s, hop_of(src), src, text, t, at);
-            self.last_error.insert(src, (s, at));
-            return;
-        }
-        let id = self.synthetic_id(&format!("{src}-error"));
-        let s = self.new_trace(id, at);
-        self.fail(s, hop_of(src), src, text, t, at);
-        if let Some(e) = self.store.get_mut(s) {
-            match src {
-                LogOrigin::Prefill(i) => e.trace.prefill = Some(i),
-                LogOrigin::Decode(i) => e.trace.decode = Some(i),
-                LogOrigin::Proxy => e.track.proxy_seen = true,
-            }
-        }
-        self.last_error.insert(src, (s, at));
-    }
 }

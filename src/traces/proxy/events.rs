@@ -12,7 +12,7 @@
 
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{ProxyErrorKind, ProxyEvent, RequestEvent, Stage};
-use crate::traces::correlator::Correlator;
+use crate::traces::correlator::{Correlator, LineTime};
 use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::instance::events::hop_of;
 use crate::traces::model::{Confidence, Hop, Outcome};
@@ -47,8 +47,10 @@ impl Correlator {
                 // is another request's: that stream's answer began before.
                 let pending = self.flow.error.take();
                 let answers = |ok: bool| !(200..300).contains(&a.status) || ok;
+                // Lines no stamp dates are in file order, whatever their read time.
+                let by_order = self.line_time.by_order();
                 if let Some((s, when)) = pending
-                    && at - when <= ERROR_ACCESS_S
+                    && (by_order || at - when <= ERROR_ACCESS_S)
                     && self.store.get(s).is_some()
                     && answers(self.flow.error_answers_ok)
                 {
@@ -67,8 +69,14 @@ impl Correlator {
                 } else if (200..300).contains(&a.status) {
                     self.proxy_ok_access(a.status, at);
                 } else {
+                    // One access line answers one request: never merged.
                     self.stat(LogOrigin::Proxy).unattributed_errors += 1;
-                    self.error_trace(LogOrigin::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
+                    let id = self.synthetic_id("proxy-error");
+                    let s = self.new_trace(id, at);
+                    if let Some(e) = self.store.get_mut(s) {
+                        e.track.proxy_seen = true;
+                    }
+                    self.fail(s, Hop::Proxy, LogOrigin::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
                 }
                 true
             }
@@ -89,6 +97,10 @@ impl Correlator {
     /// phase yet, else a proxy-only trace.
     pub(crate) fn proxy_ok_access(&mut self, status: u16, at: f64) {
         let win = self.opts.proxy_window_s;
+        // A line no stamp dates was printed between the read before and its
+        // own; one the first read found, at any time before.
+        let earliest = self.line_time.earliest(at);
+        let undated = self.line_time == LineTime::Undated;
         let serials = self.store.serials();
         let from = serials.end.saturating_sub(ATTACH_SCAN as u64).max(serials.start);
         // The proxy's answer starts with the decode's stream: a request is
@@ -99,7 +111,7 @@ impl Correlator {
                 let near = e.track.decode_at.unwrap_or(e.trace.first_seen);
                 !e.track.proxy_seen
                     && (e.trace.prefill.is_some() || (!prefilled && e.trace.decode.is_some()))
-                    && near >= at - win
+                    && near >= earliest - win
                     && near <= at + 1.0
             })
         };
@@ -108,12 +120,19 @@ impl Correlator {
         let near = |s: &u64| {
             self.store.get(*s).map_or(f64::MAX, |e| e.track.decode_at.unwrap_or(e.trace.first_seen))
         };
-        let earliest = |prefilled: bool| {
+        let earliest_fit = |prefilled: bool| {
             (from..serials.end).filter(|s| fits(s, prefilled)).min_by(|a, b| near(a).total_cmp(&near(b)))
         };
-        let target = earliest(true).or_else(|| earliest(false));
+        // Undated, it fits any request by time: only a proxied (prefilled)
+        // one takes it, and none is no request of its own.
+        let target = earliest_fit(true).or_else(|| (!undated).then(|| earliest_fit(false)).flatten());
         let (s, detail) = match target {
+            Some(s) if undated => (s, format!("HTTP {status} (read before pdtop started, undated: matched to this request by order)")),
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
+            None if undated => {
+                self.stat(LogOrigin::Proxy).undated_unplaced += 1;
+                return;
+            }
             None => {
                 let id = self.synthetic_id("proxy");
                 (self.new_trace(id, at), format!("HTTP {status}"))
@@ -219,8 +238,9 @@ impl Correlator {
         // after a proxy's own report of a failure (the toy proxy re-raises)
         // is that failure's.
         let asgi = kind == ProxyErrorKind::Asgi;
+        let by_order = self.line_time.by_order();
         let recent = self.flow.error.filter(|(s, when)| {
-            at - when <= ERROR_BURST_S
+            (by_order || at - when <= ERROR_BURST_S)
                 && self.store.get(*s).is_some_and(|e| !(asgi && e.track.proxy_exception))
         });
         match recent {

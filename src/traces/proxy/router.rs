@@ -21,7 +21,6 @@ use crate::logs::signal::{Signal, SignalKind as K, Val};
 use crate::logs::vllm::parse_vllm_line;
 use crate::traces::correlator::Correlator;
 use crate::traces::model::Hop;
-use crate::traces::stamp::anchor;
 
 /// An id-less backend error and the `request failed` line with the id come
 /// this close (the same failure, printed by two layers).
@@ -51,9 +50,8 @@ impl Correlator {
     pub(crate) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
         let l = parse_vllm_line(line)?;
         let sig = l.signal.as_ref().filter(|s| is_router_kind(s.kind))?;
-        let year = l.year.map(i32::from).or(self.opts.year);
-        let t = l.timestamp.and_then(|s| anchor(s, at, year)).unwrap_or(at);
-        Some(self.on_signal(LogOrigin::Proxy, sig, t, at))
+        // `at` is the line's own time (`state::timeline` dated it by its stamp).
+        Some(self.on_signal(LogOrigin::Proxy, sig, at, at))
     }
 
     /// A router line's step on its request's trace (from any log).

@@ -1,0 +1,98 @@
+//! Reads a capture as a live pdtop would at several paces and start
+//! moments, and prints each request whose verdict differs from the
+//! reading from the start at the finest pace (same evidence lost).
+//!
+//! `cargo run --release --example pace -- DIR [DIR...]`
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pdtop::lab::Capture;
+use pdtop::lab::replay::{Reading, initial_state, read_as};
+
+fn verdicts(cap: &Capture, r: &Reading) -> BTreeMap<String, String> {
+    let mut st = initial_state(cap, true);
+    for m in read_as(cap, r) {
+        st.apply(m);
+    }
+    st.finish(cap.t0 + r.secs);
+    let mut out = BTreeMap::new();
+    let mut n: BTreeMap<String, usize> = BTreeMap::new();
+    for t in st.logs.as_ref().expect("logs").correlator.traces() {
+        let key = if t.id.contains("error-") || t.id.starts_with("proxy") {
+            let k = format!("{}#{}", format!("{:?}", t.outcome), n.entry(format!("{:?}", t.outcome)).or_default());
+            *n.get_mut(&format!("{:?}", t.outcome)).unwrap() += 1;
+            k
+        } else {
+            let mut k = t.id.clone();
+            while out.contains_key(&k) {
+                k.push('\'');
+            }
+            k
+        };
+        out.insert(key, format!("{} {:?}", format!("{:?}", t.outcome), t.confidence));
+    }
+    out
+}
+
+fn main() {
+    if let Ok(id) = std::env::var("EXPLAIN") {
+        let dir = std::env::args().nth(1).expect("dir");
+        let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
+        let secs = cap.t_end - cap.t0 + 1.0;
+        let start: f64 = std::env::var("START").ok().and_then(|s| s.parse().ok()).unwrap_or(secs);
+        let every: f64 = std::env::var("EVERY").ok().and_then(|s| s.parse().ok()).unwrap_or(0.5);
+        explain(&cap, &Reading { every, start, lost_before: start, ..Reading::from_start(secs, true) }, &id);
+        explain(&cap, &Reading { lost_before: start, ..Reading::from_start(secs, true) }, &id);
+        return;
+    }
+    for dir in std::env::args().skip(1) {
+        let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
+        let secs = cap.t_end - cap.t0 + 1.0;
+        let mid = secs * 0.4;
+        let base = |lost: f64| verdicts(&cap, &Reading { every: 0.5, lost_before: lost, ..Reading::from_start(secs, true) });
+        let full = base(0.0);
+        let full_mid = base(mid);
+        let full_end = base(secs);
+        println!("== {dir}: {} traces", full.len());
+        let cases: Vec<(String, Reading, &BTreeMap<String, String>)> = vec![
+            ("x1".into(), Reading { every: 0.25, ..Reading::from_start(secs, true) }, &full),
+            ("x4".into(), Reading { every: 1.0, ..Reading::from_start(secs, true) }, &full),
+            ("x20".into(), Reading { every: 5.0, ..Reading::from_start(secs, true) }, &full),
+            ("gulp".into(), Reading { start: secs, lost_before: 0.0, ..Reading::from_start(secs, true) }, &full_end),
+            (format!("start {mid:.0}s x4"), Reading { every: 1.0, start: mid, lost_before: mid, ..Reading::from_start(secs, true) }, &full_mid),
+        ];
+        for (name, r, want) in cases {
+            let got = verdicts(&cap, &r);
+            let mut diffs = Vec::new();
+            for (k, v) in want.iter() {
+                let g = got.get(k).map(String::as_str).unwrap_or("missing");
+                if g != v {
+                    diffs.push(format!("{k}: {v} -> {g}"));
+                }
+            }
+            for k in got.keys().filter(|k| !want.contains_key(*k)) {
+                diffs.push(format!("{k}: missing -> {}", got[k]));
+            }
+            println!("  {name}: {} differ", diffs.len());
+            for d in diffs.iter().take(40) {
+                println!("     {d}");
+            }
+        }
+    }
+}
+
+#[allow(dead_code)]
+pub fn explain(cap: &Capture, r: &Reading, id: &str) {
+    let mut st = initial_state(cap, true);
+    for m in read_as(cap, r) {
+        st.apply(m);
+    }
+    st.finish(cap.t0 + r.secs);
+    for t in st.logs.as_ref().expect("logs").correlator.traces().filter(|t| t.id == id) {
+        println!("{} {:?} {:?} first_seen {:.1} reasons {}", t.id, t.outcome, t.confidence, t.first_seen - cap.t0, t.evidence());
+        for p in &t.phases {
+            println!("   {:?} {} {:.1} {:?} {}", p.hop, p.source, p.start - cap.t0, p.end.map(|e| e - cap.t0), p.detail);
+        }
+    }
+}
