@@ -233,11 +233,14 @@ mod tests {
             counts: TailCounts::default(),
         };
         st.apply(msg(lines));
+        // Given on once the round's reads are done (the next tick).
+        st.apply(Msg::Tick { at: 5.0 });
         assert_eq!(st.instances[1].startup.kv_role.as_deref(), Some("kv_consumer"));
         assert_eq!(st.instances[0].startup.kv_role, None);
         // A real line of the demo-proxy recording's decode log.
         let aborted = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.";
         st.apply(msg(vec![aborted.to_string()]));
+        st.apply(Msg::Tick { at: 5.0 });
         assert_eq!(st.recovery.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(1)));
         // The proxy's log belongs to no instance.
         assert_eq!(st.instance_of(LogOrigin::Proxy), None);

@@ -169,14 +169,18 @@ mod tests {
         let mut c = Correlator::new(CorrelatorOptions::default());
         let fwd =
             "___prefill_addr_10.0.0.1:21001___decode_addr_10.0.0.2:22001_5f0c0e1b9a2d4c8e9f1a2b3c4d5e6f70";
-        for l in [
+        for (k, l) in [
             format!("2026-01-15 02:30:16 DEBUG {SPAN}: {TARGET} Generated vLLM request ID: {fwd}"),
             format!("2026-01-15 02:30:17 DEBUG {SPAN}: {TARGET} 📥 Prefill response status: 200 OK"),
             format!(
                 "2026-01-15 02:30:18 ERROR {SPAN}: {TARGET} Decode server returned error status decode_url=http://10.0.0.2:8200 status=500 Internal Server Error"
             ),
-        ] {
-            c.on_line(LogOrigin::Proxy, &l, 1_768_444_300.0);
+        ]
+        .iter()
+        .enumerate()
+        {
+            // Each line at its own stamp (`state::timeline` dates them).
+            c.on_line(LogOrigin::Proxy, l, 1_768_444_216.0 + k as f64);
         }
         let t = c.get(fwd).expect("filed under the forwarded id");
         let p = t.phase(Hop::Proxy).expect("proxy hop");
