@@ -36,6 +36,12 @@ fn verdicts(cap: &Capture, r: &Reading) -> BTreeMap<String, String> {
 }
 
 fn main() {
+    if let Ok(start) = std::env::var("TLDEBUG") {
+        let dir = std::env::args().nth(1).expect("dir");
+        let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
+        timeline_debug(&cap, start.parse().unwrap());
+        return;
+    }
     if let Ok(id) = std::env::var("EXPLAIN") {
         let dir = std::env::args().nth(1).expect("dir");
         let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
@@ -89,10 +95,31 @@ pub fn explain(cap: &Capture, r: &Reading, id: &str) {
         st.apply(m);
     }
     st.finish(cap.t0 + r.secs);
-    for t in st.logs.as_ref().expect("logs").correlator.traces().filter(|t| t.id == id) {
+    let near: Option<f64> = std::env::var("NEAR").ok().and_then(|s| s.parse().ok());
+    let hit = |t: &pdtop::traces::Trace| {
+        t.id == id || near.is_some_and(|n| t.phases.iter().any(|p| (p.start - cap.t0 - n).abs() < 0.6))
+    };
+    for t in st.logs.as_ref().expect("logs").correlator.traces().filter(|t| hit(t)) {
         println!("{} {:?} {:?} first_seen {:.1} reasons {}", t.id, t.outcome, t.confidence, t.first_seen - cap.t0, t.evidence());
         for p in &t.phases {
             println!("   {:?} {} {:.1} {:?} {}", p.hop, p.source, p.start - cap.t0, p.end.map(|e| e - cap.t0), p.detail);
         }
+    }
+}
+
+#[allow(dead_code)]
+pub fn timeline_debug(cap: &Capture, start: f64) {
+    let mut tl = pdtop::state::timeline::Timeline::default();
+    let t = cap.t0 + start;
+    for l in &cap.logs {
+        let lines: Vec<String> = l.lines.iter().filter(|(lt, _)| *lt <= t).map(|(_, s)| s.clone()).collect();
+        tl.read(l.source, &lines, t);
+    }
+    let mut last = f64::MIN;
+    for d in tl.release(t) {
+        if d.at < last - 0.001 || (d.at - cap.t0) > start - 0.01 {
+            println!("{} {:.2} {:.2} {}", d.source, d.at - cap.t0, d.from - cap.t0, &d.line[..d.line.len().min(120)]);
+        }
+        last = d.at;
     }
 }

@@ -182,7 +182,7 @@ pub fn read_as(capture: &Capture, r: &Reading) -> Vec<Msg> {
         while let Some((st, spans)) = capture.spans.get(next_spans).filter(|(st, _)| *st <= t) {
             if *st >= lost {
                 let counts = crate::feed::SpanCounts::default();
-                out.push(Msg::Spans { at: t, spans: spans.clone(), counts });
+                out.push(Msg::Spans { at: *st, spans: spans.clone(), counts });
             }
             next_spans += 1;
         }

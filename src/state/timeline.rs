@@ -50,25 +50,36 @@ const RELEARN_S: f64 = 1.0;
 /// pdtop's clock minus the stamps' clock. Every read of a stamped line
 /// bounds it from above (a line is read after it was printed, and printed
 /// within the second its stamp names), so it is the least such bound seen:
-/// close to exact for a log followed as it grows, a bound that tightens at
-/// the next line for one first read long after it was written.
+/// close to exact for a log followed as it grows.
 #[derive(Debug, Clone, Copy, Default)]
-struct Skew(Option<f64>);
+struct Skew {
+    /// The least bound seen.
+    least: Option<f64>,
+    /// The difference in use: moved only by more than `RELEARN_S`, so
+    /// that lines of one second read a little apart keep one time.
+    used: Option<f64>,
+}
 
 impl Skew {
-    fn learn(&mut self, bound: f64) {
-        if !bound.is_finite() {
+    /// `backlog`: the line was found by the first read, perhaps long after
+    /// it was printed: a bound above zero is as much idle time as another
+    /// clock, and says nothing (the clocks are taken as one until a line
+    /// read as it is printed says otherwise); one below zero is a stamp in
+    /// pdtop's future, which only another clock explains.
+    fn learn(&mut self, bound: f64, backlog: bool) {
+        if !bound.is_finite() || (backlog && bound > 0.0) {
             return;
         }
-        match self.0 {
-            Some(s) if bound >= s - RELEARN_S => {}
-            _ => self.0 = Some(bound),
+        let least = self.least.map_or(bound, |l| l.min(bound));
+        self.least = Some(least);
+        if self.used.is_none_or(|u| least < u - RELEARN_S) {
+            self.used = Some(least);
         }
     }
 
     fn get(&self) -> f64 {
-        match self.0 {
-            Some(s) if s.abs() >= SAME_CLOCK_S => s,
+        match (self.least, self.used) {
+            (Some(l), Some(u)) if l.abs() >= SAME_CLOCK_S => u,
             _ => 0.0,
         }
     }
@@ -193,13 +204,23 @@ impl Timeline {
             before
         };
         log.last_read = read_at;
-        for line in lines {
-            let stamp = crate::logs::vllm::stamp_of(line)
-                .and_then(|(ts, y)| anchor(ts, read_at, y.map(i32::from).or(year)));
+        let stamps: Vec<Option<f64>> = lines
+            .iter()
+            .map(|l| {
+                let (ts, y) = crate::logs::vllm::stamp_of(l)?;
+                anchor(ts, read_at, y.map(i32::from).or(year))
+            })
+            .collect();
+        // Lines before a log's first stamp (a banner, a traceback) were
+        // printed just before it.
+        if log.last_stamp.is_none() {
+            log.last_stamp = stamps.iter().flatten().next().copied();
+        }
+        for (line, stamp) in lines.iter().zip(stamps) {
             // A line is read after it was printed, within the second its
             // stamp names: the difference of the clocks is at most this.
             if let Some(s) = stamp {
-                self.skew.learn(read_at - s);
+                self.skew.learn(read_at - s, backlog);
                 log.last_stamp = Some(s);
             }
             let when = match log.last_stamp {
@@ -314,6 +335,16 @@ mod tests {
     }
 
     #[test]
+    fn lines_before_a_logs_first_stamp_take_it() {
+        let mut tl = Timeline::default();
+        let v = lines(&["banner", &line("06:25:31", "a")]);
+        tl.read(LogOrigin::Prefill(0), &v, T + 40.0);
+        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:26:10", "b")]), T + 40.0);
+        let at: Vec<f64> = tl.release(T + 40.0).iter().map(|d| d.at - T).collect();
+        assert_eq!(at, vec![0.0, 0.0, 39.0]);
+    }
+
+    #[test]
     fn a_log_without_times_is_timed_by_its_reads_and_its_backlog_is_undated() {
         let mut tl = Timeline::default();
         tl.read(LogOrigin::Proxy, &lines(&["INFO:     old"]), T);
@@ -326,6 +357,7 @@ mod tests {
     #[test]
     fn stamps_of_another_clock_are_moved_onto_pdtops() {
         let mut tl = Timeline::default();
+        tl.read(LogOrigin::Decode(0), &[], T);
         // Printed an hour "earlier" (another zone), read 0.4 s after.
         tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:31", "a")]), T + 3600.4);
         tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:35", "b")]), T + 3604.2);
