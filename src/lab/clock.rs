@@ -12,6 +12,10 @@ pub(super) const LOOP_GAP_SECS: f64 = 3.0;
 #[derive(Debug, Clone)]
 pub struct LabClock {
     pub(super) start: Instant,
+    /// Unix seconds at `start`: the lab prints its recording's lines on a
+    /// clock that starts then and runs at its speed, through every loop,
+    /// as a lab that never stopped would (`stamp_time`).
+    pub(super) wall0: f64,
     pub(super) t0: f64,
     pub(super) t_end: f64,
     pub(super) speed: f64,
@@ -41,6 +45,13 @@ impl LabClock {
         } else {
             (0, self.t0 + elapsed)
         }
+    }
+
+    /// The time the lab prints on a line of recording time `t` in loop
+    /// `loop_no`: its own clock, which moves on through every loop.
+    pub fn stamp_time(&self, loop_no: u64, t: f64) -> f64 {
+        let span = self.t_end - self.t0 + LOOP_GAP_SECS;
+        self.wall0 + loop_no as f64 * span + (t - self.t0)
     }
 
     /// The recording has been played once (and the lab does not loop).

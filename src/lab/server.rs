@@ -87,8 +87,11 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         })
     };
     let (prefill, decode) = (first(Role::Prefill)?, first(Role::Decode)?);
+    let now = Instant::now();
+    let ahead = at.saturating_duration_since(now).as_secs_f64() - now.saturating_duration_since(at).as_secs_f64();
     let clock = LabClock {
         start: at,
+        wall0: crate::clock::Clock::now(&crate::clock::SystemClock) + ahead,
         t0: capture.t0,
         t_end: capture.t_end,
         speed: opts.speed.max(0.01),
@@ -286,7 +289,7 @@ async fn write_logs(paths: Vec<PathBuf>, capture: Arc<Capture>, clock: LabClock)
             let lines = &capture.logs[i].lines;
             let end = next[i] + lines[next[i]..].partition_point(|(lt, _)| *lt <= t);
             if end > next[i] {
-                append(&paths[i], &lines[next[i]..end]);
+                append(&paths[i], &lines[next[i]..end], |lt| clock.stamp_time(loop_no, lt));
                 next[i] = end;
             }
         }
@@ -346,11 +349,17 @@ async fn write_link(
     }
 }
 
-fn append(path: &Path, lines: &[(f64, String)]) {
+/// Appends recorded lines, each stamped with the lab's own time for it
+/// (`when`: recording time to the lab's clock).
+fn append(path: &Path, lines: &[(f64, String)], when: impl Fn(f64) -> f64) {
     use std::io::Write;
     let mut text = String::new();
-    for (_, line) in lines {
-        text.push_str(line);
+    for (lt, line) in lines {
+        let at = when(*lt);
+        match crate::logs::vllm::restamp(line, |_| crate::traces::stamp_at(at)) {
+            Some(l) => text.push_str(&l),
+            None => text.push_str(line),
+        }
         text.push('\n');
     }
     if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {

@@ -262,6 +262,20 @@ pub fn stamp_of(line: &str) -> Option<(Stamp, Option<u16>)> {
     split_foreign(p.rest).map(|f| (f.stamp, f.year))
 }
 
+/// The line with its vLLM stamp (`MM-DD HH:MM:SS`) replaced by what `f`
+/// makes of it; `None` for a line without one. The demo's lab prints its
+/// recording's lines on its own clock with it.
+pub fn restamp(line: &str, f: impl Fn(Stamp) -> Stamp) -> Option<String> {
+    let p = peeled(line);
+    let (_, ts, _) = split_vllm_header(p.rest)?;
+    let sp = p.rest.find(' ')?;
+    let after = p.rest[sp..].trim_start_matches(' ');
+    let at = after.as_ptr() as usize - line.as_ptr() as usize;
+    let (mo, d, h, mi, s) = f(ts);
+    let stamp = format!("{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}");
+    Some(format!("{}{stamp}{}", &line[..at], &line[at + 14..]))
+}
+
 /// The connector / LMCache / proxy reading of a message no event variant took.
 fn other_signal(ev: &VllmEvent, msg: &str) -> Option<Signal> {
     if let VllmEvent::Exception { name, text } = ev {

@@ -29,6 +29,8 @@ pub struct LogState {
     timeline: super::timeline::Timeline,
     /// The correlator's clock: the time of the last line given or tick.
     moved_to: f64,
+    /// The latest read time of lines: a polling round's reads end then.
+    read_at: f64,
     /// Spans' prompt lengths for requests no log line named yet: vLLM
     /// exports a span within a fraction of a second, before the tailer may
     /// have read the request's lines. Given once the request is known.
@@ -72,6 +74,7 @@ impl LogState {
             polled_at: None,
             timeline: Default::default(),
             moved_to: f64::NEG_INFINITY,
+            read_at: f64::NEG_INFINITY,
             unplaced: Default::default(),
         }
     }
@@ -186,6 +189,18 @@ impl LogState {
         }
     }
 
+    /// A polling round that began at `at` is over: every file was read up
+    /// to it, and its lines, read a moment after, are all in.
+    pub fn round_over(&mut self, at: f64) {
+        let upto = at.max(self.read_at);
+        self.polled_at = Some(self.polled_at.map_or(upto, |p| p.max(upto)));
+    }
+
+    /// Lines read and not yet given to the correlator.
+    pub fn waiting(&self) -> usize {
+        self.timeline.waiting()
+    }
+
     /// The end of a check: every line read is given on, whatever its time.
     pub fn finish(&mut self, at: f64) {
         self.advance(at);
@@ -223,6 +238,7 @@ impl LogState {
         // Given on at the next tick, when the other logs of the same read
         // have been read too.
         self.timeline.read(source, lines, at);
+        self.read_at = self.read_at.max(at);
         if let Some(s) = self.sources.iter_mut().find(|s| s.source == source) {
             s.state = Some(state);
             s.lines += lines.len() as u64;

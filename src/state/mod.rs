@@ -171,7 +171,7 @@ impl AppState {
             Msg::Tick { at } => self.tick(at),
             Msg::LogsPolled { at } => {
                 if let Some(logs) = &mut self.logs {
-                    logs.polled_at = Some(logs.polled_at.map_or(at, |p| p.max(at)));
+                    logs.round_over(at);
                 }
                 self.tick(at);
             }

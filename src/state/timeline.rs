@@ -231,8 +231,10 @@ impl Timeline {
         }
     }
 
-    /// A truncated or replaced file: its next lines are a new file's.
+    /// A truncated or replaced file: its next lines are a new file's,
+    /// perhaps a process's on another clock (a lab replayed in a loop).
     pub fn reset(&mut self, source: LogOrigin) {
+        self.skew = Skew::default();
         if let Some(l) = self.logs.iter_mut().find(|l| l.source == source) {
             l.last_stamp = None;
             l.last_at = f64::NEG_INFINITY;

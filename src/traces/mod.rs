@@ -58,4 +58,4 @@ pub use model::{
     LogEvent, Outcome, Phase, RemoteWait, SourceStats, Trace,
 };
 pub use reason::Reason;
-pub use stamp::{anchor, year_of};
+pub use stamp::{anchor, stamp_at, year_of};

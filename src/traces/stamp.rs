@@ -48,12 +48,20 @@ fn days_from_civil(y: i32, m: u32, d: u32) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// (year, month, day) of a day count since 1970-01-01.
+/// The `MM-DD HH:MM:SS` (UTC) vLLM would print at unix seconds `t`.
+pub fn stamp_at(t: f64) -> Stamp {
+    let secs = t.floor() as i64;
+    let (_, m, d) = civil_from_days(secs.div_euclid(DAY));
+    let s = secs.rem_euclid(DAY);
+    (m as u8, d as u8, (s / 3600) as u8, (s % 3600 / 60) as u8, (s % 60) as u8)
+}
+
 /// The UTC year of unix seconds `t`.
 pub fn year_of(t: f64) -> i32 {
     civil_from_days((t / 86_400.0).floor() as i64).0
 }
 
+/// (year, month, day) of a day count since 1970-01-01.
 fn civil_from_days(z: i64) -> (i32, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
@@ -90,5 +98,6 @@ mod tests {
         assert_eq!(anchor((13, 1, 0, 0, 0), at, None), None);
         assert_eq!(anchor((1, 1, 0, 0, 0), f64::NAN, None), None);
         assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(stamp_at(1_796_019_931.7), (11, 30, 6, 25, 31));
     }
 }

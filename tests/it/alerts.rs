@@ -62,19 +62,21 @@ fn looped(cap: &Capture, with_logs: bool) -> AppState {
         st.apply(m);
     }
     let mut truncated = std::collections::BTreeSet::new();
-    for m in pdtop::lab::replay::messages(cap, span, with_logs) {
+    // The lab prints the second pass's lines on its clock, which moved on.
+    let restamp = |l: String| {
+        let later = |ts| pdtop::traces::stamp_at(pdtop::traces::anchor(ts, cap.t0, None).unwrap_or(0.0) + gap);
+        pdtop::logs::vllm::restamp(&l, later).unwrap_or(l)
+    };
+    for mut m in pdtop::lab::replay::messages(cap, span, with_logs) {
+        *m.at_mut() += gap;
         st.apply(match m {
             Msg::LogLines { source, at, lines, state, mut counts } => {
                 if truncated.insert(source.to_string()) {
                     counts = TailCounts { truncations: 1, ..counts };
                 }
-                Msg::LogLines { source, at: at + gap, lines, state, counts }
+                let lines = lines.into_iter().map(restamp).collect();
+                Msg::LogLines { source, at, lines, state, counts }
             }
-            Msg::Scrape { instance, at, body } => Msg::Scrape { instance, at: at + gap, body },
-            Msg::ScrapeFailed { instance, at, error } => Msg::ScrapeFailed { instance, at: at + gap, error },
-            Msg::Tick { at } => Msg::Tick { at: at + gap },
-            Msg::NetDev { at, read } => Msg::NetDev { at: at + gap, read },
-            Msg::KvDir { at, scan } => Msg::KvDir { at: at + gap, scan },
             other => other,
         });
     }

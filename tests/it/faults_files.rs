@@ -65,12 +65,18 @@ impl Watch {
         &self.state.logs.as_ref().unwrap().sources[0]
     }
 
-    /// Applies messages until `done` holds; fails with `what` after 10 s.
+    /// Applies messages until `done` holds and the polling round that
+    /// made it so is over (its `LogsPolled`: the lines read are given to
+    /// the traces then); fails with `what` after 10 s.
     async fn until(&mut self, what: &str, done: impl Fn(&LogSource) -> bool) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !done(self.log()) {
+        let mut round_over = false;
+        while !(done(self.log()) && round_over) {
             match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Ok(Some(m)) => self.state.apply(m),
+                Ok(Some(m)) => {
+                    round_over = matches!(m, Msg::LogsPolled { .. });
+                    self.state.apply(m)
+                }
                 Ok(None) => panic!("the tailer stopped while waiting for {what}"),
                 Err(_) => panic!("no {what} within 10 s: {:?}", self.log()),
             }
@@ -122,7 +128,8 @@ async fn rotated_truncated_and_deleted_logs_are_followed_and_shown() {
     assert!(w.row().contains("● decode#0 decode.log 20 lines"), "{}", w.row());
     // Still correlating: every request read went to the traces.
     let seen = w.state.logs.as_ref().unwrap().correlator.counts().seen;
-    assert_eq!(seen, 20);
+    let ids: Vec<String> = w.state.logs.as_ref().unwrap().correlator.traces().map(|t| t.id.clone()).collect();
+    assert_eq!(seen, 20, "{ids:?} waiting {:?}", w.state.logs.as_ref().unwrap().waiting());
     let _ = fs::remove_dir_all(&dir);
 }
 

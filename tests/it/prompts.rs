@@ -30,6 +30,7 @@ fn screen(show: bool) -> String {
     };
     st.apply(batch(LogOrigin::Prefill(0), vec![line("APIServer", 1)], 1_796_019_931.0));
     st.apply(batch(LogOrigin::Decode(0), vec![line("APIServer", 64)], 1_796_019_931.5));
+    st.apply(Msg::LogsPolled { at: 1_796_019_931.5 });
     let mut app = App::new(st, Theme::builtin("dark").unwrap());
     app.view.view = View::Requests;
     app.view.detail = true;

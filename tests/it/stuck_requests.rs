@@ -197,6 +197,7 @@ fn the_overview_names_a_stuck_request() {
     let mut feed = |lines: Vec<String>, at: f64| {
         let (state, counts) = (TailState::Following, TailCounts::default());
         st.apply(Msg::LogLines { source: LogOrigin::Decode(0), at, lines, state, counts });
+        st.apply(Msg::LogsPolled { at });
     };
     feed((1..=3).map(|n| at_offset(n, 0)).collect(), T0);
     for dt in (0..=500).step_by(10) {

@@ -5,6 +5,7 @@
 //! `on_tick` every simulated second, `finish` at the end. The truth is each
 //! capture's `requests.jsonl` and the phase tables of its README.
 
+use crate::common;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
@@ -732,21 +733,28 @@ fn a_death_cascade_is_named_as_one() {
     let fatal =
         "(EngineCore pid=1094) ERROR 12-01 07:29:35 [core.py:1332] EngineCore encountered a fatal error.";
     let other = "ERROR 07-03 20:47:11 [core.py:517] EngineCore encountered a fatal error.";
-    let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
     let at = 1_796_110_175.5;
-    c.on_line(LogOrigin::Decode(0), fatal, at);
-    c.on_line(LogOrigin::Prefill(0), fatal, at + 0.054);
-    c.on_line(LogOrigin::Prefill(1), other, at + 60.0);
+    let mut logs = common::correlate(&[
+        (LogOrigin::Decode(0), fatal, at),
+        (LogOrigin::Prefill(0), fatal, at + 0.054),
+        (LogOrigin::Prefill(1), other, at + 60.0),
+    ]);
+    let c = &mut logs.correlator;
     let ev: Vec<(LogOrigin, String)> = c.drain_log_events().into_iter().map(|e| (e.source, e.text)).collect();
+    // In the order they happened: the July death first.
     assert_eq!(ev.len(), 3, "{ev:#?}");
-    assert_eq!(ev[0], (LogOrigin::Decode(0), "EngineCore encountered a fatal error.".to_string()));
-    assert_eq!(ev[1].0, LogOrigin::Prefill(0));
+    assert_eq!(ev[0].0, LogOrigin::Prefill(1));
+    assert!(!ev[0].1.contains("cascade"), "{}", ev[0].1);
+    // Stamped in one second, they are given on prefill first (a request's
+    // order): the first is told as it is, the second names the cascade.
+    let ev = &ev[1..];
+    assert_eq!(ev[0], (LogOrigin::Prefill(0), "EngineCore encountered a fatal error.".to_string()));
+    assert_eq!(ev[1].0, LogOrigin::Decode(0));
     assert!(
         ev[1].1.starts_with("death cascade: prefill#0 (EngineCore encountered a fatal error.) and decode#0 (EngineCore encountered a fatal error.), the two sides of the pair, died in the same second: which died first is not known"),
         "{}",
         ev[1].1
     );
-    assert!(!ev[2].1.contains("cascade"), "{}", ev[2].1);
     let st = c.stats();
     let cascade = |src: LogOrigin| {
         st.sources
@@ -764,10 +772,8 @@ fn a_death_cascade_is_named_as_one() {
     assert_eq!(cascade(LogOrigin::Prefill(1)), None);
     // The prefill's death stamped a second after the decode's: in that order.
     let later = fatal.replace("07:29:35", "07:29:36");
-    let mut c = Correlator::new(CorrelatorOptions { year: Some(2026), ..CorrelatorOptions::default() });
-    c.on_line(LogOrigin::Prefill(0), &later, at);
-    c.on_line(LogOrigin::Decode(0), fatal, at + 0.054);
-    let ev: Vec<String> = c.drain_log_events().into_iter().map(|e| e.text).collect();
+    let mut logs = common::correlate(&[(LogOrigin::Prefill(0), later.as_str(), at), (LogOrigin::Decode(0), fatal, at + 0.054)]);
+    let ev: Vec<String> = logs.correlator.drain_log_events().into_iter().map(|e| e.text).collect();
     assert!(ev[1].starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then prefill#0 on the other side of the pair 1 s later"), "{}", ev[1]);
 }
 

@@ -361,6 +361,7 @@ fn a_p2p_nccl_tensor_id_finds_its_request() {
         state: TailState::Following,
         counts: TailCounts::default(),
     });
+    st.apply(Msg::LogsPolled { at: 1_796_019_931.0 });
     let app = App::new(st, Theme::builtin("dark").unwrap());
     let all = found(&app, "");
     assert_eq!(all.len(), 1);

@@ -253,3 +253,27 @@ pub fn otlp_bodies(capture: &str) -> Vec<(f64, Vec<u8>)> {
 /// take turns: run beside each other on a 2-core machine, one starves the
 /// other's scrapes and both judge a slower lab than they played.
 pub static REAL_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Lines as pdtop's pipeline gives them to the correlator: each one
+/// (its log, the line, when it was read), dated by its own stamp
+/// (`state::timeline`), every log read a second past the last read time
+/// (a stamp a little ahead of the reader's clock is given on then).
+pub fn correlate(lines: &[(pdtop::feed::LogOrigin, &str, f64)]) -> pdtop::state::logs::LogState {
+    let mut origins: Vec<pdtop::feed::LogOrigin> = Vec::new();
+    for (o, _, _) in lines {
+        if !origins.contains(o) {
+            origins.push(*o);
+        }
+    }
+    let named: Vec<(pdtop::feed::LogOrigin, String)> = origins.iter().map(|o| (*o, o.to_string())).collect();
+    let mut logs = pdtop::state::logs::LogState::new(&named);
+    let mut last = f64::NEG_INFINITY;
+    for (o, l, at) in lines {
+        let (state, counts) = (pdtop::feed::TailState::Following, pdtop::feed::TailCounts::default());
+        logs.on_lines(*o, *at, &[l.to_string()], state, counts);
+        last = last.max(*at);
+    }
+    logs.round_over(last + 1.0);
+    logs.advance(last + 1.0);
+    logs
+}
