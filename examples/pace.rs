@@ -36,6 +36,12 @@ fn verdicts(cap: &Capture, r: &Reading) -> BTreeMap<String, String> {
 }
 
 fn main() {
+    if let Ok(at) = std::env::var("GULPFILES") {
+        let dir = std::env::args().nth(1).expect("dir");
+        let every = std::env::var("EVERY").ok().and_then(|s| s.parse().ok());
+        gulp_files(&dir, at.parse().unwrap(), every);
+        return;
+    }
     if let Ok(start) = std::env::var("TLDEBUG") {
         let dir = std::env::args().nth(1).expect("dir");
         let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
@@ -121,5 +127,29 @@ pub fn timeline_debug(cap: &Capture, start: f64) {
             println!("{} {:.2} {:.2} {}", d.source, d.at - cap.t0, d.from - cap.t0, &d.line[..d.line.len().min(120)]);
         }
         last = d.at;
+    }
+}
+
+#[allow(dead_code)]
+pub fn gulp_files(dir: &str, at: f64, read_every: Option<f64>) {
+    use pdtop::feed::{LogOrigin, Msg, TailCounts, TailState};
+    let logs = vec![
+        (LogOrigin::Prefill(0), format!("{dir}/prefill.log")),
+        (LogOrigin::Decode(0), format!("{dir}/decode.log")),
+        (LogOrigin::Proxy, format!("{dir}/proxy.log")),
+    ];
+    let mut st = pdtop::state::AppState::new(Vec::new(), 60.0).with_logs(&logs).reading_every(read_every);
+    for (o, p) in &logs {
+        let lines: Vec<String> = std::fs::read_to_string(p).unwrap().lines().map(String::from).collect();
+        st.apply(Msg::LogLines { source: *o, at, lines, state: TailState::Following, counts: TailCounts::default() });
+    }
+    st.apply(Msg::LogsPolled { at });
+    for k in 1..8 {
+        st.apply(Msg::LogsPolled { at: at + k as f64 * 0.5 });
+    }
+    for t in st.logs.as_ref().unwrap().correlator.traces() {
+        if t.id.contains("edge") || t.id.contains("mismatch") {
+            println!("{} {:?} {:?} {}", t.id, t.outcome, t.confidence, t.evidence());
+        }
     }
 }

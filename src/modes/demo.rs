@@ -161,8 +161,11 @@ fn print_lab(name: &str, speed: f64, handle: &LabHandle, otlp_to: Option<std::ne
     };
     let addr = |i: &crate::lab::LabInstance| i.addr.to_string();
     let log = |i: &crate::lab::LabInstance| i.log.display().to_string();
+    // The lab's clock runs at its speed, and so do the stamps it prints: a
+    // pdtop watching it keeps the same time (a hidden flag, for this).
+    let clock = if speed == 1.0 { String::new() } else { format!(" --clock-speed {speed}") };
     println!(
-        "pdtop demo lab ({name}, x{speed}):\n  --prefill {} --decode {}\n  --prefill-log {} --decode-log {} --proxy-log {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
+        "pdtop demo lab ({name}, x{speed}):\n  --prefill {} --decode {}{clock}\n  --prefill-log {} --decode-log {} --proxy-log {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
         of(Role::Prefill, &addr),
         of(Role::Decode, &addr),
         of(Role::Prefill, &log),

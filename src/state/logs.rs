@@ -196,6 +196,13 @@ impl LogState {
         self.polled_at = Some(self.polled_at.map_or(upto, |p| p.max(upto)));
     }
 
+    /// How far every log has been read by `now`: the last polling round
+    /// (a feed without rounds: its last read); before any read, nothing
+    /// (the correlator's clock must not run ahead of lines still unread).
+    pub fn read_up_to(&self, now: f64) -> f64 {
+        self.polled_at.unwrap_or(self.read_at).min(now)
+    }
+
     /// Lines read and not yet given to the correlator.
     pub fn waiting(&self) -> usize {
         self.timeline.waiting()

@@ -249,7 +249,7 @@ impl AppState {
         }
         if let Some(logs) = &mut self.logs {
             // Deadlines are judged only as far as the files have been read.
-            let read_up_to = logs.polled_at.map_or(self.now, |p| p.min(self.now));
+            let read_up_to = logs.read_up_to(self.now);
             logs.advance(read_up_to);
             self.on_instance_notes(at);
         }

@@ -117,12 +117,12 @@ pub(crate) enum FactKind {
         busy: bool,
         added_at: f64,
     },
-    /// The miss was called before `settle_s`; a younger request then took a hit.
-    EarlyContested,
-    /// A hit came after the early miss with no request waiting for it.
-    LateHit {
+    /// No hit yet, `waited` after its `Added` line (the engine's own lag):
+    /// called a miss early, likely; it waits on until `settle_s` (`NoHit`).
+    NoHitYet {
         decode: usize,
-        after: f64,
+        waited: f64,
+        added_at: f64,
     },
     /// Too many requests waited for a hit to follow this one.
     HitQueueFull {

@@ -2,12 +2,10 @@
 //! each decode's queue become facts, and every open trace is settled again
 //! with the clock moved on.
 
-use super::connector::decode_log::Early;
 use super::connector::hits::Waiting;
 use super::correlator::{Correlator, Style};
 use super::evidence::FactKind;
 use super::model::{Join, Outcome};
-use super::store::push_capped;
 use crate::feed::LogOrigin;
 
 impl Correlator {
@@ -24,17 +22,22 @@ impl Correlator {
                 // A connector that prints no `Inject` line: the step ends with time.
                 q.end_step(busy);
             }
-            let gone = self
+            let expired = self
                 .decodes
                 .get_mut(&i)
                 .map(|d| &mut d.hits)
                 .map(|q| q.expire(now, settle, quick, force))
                 .unwrap_or_default();
-            for w in gone {
-                let waited = if w.quiet && !busy { quick } else { settle };
-                self.no_hit(i, w, now, busy, false, waited);
+            // Called early, likely: each still waits for its hit until `settle_s`.
+            if self.style(i) == Style::Hits {
+                for (serial, added_at) in expired.early {
+                    let kind = FactKind::NoHitYet { decode: i, waited: quick, added_at };
+                    self.said(serial, now, LogOrigin::Decode(i), kind, now);
+                }
             }
-            self.confirm_early(i, now, force);
+            for w in expired.gone {
+                self.no_hit(i, w, now, busy, false, settle);
+            }
         }
         self.joiner.prune(&self.store, now);
         let store = &self.store;
@@ -93,15 +96,8 @@ impl Correlator {
             self.shared_step_unknown(i, w, now);
             return;
         }
-        let (serial, added_at) = (w.serial, w.added_at);
-        let kind = FactKind::NoHit { decode: i, waited: waited_s, busy, added_at };
-        self.said(serial, now, src, kind, now);
-        // Called before `settle_s`: likely, until the rest of it passes.
-        let early = !busy && self.style(i) == Style::Hits && waited_s < self.opts.settle_s;
-        if early && self.store.outcome(serial) == Some(Outcome::SilentMiss) {
-            let d = self.decodes.entry(i).or_default();
-            push_capped(&mut d.early, Early { serial, added_at }, self.opts.max_pending);
-        }
+        let kind = FactKind::NoHit { decode: i, waited: waited_s, busy, added_at: w.added_at };
+        self.said(w.serial, now, src, kind, now);
     }
 
     /// The flow just became known: requests left unknown for want of it

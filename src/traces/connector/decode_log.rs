@@ -16,21 +16,10 @@ pub(crate) struct DecodeLog {
     pub busy_until: Option<f64>,
     /// Its requests have arrived with `kv_transfer_params`.
     pub params_seen: bool,
-    /// Misses called early (`HitQueue::wait`), sure once `settle_s` passes
-    /// without a hit.
-    pub early: VecDeque<Early>,
 }
 
 impl DecodeLog {
     pub fn busy(&self, now: f64) -> bool {
         self.busy_until.is_some_and(|u| u > now)
     }
-}
-
-/// A miss called early, settled again when `settle_s` has passed.
-#[derive(Debug, Clone)]
-pub(crate) struct Early {
-    pub serial: u64,
-    /// Read time of its `Added` line.
-    pub added_at: f64,
 }

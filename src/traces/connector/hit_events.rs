@@ -26,7 +26,7 @@ impl Correlator {
             e.track.in_hit_queue = true;
         }
         let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
-        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new(), closed: false, quiet: false };
+        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new(), closed: false, quiet: false, called: false };
         let (claim, dropped) = self.decodes.entry(i).or_default().hits.add(w, orphan_s, cap);
         if let Some(c) = claim {
             self.apply_claim(i, c, added_at, added_at);
@@ -48,12 +48,8 @@ impl Correlator {
 
     pub(crate) fn on_hit(&mut self, i: usize, t: f64, at: f64) {
         let cap = self.opts.max_pending;
-        match self.decodes.entry(i).or_default().hits.hit(at, cap) {
-            Some(c) => {
-                self.contest_early(i, at);
-                self.apply_claim(i, c, t, at);
-            }
-            None => self.late_hit(i, at),
+        if let Some(c) = self.decodes.entry(i).or_default().hits.hit(at, cap) {
+            self.apply_claim(i, c, t, at);
         }
     }
 

@@ -49,6 +49,18 @@ pub(crate) struct Waiting {
     /// it: no step loading another's KV or computing another's prompt
     /// delays its scheduling, so its hit is due within `HitQueue::wait`.
     pub quiet: bool,
+    /// Called a miss early (likely): it still waits, as any request does,
+    /// until `settle_s`; a hit before then is its own.
+    pub called: bool,
+}
+
+/// What the passing of time did to a hit queue.
+#[derive(Debug, Default)]
+pub(crate) struct Expired {
+    /// Waited their whole wait without a hit.
+    pub gone: Vec<Waiting>,
+    /// Quiet requests past the engine's own lag: (serial, `Added` time).
+    pub early: Vec<(u64, f64)>,
 }
 
 /// A hit given to a request.
@@ -217,22 +229,28 @@ impl HitQueue {
         (lag + 2.0 * read).min(settle_s)
     }
 
-    /// Requests whose hit is overdue (`force`: all of them): quiet ones
-    /// after `quick_s`, the others after `settle_s`.
-    pub fn expire(&mut self, now: f64, settle_s: f64, quick_s: f64, force: bool) -> Vec<Waiting> {
-        let mut out = Vec::new();
+    /// Requests whose hit is overdue (`force`: all of them) after
+    /// `settle_s`; and the quiet ones waiting past `quick_s`, to be called
+    /// a miss early (they go on waiting: `Waiting::called`).
+    pub fn expire(&mut self, now: f64, settle_s: f64, quick_s: f64, force: bool) -> Expired {
+        let mut out = Expired::default();
         // Oldest first, so a verdict never overtakes an older request's.
         while let Some(w) = self.waiting.front() {
-            let due = if w.quiet && !w.closed { quick_s.min(settle_s) } else { settle_s };
-            if force || now - w.added_at >= due {
+            if force || now - w.added_at >= settle_s {
                 if let Some(w) = self.waiting.pop_front() {
                     if !w.closed {
                         self.last_expired = Some(w.added_at);
                     }
-                    out.push(w);
+                    out.gone.push(w);
                 }
             } else {
                 break;
+            }
+        }
+        for w in self.waiting.iter_mut() {
+            if w.quiet && !w.closed && !w.called && now - w.added_at >= quick_s.min(settle_s) {
+                w.called = true;
+                out.early.push((w.serial, w.added_at));
             }
         }
         out
@@ -259,7 +277,7 @@ mod tests {
     use super::*;
 
     fn w(serial: u64, at: f64) -> Waiting {
-        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false, quiet: false }
+        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false, quiet: false, called: false }
     }
 
     #[test]
@@ -271,7 +289,7 @@ mod tests {
         assert_eq!((c.serial, c.contested_by), (1, 1));
         assert_eq!(q.inject(), Some(1));
         // Request 2 gets nothing: it expires with request 1 as its rival.
-        let gone = q.expire(2.0, 1.5, 1.5, false);
+        let gone = q.expire(2.0, 1.5, 1.5, false).gone;
         assert_eq!(gone.len(), 1);
         assert_eq!((gone[0].serial, gone[0].rivals.clone()), (2, vec![1]));
     }

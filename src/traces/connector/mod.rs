@@ -3,7 +3,6 @@
 //! per-decode queues they are attributed from.
 
 pub(super) mod decode_log;
-pub(super) mod early;
 pub(super) mod groups;
 pub(super) mod hit_events;
 pub(super) mod hits;

@@ -160,13 +160,6 @@ pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
         let r = R::Lmcache { decode, hit, total, id, assumed_prefill: assumed };
         return Verdict::new(o, conf, vec![r]);
     }
-    // An early miss whose hit came late after all.
-    if let Some((_, (decode, after))) = facts.last(|k| match k {
-        F::LateHit { decode, after } => Some((*decode, *after)),
-        _ => None,
-    }) {
-        return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::LateHit { decode, after }]);
-    }
     let miss = |v: Verdict| match (notified.as_ref(), expired) {
         // A full prefix-cache hit read nothing: the expiry is no miss.
         (Some((nf, text)), Some(_)) => Verdict::new(
@@ -197,10 +190,18 @@ pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
     }) {
         return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::HitQueueFull { decode }]);
     }
-    if let Some((nf, (decode, waited, busy, added_at))) = facts.last(|k| match k {
-        F::NoHit { decode, waited, busy, added_at } => Some((*decode, *waited, *busy, *added_at)),
+    // No hit after the whole wait; or, called early, none yet.
+    let no_hit = facts.last(|k| match k {
+        F::NoHit { decode, waited, busy, added_at } => Some((*decode, *waited, *busy, *added_at, false)),
         _ => None,
-    }) {
+    });
+    let no_hit = no_hit.or_else(|| {
+        facts.last(|k| match k {
+            F::NoHitYet { decode, waited, added_at } => Some((*decode, *waited, false, *added_at, true)),
+            _ => None,
+        })
+    });
+    if let Some((nf, (decode, waited, busy, added_at, early))) = no_hit {
         if cx.style == Style::Unknown {
             let r = R::StyleUnknown { decode, connector: cx.connector.clone() };
             return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r]);
@@ -224,16 +225,7 @@ pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
             );
             return miss(v);
         }
-        let settle = cx.opts.settle_s;
-        let called_early = !busy && waited < settle;
-        let early = match (called_early, facts.has(|k| *k == F::EarlyContested)) {
-            (false, _) => None,
-            (true, true) => Some(Early::Contested),
-            (true, false) if cx.force || cx.now - added_at >= settle => None,
-            (true, false) => Some(Early::Due),
-        };
-        // Confirmed by `settle_s`: the whole wait is what it waited.
-        let waited = if called_early && early.is_none() { settle } else { waited };
+        let early = early.then_some(Early::Due);
         let conf = if early.is_some() || busy { Confidence::Likely } else { Confidence::Sure };
         let r = R::NoHit {
             prefill,

@@ -12,7 +12,6 @@ pub(super) fn owns(r: &Reason) -> bool {
         r,
         R::OrderOnly { .. }
             | R::SharedStep { .. }
-            | R::LateHit { .. }
             | R::StyleUnknown { .. }
             | R::HitQueueFull { .. }
             | R::RestartedBeforeLoad { .. }
@@ -76,11 +75,6 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 )
             }
         }
-        R::LateHit { decode, after } => write!(
-            f,
-            "decode#{decode} printed an External Cache Hit {} after its Added line with no request waiting: it was this request's, scheduled late, or the next request's, printed before its Added line",
-            wait_words(*after)
-        ),
         R::StyleUnknown { decode, connector } => write!(
             f,
             "decode#{decode}'s connector ({connector}) logs nothing per request that pdtop reads: no verdict"

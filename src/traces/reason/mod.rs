@@ -54,8 +54,6 @@ pub enum HitHow {
 pub enum Early {
     /// Called before `settle_s`: sure if no hit comes by then.
     Due,
-    /// A younger request took a hit before `settle_s` passed.
-    Contested,
 }
 
 /// A wait as the words say it: "350 ms", "1.5 s".
@@ -169,10 +167,6 @@ pub enum Reason {
         inject: Option<u32>,
         rival: bool,
         id: String,
-    },
-    LateHit {
-        decode: usize,
-        after: f64,
     },
     StyleUnknown {
         decode: usize,

@@ -98,9 +98,6 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                     Some(Early::Due) => f.write_str(
                         " (no other request was being added, so it was due; sure if none comes within 1.5 s)",
                     ),
-                    Some(Early::Contested) => f.write_str(
-                        " (a younger request took a hit before 1.5 s passed: FIFO gave it to that one, but it may have been this one's, scheduled late)",
-                    ),
                     None => Ok(()),
                 }
         }
