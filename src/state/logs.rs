@@ -246,6 +246,9 @@ impl LogState {
         // have been read too.
         self.timeline.read(source, lines, at);
         self.read_at = self.read_at.max(at);
+        if let Some(t) = self.timeline.read_to(source) {
+            self.correlator.set_read_to(source, t);
+        }
         if let Some(s) = self.sources.iter_mut().find(|s| s.source == source) {
             s.state = Some(state);
             s.lines += lines.len() as u64;

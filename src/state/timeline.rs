@@ -276,6 +276,13 @@ impl Timeline {
         self.release(f64::INFINITY)
     }
 
+    /// How far `source` has been read: the time of its last stamped line
+    /// (pdtop's clock), whether given on yet or not.
+    pub fn read_to(&self, source: LogOrigin) -> Option<f64> {
+        let log = self.logs.iter().find(|l| l.source == source)?;
+        log.last_stamp.map(|s| s + self.skew.get())
+    }
+
     /// Lines the first read found in a log that prints no time, not yet
     /// given on: until they are, that log is not read past any time.
     pub fn undated_waiting(&self) -> bool {

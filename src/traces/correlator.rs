@@ -110,6 +110,9 @@ pub(super) struct LogState {
     pub blocks: HashMap<LogOrigin, u32>,
     /// Time of the last stamped line.
     pub last_stamp: HashMap<LogOrigin, f64>,
+    /// How far each log has been read (its last stamp, given on or not):
+    /// a later line read says nothing was printed before it.
+    pub read_to: HashMap<LogOrigin, f64>,
     /// Running requests and no progress, per log and engine (`stalls.rs`).
     pub stalls: HashMap<(LogOrigin, Option<u32>), super::instance::per_log::Stall>,
     /// `max_log_len` from the instance's `non-default args`: vLLM cuts a
@@ -252,6 +255,11 @@ impl Correlator {
         } else {
             st.ignored += 1;
         }
+    }
+
+    /// `src` has been read up to a line stamped `t` (`state::timeline`).
+    pub fn set_read_to(&mut self, src: LogOrigin, t: f64) {
+        self.logs.read_to.insert(src, t);
     }
 
     /// Whether lines a log printed before pdtop started, which carry no

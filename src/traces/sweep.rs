@@ -8,16 +8,27 @@ use super::evidence::FactKind;
 use super::model::{Join, Outcome};
 use crate::feed::LogOrigin;
 
+/// How far behind the reads a decode's idle log is taken to be written.
+const LATE_WRITE_S: f64 = 1.0;
+
 impl Correlator {
     pub(super) fn sweep(&mut self, now: f64, force: bool) {
         let mut decodes: Vec<usize> = self.decodes.keys().copied().collect();
         decodes.sort_unstable();
         for i in decodes {
+            // A decode's hit is overdue by its own log's clock: a later line
+            // of it says none was printed before. Idle, the log is taken
+            // as written a moment behind the reads (a process writes its
+            // buffered lines late; `LATE_WRITE_S`). Early calls keep the
+            // reads' clock: they are only likely, and a hit still counts.
+            let src = LogOrigin::Decode(i);
+            let seen = self.logs.read_to.get(&src).or(self.logs.last_stamp.get(&src)).copied();
+            let own = seen.unwrap_or(f64::NEG_INFINITY).max(now - LATE_WRITE_S).min(now);
             let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
             let quick = if busy { settle } else { self.hit_wait(i) };
             if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
-                && q.step_started().is_some_and(|at| force || now - at >= self.opts.settle_s)
+                && q.step_started().is_some_and(|at| force || own - at >= self.opts.settle_s)
             {
                 // A connector that prints no `Inject` line: the step ends with time.
                 q.end_step(busy);
@@ -26,7 +37,7 @@ impl Correlator {
                 .decodes
                 .get_mut(&i)
                 .map(|d| &mut d.hits)
-                .map(|q| q.expire(now, settle, quick, force))
+                .map(|q| q.expire(own, now, settle, quick, force))
                 .unwrap_or_default();
             // Called early, likely: each still waits for its hit until `settle_s`.
             if self.style(i) == Style::Hits {

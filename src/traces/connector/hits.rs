@@ -230,13 +230,14 @@ impl HitQueue {
     }
 
     /// Requests whose hit is overdue (`force`: all of them) after
-    /// `settle_s`; and the quiet ones waiting past `quick_s`, to be called
-    /// a miss early (they go on waiting: `Waiting::called`).
-    pub fn expire(&mut self, now: f64, settle_s: f64, quick_s: f64, force: bool) -> Expired {
+    /// `settle_s` by the log's own clock `own`; and the quiet ones waiting
+    /// past `quick_s` by the reads' clock `now`, to be called a miss early
+    /// (they go on waiting: `Waiting::called`).
+    pub fn expire(&mut self, own: f64, now: f64, settle_s: f64, quick_s: f64, force: bool) -> Expired {
         let mut out = Expired::default();
         // Oldest first, so a verdict never overtakes an older request's.
         while let Some(w) = self.waiting.front() {
-            if force || now - w.added_at >= settle_s {
+            if force || own - w.added_at >= settle_s {
                 if let Some(w) = self.waiting.pop_front() {
                     if !w.closed {
                         self.last_expired = Some(w.added_at);
@@ -289,7 +290,7 @@ mod tests {
         assert_eq!((c.serial, c.contested_by), (1, 1));
         assert_eq!(q.inject(), Some(1));
         // Request 2 gets nothing: it expires with request 1 as its rival.
-        let gone = q.expire(2.0, 1.5, 1.5, false).gone;
+        let gone = q.expire(2.0, 2.0, 1.5, 1.5, false).gone;
         assert_eq!(gone.len(), 1);
         assert_eq!((gone[0].serial, gone[0].rivals.clone()), (2, vec![1]));
     }
