@@ -382,7 +382,8 @@ fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Option<Vec<(f6
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["mode"] == "proxy" || v["mode"] == "chat")
+        // Through the proxy: `mode` in the first captures, `target` in later ones.
+        .filter(|v| v["mode"] == "proxy" || v["mode"] == "chat" || v["target"] == "proxy")
         .filter_map(|v| {
             // When the proxy began to answer (`t_answer`, where the capture
             // recorded it: its stream starts once the decode is reached),

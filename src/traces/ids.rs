@@ -64,6 +64,15 @@ pub fn api_of(id: &str) -> Option<&'static str> {
     ["chatcmpl-", "cmpl-"].into_iter().find(|p| id.starts_with(p))
 }
 
+/// The id prefix vLLM gives a request of this API path (`/v1/chat/completions`).
+pub fn api_of_path(path: &str) -> Option<&'static str> {
+    match path.split('?').next().unwrap_or(path).trim_end_matches('/') {
+        "/v1/chat/completions" => Some("chatcmpl-"),
+        "/v1/completions" => Some("cmpl-"),
+        _ => None,
+    }
+}
+
 /// Whether a base id could be vLLM's own: `random_uuid()` is a uuid4's
 /// 32 hex digits without dashes (16 since 0.12). A dashed uuid is some
 /// proxy's (NIXL's toy proxy forwards `str(uuid4())` to both sides), so it

@@ -35,6 +35,7 @@ mod otlp_receiver;
 mod parsers_never_panic;
 mod prometheus_requests;
 mod prompts;
+mod reading;
 mod real_logs;
 mod recovery_real;
 mod replay_capture;

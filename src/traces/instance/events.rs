@@ -174,7 +174,7 @@ impl Correlator {
                 if a.method != "POST" || !a.path.starts_with("/v1/") {
                     return false;
                 }
-                self.on_instance_access(src, a.status, t, at);
+                self.on_instance_access(src, a.status, &a.path, t, at);
             }
             // `KeyError: '<request id>'` ending a traceback (`logs::vllm`).
             (VllmEvent::Exception { .. }, _) if line.signal.is_some() => {

@@ -236,7 +236,7 @@ impl Correlator {
         }
     }
 
-    pub(crate) fn on_instance_access(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
+    pub(crate) fn on_instance_access(&mut self, src: LogOrigin, status: u16, path: &str, t: f64, at: f64) {
         let serial = self.joiner.next_access(src, &self.store);
         let ok = (200..300).contains(&status);
         if let Some(s) = serial {
@@ -267,19 +267,29 @@ impl Correlator {
             (None, true) => {}
             (None, false) => {
                 self.stat(src).unattributed_errors += 1;
-                self.refused(src, status, t, at);
+                self.refused(src, status, path, t, at);
             }
         }
     }
 
     /// A failing access line with no request waiting for it: vLLM refused
     /// the request at validation, before logging it. One trace per line.
-    fn refused(&mut self, src: LogOrigin, status: u16, t: f64, at: f64) {
+    fn refused(&mut self, src: LogOrigin, status: u16, path: &str, t: f64, at: f64) {
         let mut text = format!("answered HTTP {status} before logging the request (refused at validation)");
         // Without shared ids, the oldest unpaired prefill copy is this
-        // request's: a proxy prefills first, then forwards to decode.
+        // request's: a proxy prefills first, then forwards to decode. A
+        // proxy that goes on after its copy was refused (vLLM's demo proxy
+        // does) sends decode the same request, to the same path: refused
+        // there too, it is that request's second refusal, not another.
         let partner = match src {
-            LogOrigin::Decode(i) if !self.joiner.ids_shared => self.order_partner(t, None).map(|s| (i, s)),
+            LogOrigin::Decode(i) if !self.joiner.ids_shared => {
+                let (api, win) = (crate::traces::ids::api_of_path(path), self.opts.order_window_s);
+                self.joiner
+                    .partner(&self.store, t, win, api)
+                    .or_else(|| self.flow.take_prefill_refusal(path, t))
+                    .or_else(|| self.order_partner(t, None))
+                    .map(|s| (i, s))
+            }
             _ => None,
         };
         let s = match partner {
@@ -301,8 +311,10 @@ impl Correlator {
                         LogOrigin::Proxy => e.track.proxy_seen = true,
                     }
                 }
-                if matches!(src, LogOrigin::Decode(_)) && !self.joiner.ids_shared {
-                    self.flow.refusal(s, at);
+                match src {
+                    LogOrigin::Decode(_) if !self.joiner.ids_shared => self.flow.refusal(s, at),
+                    LogOrigin::Prefill(_) if !self.joiner.ids_shared => self.flow.prefill_refusal(s, path, t),
+                    _ => {}
                 }
                 s
             }

@@ -231,13 +231,25 @@ impl Correlator {
                 e.trace.join = crate::traces::model::Join::ByOrder;
             }
             self.fail(s, Hop::Consumer, LogOrigin::Proxy, what, at, at);
+            self.flow.reported = Some((s, at));
+            return;
+        }
+        let asgi = kind == ProxyErrorKind::Asgi;
+        // The proxy reported a failure in its own words and re-raised it:
+        // uvicorn's exception that comes next (after another request's
+        // answer line, as vLLM's demo proxy streams) is the same failure.
+        if asgi
+            && let Some((s, when)) = self.flow.reported.take()
+            && (self.line_time.by_order() || at - when <= ERROR_BURST_S)
+            && self.store.get(s).is_some()
+        {
+            self.fail(s, hop, LogOrigin::Proxy, what, at, at);
             return;
         }
         // Each uvicorn exception is one request's: a burst of them (a dead
         // decode breaks every stream it served) is as many failures. One
         // after a proxy's own report of a failure (the toy proxy re-raises)
         // is that failure's.
-        let asgi = kind == ProxyErrorKind::Asgi;
         let by_order = self.line_time.by_order();
         let recent = self.flow.error.filter(|(s, when)| {
             (by_order || at - when <= ERROR_BURST_S)
@@ -253,6 +265,9 @@ impl Correlator {
                 }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
+                if !asgi {
+                    self.flow.reported = Some((s, at));
+                }
             }
             None => {
                 let id = self.synthetic_id("proxy-error");
@@ -263,6 +278,7 @@ impl Correlator {
                 }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
+                self.flow.reported = (!asgi).then_some((s, at));
             }
         }
     }

@@ -51,6 +51,12 @@ pub(crate) struct Flow {
     /// Decode refusals (4xx before logging the request) with no prefill
     /// copy before them: (serial, read time). Its copy may be read late.
     refusals: VecDeque<(u64, f64)>,
+    /// Prefill refusals of copies (4xx before logging): (serial, path,
+    /// time). A proxy that goes on sends decode the same request.
+    prefill_refusals: VecDeque<(u64, String, f64)>,
+    /// The last failure the proxy reported in its own words: the uvicorn
+    /// exception that follows it (the proxy re-raises) is the same one.
+    pub reported: Option<(u64, f64)>,
 }
 
 impl Flow {
@@ -98,11 +104,24 @@ impl Flow {
     }
 
     pub fn queued(&self) -> usize {
-        self.watch.len() + self.orphans.len() + self.refusals.len()
+        self.watch.len() + self.orphans.len() + self.refusals.len() + self.prefill_refusals.len()
     }
 
     pub fn refusal(&mut self, serial: u64, at: f64) {
         push_capped(&mut self.refusals, (serial, at), CAP);
+    }
+
+    pub fn prefill_refusal(&mut self, serial: u64, path: &str, t: f64) {
+        push_capped(&mut self.prefill_refusals, (serial, path.to_string(), t), CAP);
+    }
+
+    /// The oldest prefill refusal of `path` within `REFUSAL_S` (stamps are
+    /// whole seconds: one more) before `t`: the refused copy of the request
+    /// decode refused now.
+    pub fn take_prefill_refusal(&mut self, path: &str, t: f64) -> Option<u64> {
+        self.prefill_refusals.retain(|(_, _, when)| t - when <= REFUSAL_S + 1.0);
+        let k = self.prefill_refusals.iter().position(|(_, p, when)| p == path && *when <= t)?;
+        self.prefill_refusals.remove(k).map(|(s, _, _)| s)
     }
 
     /// The oldest refusal read within `REFUSAL_S` before `at`.

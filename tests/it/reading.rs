@@ -1,0 +1,149 @@
+//! A verdict is a function of the evidence and the times its sources gave
+//! it, never of when pdtop read a line. Every real capture is read as a
+//! live pdtop would read it at several paces (a tail reads four times a
+//! second: the lab at x1 is read every 0.25 s of it, at x4 every second,
+//! at x20 every 5 s), in one gulp (pdtop opened after the run), and
+//! opened part way (what was printed before read at once, the scrapes and
+//! span exports sent before lost); each request's verdict is held against
+//! the reading from the start that lost the same scrapes and spans.
+//!
+//! Where a log prints no time (a uvicorn proxy), what the first read finds
+//! can only be placed by its order: there, and only there, a gulp may say
+//! less than the full reading (a verdict made unknown, or less sure, with
+//! the proxy's undated lines as the reason), never something else.
+
+use std::collections::BTreeMap;
+
+use crate::common;
+use pdtop::lab::Capture;
+use pdtop::lab::replay::{Reading, initial_state, read_as};
+use pdtop::traces::{Confidence, Outcome};
+use proptest::prelude::*;
+
+/// Every capture in `tests/fixtures/lab-captures/`.
+const ALL: [&str; 7] = [
+    "qwen3-shape-restart",
+    "nixl-llama-shape",
+    "demo-proxy-qwen3",
+    "example-2p2d-demo-proxy",
+    "nixl-1p2d-bench",
+    "nixl-1p2d-cascade",
+    "example-1p2d-demo-proxy",
+];
+
+type Verdicts = BTreeMap<String, (Outcome, Confidence)>;
+
+fn capture(name: &str) -> Capture {
+    Capture::from_dir(&common::capture_dir(name)).unwrap()
+}
+
+/// Each trace's verdict by its id; traces no request id names (a proxy's
+/// id-less failure) by their outcome and rank among those.
+fn verdicts(cap: &Capture, r: &Reading) -> Verdicts {
+    let mut st = initial_state(cap, true);
+    for m in read_as(cap, r) {
+        st.apply(m);
+    }
+    st.finish(cap.t0 + r.secs);
+    let mut out = Verdicts::new();
+    let mut nameless: BTreeMap<String, usize> = BTreeMap::new();
+    for t in st.logs.as_ref().unwrap().correlator.traces() {
+        let synthetic = t.id.contains("error-") || t.id.starts_with("proxy");
+        let key = if synthetic {
+            let kind = format!("{:?}", t.outcome);
+            let n = nameless.entry(kind.clone()).or_default();
+            *n += 1;
+            format!("{kind} #{n}")
+        } else {
+            let mut k = t.id.clone();
+            while out.contains_key(&k) {
+                k.push('\'');
+            }
+            k
+        };
+        out.insert(key, (t.outcome, t.confidence));
+    }
+    out
+}
+
+fn differences(want: &Verdicts, got: &Verdicts) -> Vec<String> {
+    let mut d: Vec<String> = want
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: {v:?} -> {:?}", got.get(k)))
+        .collect();
+    d.extend(got.keys().filter(|k| !want.contains_key(*k)).map(|k| format!("{k}: none -> {:?}", got[k])));
+    d
+}
+
+fn secs(cap: &Capture) -> f64 {
+    cap.t_end - cap.t0 + 1.0
+}
+
+/// Read as it was printed, at x1, x4 and x20: the same verdicts.
+#[test]
+fn every_capture_gives_the_same_verdicts_at_every_pace() {
+    let mut failed = Vec::new();
+    for name in ALL {
+        let cap = capture(name);
+        let whole = Reading::from_start(secs(&cap), true);
+        let want = verdicts(&cap, &whole);
+        for every in [0.25, 1.0, 5.0] {
+            let got = verdicts(&cap, &Reading { every, ..whole });
+            let d = differences(&want, &got);
+            if !d.is_empty() {
+                failed.push(format!("{name} read every {every} s: {} differ: {d:#?}", d.len()));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Opened part way, at any moment, read at x4: every request's verdict
+    /// is the one a pdtop running from the start gives with the same
+    /// scrapes and spans lost.
+    #[test]
+    fn opened_part_way_a_capture_gives_the_verdicts_of_a_reading_from_its_start(
+        which in 0..ALL.len(),
+        at in 0.05f64..0.95,
+    ) {
+        let cap = capture(ALL[which]);
+        let start = (secs(&cap) * at).round();
+        let whole = Reading { lost_before: start, ..Reading::from_start(secs(&cap), true) };
+        let want = verdicts(&cap, &whole);
+        let got = verdicts(&cap, &Reading { every: 1.0, start, ..whole });
+        let d = differences(&want, &got);
+        prop_assert!(d.is_empty(), "{} opened {start} s in: {} differ: {d:#?}", ALL[which], d.len());
+    }
+}
+
+/// Read in one gulp after the run (no scrape or span reached pdtop): the
+/// verdicts of a reading from the start that lost them too; where the
+/// proxy's log prints no time and its undated lines were all the
+/// difference, a verdict may only say less.
+#[test]
+fn read_in_one_gulp_a_capture_gives_the_same_verdicts() {
+    let mut failed = Vec::new();
+    for name in ALL {
+        let cap = capture(name);
+        let lost = Reading { lost_before: secs(&cap), ..Reading::from_start(secs(&cap), true) };
+        let want = verdicts(&cap, &lost);
+        let got = verdicts(&cap, &Reading { start: secs(&cap), ..lost });
+        let contradicts = |w: &(Outcome, Confidence), g: Option<&(Outcome, Confidence)>| match g {
+            None => true,
+            Some(g) => g != w && !(g.0 == Outcome::Unknown || (g.0 == w.0 && g.1 > w.1)),
+        };
+        let d: Vec<String> = want
+            .iter()
+            .filter(|(k, w)| contradicts(w, got.get(*k)) && !k.contains(" #"))
+            .map(|(k, w)| format!("{k}: {w:?} -> {:?}", got.get(k)))
+            .collect();
+        if !d.is_empty() {
+            failed.push(format!("{name} in one gulp: {} contradict: {d:#?}", d.len()));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
