@@ -113,6 +113,14 @@ impl LogState {
     /// line named yet waits for it (`unplaced`).
     pub fn on_spans(&mut self, spans: &[crate::feed::RequestSpan], at: f64) {
         for s in spans {
+            // vLLM exports a request's span when the request is over: on
+            // that instance it is in flight no more, and a death after it
+            // cut nothing of it.
+            if crate::state::spans::service_role(&s.service) != Some(crate::feed::Role::Prefill)
+                && let Some(i) = self.correlator.decode_of(&s.request_id)
+            {
+                self.correlator.on_finished(LogOrigin::Decode(i), &s.request_id);
+            }
             let Some(n) = s.prompt_tokens else { continue };
             // The prefill copy's length too: it pairs the copy with its
             // decode request when no id is shared (`traces/length_join.rs`).

@@ -108,13 +108,28 @@ fn error(e: &Entry, cx: &Ctx, fails: &[(usize, &Fact, &Failure)], base: Verdict)
         let pull_without_params = pull.then(|| cx.connector.clone());
         reasons.push(R::AfterFailedPrefill { decode, by_order, pull_without_params });
         // What decode did is evidence on the error, not a second verdict.
+        let computed = pull || facts.has(|k| matches!(k, F::NoHit { .. }));
         if facts.has(|k| matches!(k, F::Hit { .. })) {
             reasons.push(R::LoadedDespiteFailedPrefill { decode, by_order });
             if by_order {
                 conf = Confidence::Unsure;
             }
-        } else if facts.has(|k| matches!(k, F::NoHit { .. })) {
-            reasons.push(R::FoundNoKv { decode });
+        } else if computed {
+            if !pull {
+                reasons.push(R::FoundNoKv { decode });
+            }
+            // The proxy hid the prefill's failure and decode served the
+            // request whole, computing the prompt: the client got its
+            // answer, and it is a miss, the prefill's failure its cause.
+            // Paired by order with the refusal, a request whose id was
+            // forwarded was surely proxied: only which refusal was its
+            // copy is a guess.
+            let forwarded = !crate::traces::ids::invented(crate::traces::ids::base_id(&e.trace.id));
+            let decode_failed = fails.iter().any(|(_, _, x)| x.hop != Hop::Producer);
+            if (!by_order || forwarded) && !decode_failed && e.trace.decode.is_some() {
+                let conf = if by_order { Confidence::Likely } else { conf };
+                return Verdict::new(Outcome::SilentMiss, conf, reasons);
+            }
         }
     } else if !matches!(base.outcome, Outcome::Pending | Outcome::Error | Outcome::Cancelled) {
         reasons.push(R::Was { outcome: base.outcome, reasons: base.reasons });

@@ -133,7 +133,13 @@ fn capped(e: &Entry, cx: &Ctx, mut v: Verdict) -> Verdict {
         return v;
     }
     let among = !e.track.same_length_copies.is_empty() || !e.track.unsized_copies.is_empty();
+    // Decode computed a request it surely got, after a prefill failure
+    // the proxy hid: the pairing says only which failure was its.
+    let after_failure = v.reasons.iter().any(|r| matches!(r, R::AfterFailedPrefill { .. }));
     match e.trace.join {
+        Join::ByOrder if v.outcome == Outcome::SilentMiss && after_failure => {
+            v.confidence = v.confidence.max(Confidence::Likely);
+        }
         Join::ByOrder if v.outcome == Outcome::SilentMiss && !cx.guaranteed => {
             v = Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::OrderOnly(v.reasons)]);
         }

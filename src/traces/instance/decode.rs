@@ -55,6 +55,16 @@ impl Correlator {
                 join = Join::ByOrder;
             }
         }
+        // A forwarded id no prefill logged, just after the prefill answered
+        // an error without logging the request it refused (its engine
+        // dead, or at validation): that was this request's copy, and the
+        // proxy went on. Which refusal was its is a guess by order.
+        if target.is_none() && params.is_none() && !invented(base_id(a.id)) {
+            target = self.flow.take_prefill_refusal(crate::traces::ids::api_of(a.id), a.t);
+            if target.is_some() {
+                join = Join::ByOrder;
+            }
+        }
         let s = match target {
             Some(s) => {
                 self.reopen(s);

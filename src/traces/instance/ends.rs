@@ -17,6 +17,14 @@ impl Correlator {
         self.inflight.started(src);
     }
 
+    /// The request `id` names is over on `src` (its span was exported):
+    /// no longer in flight there.
+    pub fn on_finished(&mut self, src: LogOrigin, id: &str) {
+        if let Some(s) = self.find(id).filter(|s| self.store.get(*s).is_some_and(|e| Store::touches(e, src))) {
+            self.inflight.answered(src, s, false);
+        }
+    }
+
     pub(crate) fn on_response_done(&mut self, src: LogOrigin, sig: &Signal, t: f64) -> bool {
         let mut used = false;
         for id in &sig.ids {

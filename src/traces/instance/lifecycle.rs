@@ -286,7 +286,7 @@ impl Correlator {
                 let (api, win) = (crate::traces::ids::api_of_path(path), self.opts.order_window_s);
                 self.joiner
                     .partner(&self.store, t, win, api)
-                    .or_else(|| self.flow.take_prefill_refusal(path, t))
+                    .or_else(|| self.flow.take_prefill_refusal(api, t))
                     .or_else(|| self.order_partner(t, None))
                     .map(|s| (i, s))
             }
@@ -313,7 +313,9 @@ impl Correlator {
                 }
                 match src {
                     LogOrigin::Decode(_) if !self.joiner.ids_shared => self.flow.refusal(s, at),
-                    LogOrigin::Prefill(_) if !self.joiner.ids_shared => self.flow.prefill_refusal(s, path, t),
+                    LogOrigin::Prefill(_) => {
+                        self.flow.prefill_refusal(s, crate::traces::ids::api_of_path(path), t)
+                    }
                     _ => {}
                 }
                 s

@@ -51,9 +51,10 @@ pub(crate) struct Flow {
     /// Decode refusals (4xx before logging the request) with no prefill
     /// copy before them: (serial, read time). Its copy may be read late.
     refusals: VecDeque<(u64, f64)>,
-    /// Prefill refusals of copies (4xx before logging): (serial, path,
-    /// time). A proxy that goes on sends decode the same request.
-    prefill_refusals: VecDeque<(u64, String, f64)>,
+    /// Prefill refusals (an error answered before the request was logged:
+    /// at validation, or with its engine dead): (serial, API, time). A
+    /// proxy that goes on sends decode the same request.
+    prefill_refusals: VecDeque<(u64, Option<&'static str>, f64)>,
     /// The last failure the proxy reported in its own words: the uvicorn
     /// exception that follows it (the proxy re-raises) is the same one.
     pub reported: Option<(u64, f64)>,
@@ -111,16 +112,16 @@ impl Flow {
         push_capped(&mut self.refusals, (serial, at), CAP);
     }
 
-    pub fn prefill_refusal(&mut self, serial: u64, path: &str, t: f64) {
-        push_capped(&mut self.prefill_refusals, (serial, path.to_string(), t), CAP);
+    pub fn prefill_refusal(&mut self, serial: u64, api: Option<&'static str>, t: f64) {
+        push_capped(&mut self.prefill_refusals, (serial, api, t), CAP);
     }
 
-    /// The oldest prefill refusal of `path` within `REFUSAL_S` (stamps are
-    /// whole seconds: one more) before `t`: the refused copy of the request
-    /// decode refused now.
-    pub fn take_prefill_refusal(&mut self, path: &str, t: f64) -> Option<u64> {
+    /// The oldest prefill refusal through `api` within `REFUSAL_S` (stamps
+    /// are whole seconds: one more) before `t`: the refused copy of the
+    /// request decode got now.
+    pub fn take_prefill_refusal(&mut self, api: Option<&str>, t: f64) -> Option<u64> {
         self.prefill_refusals.retain(|(_, _, when)| t - when <= REFUSAL_S + 1.0);
-        let k = self.prefill_refusals.iter().position(|(_, p, when)| p == path && *when <= t)?;
+        let k = self.prefill_refusals.iter().position(|(_, a, when)| *a == api && *when <= t)?;
         self.prefill_refusals.remove(k).map(|(s, _, _)| s)
     }
 
