@@ -58,7 +58,11 @@ fn a_quiet_miss_is_likely_at_the_engines_lag_and_sure_at_the_settle_time() {
     c.on_tick(t + 0.8);
     assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
     assert!(c.get("lab-edge_block-0").unwrap().evidence().contains("within 750 ms"));
+    // Sure once 1.5 s passed by the decode log's clock: with no later
+    // line of it, a second behind the reads.
     c.on_tick(t + 1.6);
+    assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
+    c.on_tick(t + 2.6);
     let tr = c.get("lab-edge_block-0").unwrap();
     assert_eq!((tr.outcome, tr.confidence), (Outcome::SilentMiss, Confidence::Sure), "{}", tr.evidence());
     assert!(
@@ -110,7 +114,9 @@ fn requests_added_together_wait_the_settle_time() {
     }
 }
 
-/// Lines timed by their stamps (`check --from-logs`): no early call.
+/// Lines timed by their stamps (`check --from-logs`): likely at the settle
+/// time, sure a second on (the decode's log idle after the request, its
+/// clock is taken a second behind the reads).
 #[test]
 fn stamped_lines_wait_the_settle_time() {
     let mut c = live_before(199, 256);
@@ -120,5 +126,7 @@ fn stamped_lines_wait_the_settle_time() {
     c.on_tick(t + 1.4);
     assert_eq!(c.get("lab-edge_block-0").expect("traced").outcome, Outcome::Pending);
     c.on_tick(t + 1.6);
+    assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Likely));
+    c.on_tick(t + 2.6);
     assert_eq!(verdict(&c, "lab-edge_block-0"), (Outcome::SilentMiss, Confidence::Sure));
 }

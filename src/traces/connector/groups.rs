@@ -225,7 +225,9 @@ mod tests {
         }
         c.on_line(d, "External Cache Hit!", at);
         c.on_line(d, &format!("Inject KV cache of {inject} tokens to the paged memory"), at);
-        c.on_tick(at + 2.0);
+        // The decode's log says nothing more: its idle clock is a second
+        // behind the reads (`sweep.rs`), so the 1.5 s wait is over at 2.5.
+        c.on_tick(at + 3.0);
         c
     }
 
