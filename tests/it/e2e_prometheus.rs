@@ -283,9 +283,11 @@ fn the_dashboard_draws_while_the_fleet_is_discovered() {
 /// The demo's recording (`pdtop demo`: qwen3-shape-restart) served on
 /// loopback, scraped by a real Prometheus: `check --prometheus` with the
 /// pair's logs names the eight silent misses by id, as `check` scraping
-/// the instances directly does; without the logs, the metrics alone count
-/// them through the server as they do directly (the query asks only for
-/// the series pdtop reads, the miss detector's among them).
+/// the instances directly does; with no log file at all, the metrics
+/// alone count all eight through the server, as they do scraping the
+/// instances (the query asks only for the series pdtop reads, the miss
+/// detector's among them; each sample is placed at the server's own
+/// scrape time, on pdtop's clock).
 #[tokio::test]
 async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     let _turn = common::REAL_TIME.lock().await;
@@ -333,17 +335,20 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
         "--decode-match",
         r#"{job="vllm-decode"}"#,
     ]));
+    // Metrics only: no log file at all, through the server and straight.
     let metrics_only = prom.clone();
+    let direct_metrics_only = direct.clone();
     direct.extend(logs.iter().cloned());
     prom.extend(logs.iter().cloned());
-    let (a, b, c) = (check(direct), check(prom), check(metrics_only));
-    let ((_, d), (_, p), (_, m)) =
-        tokio::task::spawn_blocking(move || (report(a), report(b), report(c))).await.unwrap();
+    assert!(!metrics_only.iter().chain(&direct_metrics_only).any(|a| a.ends_with("-log")));
+    let (a, b, c, e) = (check(direct), check(prom), check(metrics_only), check(direct_metrics_only));
+    let ((_, d), (_, p), (_, m), (_, dm)) =
+        tokio::task::spawn_blocking(move || (report(a), report(b), report(c), report(e))).await.unwrap();
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!(
-        "direct: {}\nprometheus: {}\nprometheus, metrics only: {}",
-        d["requests"], p["requests"], m["requests"]
+        "direct: {}\nprometheus: {}\nprometheus, metrics only: {}\ndirect, metrics only: {}",
+        d["requests"], p["requests"], m["requests"], dm["requests"]
     );
     let truth = std::fs::read_to_string(common::capture_dir(name).join("requests.jsonl")).unwrap();
     let mut want: Vec<String> = truth
@@ -367,8 +372,9 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     assert_eq!(named(&d), want, "direct: {}", d["requests"]);
     assert_eq!(named(&p), want, "through prometheus: {}", p["requests"]);
     assert_eq!(p["requests_source"], "traces");
-    // The metrics alone, through the server: the count, as directly.
+    // The metrics alone, through the server: every miss, as straight.
     assert_eq!(m["requests_source"], "metrics");
-    let misses = m["requests"]["silent_miss"].as_u64().unwrap();
-    assert!((6..=8).contains(&misses), "{}", m["requests"]);
+    assert_eq!(dm["requests_source"], "metrics");
+    assert_eq!(m["requests"]["silent_miss"], 8, "{}", m["requests"]);
+    assert_eq!(dm["requests"]["silent_miss"], 8, "{}", dm["requests"]);
 }
