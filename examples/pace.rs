@@ -103,7 +103,7 @@ pub fn explain(cap: &Capture, r: &Reading, id: &str) {
     st.finish(cap.t0 + r.secs);
     let near: Option<f64> = std::env::var("NEAR").ok().and_then(|s| s.parse().ok());
     let hit = |t: &pdtop::traces::Trace| {
-        t.id == id || near.is_some_and(|n| t.phases.iter().any(|p| (p.start - cap.t0 - n).abs() < 0.6))
+        t.id == id || (id.ends_with('*') && t.id.starts_with(id.trim_end_matches('*'))) || near.is_some_and(|n| t.phases.iter().any(|p| (p.start - cap.t0 - n).abs() < 0.6))
     };
     for t in st.logs.as_ref().expect("logs").correlator.traces().filter(|t| hit(t)) {
         println!("{} {:?} {:?} first_seen {:.1} reasons {}", t.id, t.outcome, t.confidence, t.first_seen - cap.t0, t.evidence());

@@ -206,6 +206,11 @@ impl Correlator {
         self.store.get(self.find(id)?).and_then(|e| e.trace.decode)
     }
 
+    /// Some decode instance's log is read: it names every request decode got.
+    pub(super) fn decode_read(&self) -> bool {
+        self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_)))
+    }
+
     /// The proxy's log is read (some line of it has arrived).
     pub(super) fn proxy_read(&self) -> bool {
         self.stats.contains_key(&LogOrigin::Proxy) && !self.backlog_unread

@@ -234,9 +234,10 @@ pub struct SourceStats {
     pub waiting: Option<u32>,
     /// Non-2xx or error lines that could not be tied to a request.
     pub unattributed_errors: u64,
-    /// Answers the first read found (printed before pdtop started, no
-    /// time) that no proxied request takes by order: counted, not guessed.
-    pub undated_unplaced: u64,
+    /// The proxy's id-less answers no request fits (by time, or undated
+    /// by order) while instance logs name the requests: counted, not made
+    /// requests of their own.
+    pub unplaced_answers: u64,
 }
 
 impl SourceStats {
@@ -259,7 +260,7 @@ impl SourceStats {
             external_hit_pct: None,
             waiting: None,
             unattributed_errors: 0,
-            undated_unplaced: 0,
+            unplaced_answers: 0,
         }
     }
 }

@@ -129,8 +129,11 @@ impl Correlator {
         let (s, detail) = match target {
             Some(s) if undated => (s, format!("HTTP {status} (read before pdtop started, undated: matched to this request by order)")),
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
-            None if undated => {
-                self.stat(LogOrigin::Proxy).undated_unplaced += 1;
+            // A 2xx the proxy gave that no request an instance logged fits:
+            // placed late or early (its time is its read's), it is no
+            // request of its own while an instance's log names them all.
+            None if undated || self.decode_read() => {
+                self.stat(LogOrigin::Proxy).unplaced_answers += 1;
                 return;
             }
             None => {
