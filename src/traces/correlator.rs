@@ -61,6 +61,8 @@ pub struct Correlator {
     /// Lines some log printed before pdtop started, with no time, are
     /// still to come (`set_backlog_unread`).
     pub(super) backlog_unread: bool,
+    /// Kills read while those were still to come (`cut.rs`).
+    pub(super) kills: Vec<super::instance::cut::Kill>,
 }
 
 /// How well a line's time is known.
@@ -165,6 +167,7 @@ impl Correlator {
             held: Default::default(),
             line_time: LineTime::default(),
             backlog_unread: false,
+            kills: Vec::new(),
         }
     }
 
@@ -276,6 +279,7 @@ impl Correlator {
         let was = std::mem::replace(&mut self.backlog_unread, unread);
         if was && !unread {
             let now = self.last_at;
+            self.echoes_of_earlier_kills(now);
             self.sweep(now, false);
             let all: Vec<u64> = self.store.serials().collect();
             for s in all {

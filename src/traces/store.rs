@@ -54,6 +54,9 @@ pub(crate) struct Track {
     pub unsized_copies: Vec<String>,
     /// Its miss was announced (`drain_new_misses`).
     pub alerted: bool,
+    /// Opened by a line the first read found in a log that prints no time
+    /// (before pdtop started): its time is not known.
+    pub undated: bool,
 }
 
 #[derive(Clone)]

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::common;
 use pdtop::lab::Capture;
 use pdtop::lab::replay::{Reading, initial_state, read_as};
-use pdtop::traces::{Confidence, Outcome};
+use pdtop::traces::{Confidence, Join, Outcome};
 use proptest::prelude::*;
 
 /// Every capture in `tests/fixtures/lab-captures/`.
@@ -37,8 +37,14 @@ fn capture(name: &str) -> Capture {
     Capture::from_dir(&common::capture_dir(name)).unwrap()
 }
 
-/// Each trace's verdict by its id; traces no request id names (a proxy's
-/// id-less failure) by their outcome and rank among those.
+/// Each request's verdict: by its decode's id where an instance's decode
+/// log named it (its identity whatever the reading); the others (a copy no
+/// decode took, the proxy's id-less failures) by their outcome and rank
+/// among those, since which of two such copies a failure is pinned on is
+/// itself a guess. How sure: in full where the pair was joined by a shared
+/// id; joined by order or by prompt length, only its outcome, since spans
+/// (the lengths) arrive by push and lines by reads, and the two orders
+/// differ with the reading (what a join by length lacks then is said).
 fn verdicts(cap: &Capture, r: &Reading) -> Verdicts {
     let mut st = initial_state(cap, true);
     for m in read_as(cap, r) {
@@ -48,8 +54,8 @@ fn verdicts(cap: &Capture, r: &Reading) -> Verdicts {
     let mut out = Verdicts::new();
     let mut nameless: BTreeMap<String, usize> = BTreeMap::new();
     for t in st.logs.as_ref().unwrap().correlator.traces() {
-        let synthetic = t.id.contains("error-") || t.id.starts_with("proxy");
-        let key = if synthetic {
+        let confidence = if t.join == Join::ById { t.confidence } else { Confidence::Sure };
+        let key = if t.decode.is_none() {
             let kind = format!("{:?}", t.outcome);
             let n = nameless.entry(kind.clone()).or_default();
             *n += 1;
@@ -61,7 +67,7 @@ fn verdicts(cap: &Capture, r: &Reading) -> Verdicts {
             }
             k
         };
-        out.insert(key, (t.outcome, t.confidence));
+        out.insert(key, (t.outcome, confidence));
     }
     out
 }

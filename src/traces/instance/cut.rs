@@ -6,6 +6,18 @@ use crate::traces::correlator::Correlator;
 use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::model::{Confidence, Hop, Outcome};
 
+/// A decode killed with streams open: what its echoes at the proxy settle.
+#[derive(Debug, Clone)]
+pub(crate) struct Kill {
+    /// Requests it still had open.
+    open: usize,
+    /// Its streams whose end is in doubt.
+    undated: Vec<u64>,
+    cause: String,
+    /// Its last line and its restart.
+    span: (f64, f64),
+}
+
 /// How far back (in traces) a death looks for the proxy's echoes of it.
 const ECHO_SCAN: usize = 512;
 /// Whole-second stamps and read delays around the death's span.
@@ -73,7 +85,20 @@ impl Correlator {
             self.fail_with(o.serial, src, x, t, at);
         }
         if let (LogOrigin::Decode(_), Some((restart, _))) = (src, kill) {
-            self.proxy_echoes(open, &undated_streams, cause, (t, restart), at);
+            let kill = Kill { open, undated: undated_streams, cause: cause.to_string(), span: (t, restart) };
+            self.proxy_echoes(&kill, at);
+            if self.backlog_unread {
+                // The proxy's lines of before pdtop started come later.
+                self.kills.push(kill);
+            }
+        }
+    }
+
+    /// Kills read before the proxy's undated lines: their echoes are
+    /// looked for again once those have come.
+    pub(in crate::traces) fn echoes_of_earlier_kills(&mut self, at: f64) {
+        for kill in std::mem::take(&mut self.kills) {
+            self.proxy_echoes(&kill, at);
         }
     }
 
@@ -84,7 +109,8 @@ impl Correlator {
     /// echoes, not requests of their own: their traces go (a later burst,
     /// requests sent while it was down, stays). As many as it had open
     /// means every one was cut, so a stream whose end was in doubt failed.
-    fn proxy_echoes(&mut self, open: usize, undated: &[u64], cause: &str, (from, to): (f64, f64), at: f64) {
+    fn proxy_echoes(&mut self, kill: &Kill, at: f64) {
+        let (open, undated, cause, (from, to)) = (kill.open, &kill.undated, &kill.cause, kill.span);
         let serials = self.store.serials();
         let mut bare: Vec<(f64, u64)> = (serials.start..serials.end)
             .rev()
@@ -92,10 +118,9 @@ impl Correlator {
             .filter_map(|s| {
                 let e = self.store.get(s)?;
                 let t = e.trace.first_seen;
-                (e.track.proxy_exception
-                    && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. }))
-                    && t >= from - ECHO_SLACK_S
-                    && t <= to + ECHO_SLACK_S)
+                // An undated one (read before pdtop started) may be of any time.
+                let within = e.track.undated || (t >= from - ECHO_SLACK_S && t <= to + ECHO_SLACK_S);
+                (e.track.proxy_exception && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. })) && within)
                     .then_some((t, s))
             })
             .collect();
@@ -117,7 +142,7 @@ impl Correlator {
             "{cause}; the proxy logged {n} broken streams (`Exception in ASGI application` with no answer after) for the {n} requests it had open: this stream was cut",
             n = open
         );
-        for &s in undated {
+        for &s in undated.iter() {
             if self.store.outcome(s) == Some(Outcome::Error) {
                 continue;
             }

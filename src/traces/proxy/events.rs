@@ -278,6 +278,7 @@ impl Correlator {
                 if let Some(e) = self.store.get_mut(s) {
                     e.track.proxy_seen = true;
                     e.track.proxy_exception = asgi;
+                    e.track.undated = self.line_time == LineTime::Undated;
                 }
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
