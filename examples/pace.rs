@@ -20,7 +20,11 @@ fn verdicts(cap: &Capture, r: &Reading) -> BTreeMap<String, String> {
     let mut n: BTreeMap<String, usize> = BTreeMap::new();
     for t in st.logs.as_ref().expect("logs").correlator.traces() {
         let key = if t.id.contains("error-") || t.id.starts_with("proxy") {
-            let k = format!("{}#{}", format!("{:?}", t.outcome), n.entry(format!("{:?}", t.outcome)).or_default());
+            let k = format!(
+                "{}#{}",
+                format!("{:?}", t.outcome),
+                n.entry(format!("{:?}", t.outcome)).or_default()
+            );
             *n.get_mut(&format!("{:?}", t.outcome)).unwrap() += 1;
             k
         } else {
@@ -62,7 +66,9 @@ fn main() {
         let cap = Capture::from_dir(Path::new(&dir)).expect("capture");
         let secs = cap.t_end - cap.t0 + 1.0;
         let mid = secs * 0.4;
-        let base = |lost: f64| verdicts(&cap, &Reading { every: 0.5, lost_before: lost, ..Reading::from_start(secs, true) });
+        let base = |lost: f64| {
+            verdicts(&cap, &Reading { every: 0.5, lost_before: lost, ..Reading::from_start(secs, true) })
+        };
         let full = base(0.0);
         let full_mid = base(mid);
         let full_end = base(secs);
@@ -71,8 +77,16 @@ fn main() {
             ("x1".into(), Reading { every: 0.25, ..Reading::from_start(secs, true) }, &full),
             ("x4".into(), Reading { every: 1.0, ..Reading::from_start(secs, true) }, &full),
             ("x20".into(), Reading { every: 5.0, ..Reading::from_start(secs, true) }, &full),
-            ("gulp".into(), Reading { start: secs, lost_before: 0.0, ..Reading::from_start(secs, true) }, &full_end),
-            (format!("start {mid:.0}s x4"), Reading { every: 1.0, start: mid, lost_before: mid, ..Reading::from_start(secs, true) }, &full_mid),
+            (
+                "gulp".into(),
+                Reading { start: secs, lost_before: 0.0, ..Reading::from_start(secs, true) },
+                &full_end,
+            ),
+            (
+                format!("start {mid:.0}s x4"),
+                Reading { every: 1.0, start: mid, lost_before: mid, ..Reading::from_start(secs, true) },
+                &full_mid,
+            ),
         ];
         for (name, r, want) in cases {
             let got = verdicts(&cap, &r);
@@ -103,12 +117,28 @@ pub fn explain(cap: &Capture, r: &Reading, id: &str) {
     st.finish(cap.t0 + r.secs);
     let near: Option<f64> = std::env::var("NEAR").ok().and_then(|s| s.parse().ok());
     let hit = |t: &pdtop::traces::Trace| {
-        t.id == id || (id.ends_with('*') && t.id.starts_with(id.trim_end_matches('*'))) || near.is_some_and(|n| t.phases.iter().any(|p| (p.start - cap.t0 - n).abs() < 0.6))
+        t.id == id
+            || (id.ends_with('*') && t.id.starts_with(id.trim_end_matches('*')))
+            || near.is_some_and(|n| t.phases.iter().any(|p| (p.start - cap.t0 - n).abs() < 0.6))
     };
     for t in st.logs.as_ref().expect("logs").correlator.traces().filter(|t| hit(t)) {
-        println!("{} {:?} {:?} first_seen {:.1} reasons {}", t.id, t.outcome, t.confidence, t.first_seen - cap.t0, t.evidence());
+        println!(
+            "{} {:?} {:?} first_seen {:.1} reasons {}",
+            t.id,
+            t.outcome,
+            t.confidence,
+            t.first_seen - cap.t0,
+            t.evidence()
+        );
         for p in &t.phases {
-            println!("   {:?} {} {:.1} {:?} {}", p.hop, p.source, p.start - cap.t0, p.end.map(|e| e - cap.t0), p.detail);
+            println!(
+                "   {:?} {} {:.1} {:?} {}",
+                p.hop,
+                p.source,
+                p.start - cap.t0,
+                p.end.map(|e| e - cap.t0),
+                p.detail
+            );
         }
     }
 }
@@ -124,7 +154,13 @@ pub fn timeline_debug(cap: &Capture, start: f64) {
     let mut last = f64::MIN;
     for d in tl.release(t) {
         if d.at < last - 0.001 || (d.at - cap.t0) > start - 0.01 {
-            println!("{} {:.2} {:.2} {}", d.source, d.at - cap.t0, d.from - cap.t0, &d.line[..d.line.len().min(120)]);
+            println!(
+                "{} {:.2} {:.2} {}",
+                d.source,
+                d.at - cap.t0,
+                d.from - cap.t0,
+                &d.line[..d.line.len().min(120)]
+            );
         }
         last = d.at;
     }
@@ -141,7 +177,13 @@ pub fn gulp_files(dir: &str, at: f64, read_every: Option<f64>) {
     let mut st = pdtop::state::AppState::new(Vec::new(), 60.0).with_logs(&logs).reading_every(read_every);
     for (o, p) in &logs {
         let lines: Vec<String> = std::fs::read_to_string(p).unwrap().lines().map(String::from).collect();
-        st.apply(Msg::LogLines { source: *o, at, lines, state: TailState::Following, counts: TailCounts::default() });
+        st.apply(Msg::LogLines {
+            source: *o,
+            at,
+            lines,
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        });
     }
     st.apply(Msg::LogsPolled { at });
     for k in 1..8 {

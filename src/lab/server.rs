@@ -88,7 +88,8 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     };
     let (prefill, decode) = (first(Role::Prefill)?, first(Role::Decode)?);
     let now = Instant::now();
-    let ahead = at.saturating_duration_since(now).as_secs_f64() - now.saturating_duration_since(at).as_secs_f64();
+    let ahead =
+        at.saturating_duration_since(now).as_secs_f64() - now.saturating_duration_since(at).as_secs_f64();
     let clock = LabClock {
         start: at,
         wall0: crate::clock::Clock::now(&crate::clock::SystemClock) + ahead,

@@ -37,13 +37,15 @@ pub struct LogState {
     unplaced: std::collections::VecDeque<Unplaced>,
 }
 
-/// A span's prompt length waiting for its request's log lines.
+/// A span waiting for its request's log lines: vLLM exports it when the
+/// request is over (on that instance it is in flight no more: a death
+/// after it cut nothing of it), with the prompt's length.
 #[derive(Debug, Clone)]
 struct Unplaced {
     at: f64,
     role: Option<crate::feed::Role>,
     request_id: String,
-    tokens: u32,
+    tokens: Option<u32>,
 }
 
 /// Spans kept waiting for their request, and for how long (read time).
@@ -113,19 +115,10 @@ impl LogState {
     /// line named yet waits for it (`unplaced`).
     pub fn on_spans(&mut self, spans: &[crate::feed::RequestSpan], at: f64) {
         for s in spans {
-            // vLLM exports a request's span when the request is over: on
-            // that instance it is in flight no more, and a death after it
-            // cut nothing of it.
-            if crate::state::spans::service_role(&s.service) != Some(crate::feed::Role::Prefill)
-                && let Some(i) = self.correlator.decode_of(&s.request_id)
-            {
-                self.correlator.on_finished(LogOrigin::Decode(i), &s.request_id);
-            }
-            let Some(n) = s.prompt_tokens else { continue };
             // The prefill copy's length too: it pairs the copy with its
             // decode request when no id is shared (`traces/length_join.rs`).
             let role = crate::state::spans::service_role(&s.service);
-            let u = Unplaced { at, role, request_id: s.request_id.clone(), tokens: n };
+            let u = Unplaced { at, role, request_id: s.request_id.clone(), tokens: s.prompt_tokens };
             if !self.place(&u, at) {
                 self.unplaced.push_back(u);
                 while self.unplaced.len() > UNPLACED_CAP {
@@ -149,7 +142,12 @@ impl LogState {
             _ => self.correlator.decode_of(&u.request_id).map(LogOrigin::Decode),
         };
         let Some(o) = origin else { return false };
-        self.on_prompt_tokens(o, &u.request_id, u.tokens, at);
+        if let LogOrigin::Decode(_) = o {
+            self.correlator.on_finished(o, &u.request_id);
+        }
+        if let Some(n) = u.tokens {
+            self.on_prompt_tokens(o, &u.request_id, n, at);
+        }
         true
     }
 

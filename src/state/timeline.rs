@@ -312,7 +312,10 @@ mod tests {
     #[test]
     fn a_gulp_and_a_paced_read_give_the_same_order() {
         let pre = lines(&[&line("06:25:31", "a"), &line("06:25:33", "c")]);
-        let dec = lines(&[&line("06:25:32", "b"), "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK"]);
+        let dec = lines(&[
+            &line("06:25:32", "b"),
+            "INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK",
+        ]);
         let order = |v: &[Dated]| v.iter().map(|d| d.line.clone()).collect::<Vec<_>>();
         // Read a minute late: the clocks' difference is only bounded, the
         // times shift, their order does not.

@@ -281,8 +281,26 @@ impl Correlator {
             let now = self.last_at;
             self.echoes_of_earlier_kills(now);
             self.sweep(now, false);
-            let all: Vec<u64> = self.store.serials().collect();
-            for s in all {
+            // Decided again: what the proxy's flow vouches for (joins by
+            // arrival order, requests the flow would say bypassed it).
+            let flow: Vec<u64> = self
+                .store
+                .serials()
+                .filter(|&s| {
+                    self.store.get(s).is_some_and(|e| {
+                        e.trace.join == super::model::Join::ByOrder
+                            || matches!(
+                                e.trace.reasons.first(),
+                                Some(
+                                    super::reason::Reason::OrderOnly(_)
+                                        | super::reason::Reason::NoSharedIds { .. }
+                                        | super::reason::Reason::NoPrefillByFlow { .. }
+                                )
+                            )
+                    })
+                })
+                .collect();
+            for s in flow {
                 self.settle(s, now);
             }
         }

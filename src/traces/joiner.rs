@@ -11,6 +11,8 @@ use crate::feed::LogOrigin;
 
 /// Longest a request waits for its access line before its slot is dropped.
 const ACCESS_WAIT_S: f64 = 120.0;
+/// Joins remembered for `shared_at`.
+const HISTORY: usize = 4096;
 
 #[derive(Debug, Clone, Default)]
 pub(super) struct Joiner {
@@ -27,6 +29,9 @@ pub(super) struct Joiner {
     /// Some join was by a shared id: the proxy forwards ids (at least at
     /// times), so an id that only decode logged was no proxied request's.
     pub ever_shared: bool,
+    /// Each join's event time and whether it was by a shared id, latest
+    /// last: whether ids were forwarded at a request's own time.
+    history: VecDeque<(f64, bool)>,
     /// Event time of the last join by a shared id: a prefill copy that
     /// started before it was sent while ids were forwarded, and waits for
     /// its decode under its own id, not for an order partner.
@@ -74,6 +79,7 @@ impl Joiner {
     /// Returns whether this is the first such join.
     pub fn shared(&mut self, t: f64) -> bool {
         self.ids_shared = true;
+        self.joined(t, true);
         let first = !std::mem::replace(&mut self.ever_shared, true);
         self.shared_at = Some(self.shared_at.map_or(t, |s| s.max(t)));
         first
@@ -120,6 +126,22 @@ impl Joiner {
             .collect()
     }
 
+    fn joined(&mut self, t: f64, by_id: bool) {
+        // In time order: a join read late goes where it happened.
+        let k = self.history.iter().rposition(|(u, _)| *u <= t).map_or(0, |k| k + 1);
+        self.history.insert(k, (t, by_id));
+        if self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+    }
+
+    /// Whether the last join at or before `t` was by a shared id: ids were
+    /// forwarded then (the question asked of a request of time `t`, which
+    /// the joins after it do not answer).
+    pub fn shared_at(&self, t: f64) -> bool {
+        self.history.iter().rev().find(|(u, _)| *u <= t + 1.0).is_some_and(|(_, by_id)| *by_id)
+    }
+
     pub fn next_seq(&mut self) -> u64 {
         self.added_seq += 1;
         self.added_seq
@@ -147,6 +169,7 @@ impl Joiner {
                 Some((_, _, true, true)) => {
                     self.unpaired.remove(k);
                     self.ids_shared = false;
+                    self.joined(t, false);
                     return Some(s);
                 }
                 Some((_, _, true, false)) => k += 1,

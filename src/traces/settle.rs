@@ -61,7 +61,9 @@ impl Correlator {
             .store
             .serials()
             .filter(|&s| {
-                self.store.get(s).is_some_and(|e| matches!(e.trace.reasons.first(), Some(Reason::NoPrefillById { .. })))
+                self.store
+                    .get(s)
+                    .is_some_and(|e| matches!(e.trace.reasons.first(), Some(Reason::NoPrefillById { .. })))
             })
             .collect();
         for s in by_id {
@@ -136,7 +138,7 @@ impl Correlator {
             decode_read: self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_))),
             bypass: self.flow.bypass,
             flow_established: self.flow.established(),
-            id_known: !invented || self.joiner.ids_shared,
+            id_known: !invented || self.joiner.shared_at(tk.decode_event_t.unwrap_or(t.first_seen)),
             ids_shared: self.joiner.ever_shared,
             waiting_copies,
             direct: !tk.proxy_seen && self.proxy_read(),

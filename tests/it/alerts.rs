@@ -64,7 +64,8 @@ fn looped(cap: &Capture, with_logs: bool) -> AppState {
     let mut truncated = std::collections::BTreeSet::new();
     // The lab prints the second pass's lines on its clock, which moved on.
     let restamp = |l: String| {
-        let later = |ts| pdtop::traces::stamp_at(pdtop::traces::anchor(ts, cap.t0, None).unwrap_or(0.0) + gap);
+        let later =
+            |ts| pdtop::traces::stamp_at(pdtop::traces::anchor(ts, cap.t0, None).unwrap_or(0.0) + gap);
         pdtop::logs::vllm::restamp(&l, later).unwrap_or(l)
     };
     for mut m in pdtop::lab::replay::messages(cap, span, with_logs) {

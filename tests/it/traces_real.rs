@@ -772,7 +772,10 @@ fn a_death_cascade_is_named_as_one() {
     assert_eq!(cascade(LogOrigin::Prefill(1)), None);
     // The prefill's death stamped a second after the decode's: in that order.
     let later = fatal.replace("07:29:35", "07:29:36");
-    let mut logs = common::correlate(&[(LogOrigin::Prefill(0), later.as_str(), at), (LogOrigin::Decode(0), fatal, at + 0.054)]);
+    let mut logs = common::correlate(&[
+        (LogOrigin::Prefill(0), later.as_str(), at),
+        (LogOrigin::Decode(0), fatal, at + 0.054),
+    ]);
     let ev: Vec<String> = logs.correlator.drain_log_events().into_iter().map(|e| e.text).collect();
     assert!(ev[1].starts_with("death cascade: decode#0 died (EngineCore encountered a fatal error.), then prefill#0 on the other side of the pair 1 s later"), "{}", ev[1]);
 }

@@ -26,7 +26,15 @@ impl Correlator {
             e.track.in_hit_queue = true;
         }
         let (orphan_s, cap) = (self.opts.orphan_hit_s, self.opts.max_pending);
-        let w = Waiting { serial: s, added_at, seq, rivals: Vec::new(), closed: false, quiet: false, called: false };
+        let w = Waiting {
+            serial: s,
+            added_at,
+            seq,
+            rivals: Vec::new(),
+            closed: false,
+            quiet: false,
+            called: false,
+        };
         let (claim, dropped) = self.decodes.entry(i).or_default().hits.add(w, orphan_s, cap);
         if let Some(c) = claim {
             self.apply_claim(i, c, added_at, added_at);

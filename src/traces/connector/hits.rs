@@ -278,7 +278,15 @@ mod tests {
     use super::*;
 
     fn w(serial: u64, at: f64) -> Waiting {
-        Waiting { serial, added_at: at, seq: serial, rivals: Vec::new(), closed: false, quiet: false, called: false }
+        Waiting {
+            serial,
+            added_at: at,
+            seq: serial,
+            rivals: Vec::new(),
+            closed: false,
+            quiet: false,
+            called: false,
+        }
     }
 
     #[test]

@@ -120,7 +120,9 @@ impl Correlator {
                 let t = e.trace.first_seen;
                 // An undated one (read before pdtop started) may be of any time.
                 let within = e.track.undated || (t >= from - ECHO_SLACK_S && t <= to + ECHO_SLACK_S);
-                (e.track.proxy_exception && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. })) && within)
+                (e.track.proxy_exception
+                    && !e.facts.has(|k| matches!(k, FactKind::ProxyAnswered { .. }))
+                    && within)
                     .then_some((t, s))
             })
             .collect();

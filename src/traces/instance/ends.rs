@@ -20,7 +20,8 @@ impl Correlator {
     /// The request `id` names is over on `src` (its span was exported):
     /// no longer in flight there.
     pub fn on_finished(&mut self, src: LogOrigin, id: &str) {
-        if let Some(s) = self.find(id).filter(|s| self.store.get(*s).is_some_and(|e| Store::touches(e, src))) {
+        if let Some(s) = self.find(id).filter(|s| self.store.get(*s).is_some_and(|e| Store::touches(e, src)))
+        {
             self.inflight.answered(src, s, false);
         }
     }

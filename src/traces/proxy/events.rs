@@ -76,7 +76,14 @@ impl Correlator {
                     if let Some(e) = self.store.get_mut(s) {
                         e.track.proxy_seen = true;
                     }
-                    self.fail(s, Hop::Proxy, LogOrigin::Proxy, format!("proxy answered HTTP {}", a.status), at, at);
+                    self.fail(
+                        s,
+                        Hop::Proxy,
+                        LogOrigin::Proxy,
+                        format!("proxy answered HTTP {}", a.status),
+                        at,
+                        at,
+                    );
                 }
                 true
             }
@@ -127,7 +134,12 @@ impl Correlator {
         // one takes it, and none is no request of its own.
         let target = earliest_fit(true).or_else(|| (!undated).then(|| earliest_fit(false)).flatten());
         let (s, detail) = match target {
-            Some(s) if undated => (s, format!("HTTP {status} (read before pdtop started, undated: matched to this request by order)")),
+            Some(s) if undated => (
+                s,
+                format!(
+                    "HTTP {status} (read before pdtop started, undated: matched to this request by order)"
+                ),
+            ),
             Some(s) => (s, format!("HTTP {status} (matched to this request by arrival order)")),
             // A 2xx the proxy gave that no request an instance logged fits:
             // placed late or early (its time is its read's), it is no

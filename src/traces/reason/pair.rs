@@ -95,11 +95,11 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(" (decode was queueing requests)")?;
             }
             match early {
-                    Some(Early::Due) => f.write_str(
-                        " (no other request was being added, so it was due; sure if none comes within 1.5 s)",
-                    ),
-                    None => Ok(()),
-                }
+                Some(Early::Due) => f.write_str(
+                    " (no other request was being added, so it was due; sure if none comes within 1.5 s)",
+                ),
+                None => Ok(()),
+            }
         }
         R::NeverPulled { remote } => {
             f.write_str("decode got kv_transfer_params")?;
