@@ -141,6 +141,14 @@ fn endpoint(s: &str) -> Result<String, String> {
     crate::feed::Endpoint::parse(crate::feed::Role::Prefill, s).map(|_| s.to_string())
 }
 
+/// A look-back: a finite number of seconds, 0 or more.
+fn since(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds (0 or more)")),
+    }
+}
+
 /// A speed: a finite number above 0 (0 would never move, below 0 back).
 fn speed(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -264,6 +272,10 @@ pub struct Inputs {
     /// (spans hold request metadata: ids, token counts, timings).
     #[arg(long)]
     pub otlp_allow_remote: bool,
+    /// Read this many seconds of the logs' past on start (what they printed
+    /// before pdtop started: its misses are named, marked so) [default: 600].
+    #[arg(long, value_name = "SECS", value_parser = since)]
+    pub since: Option<f64>,
     /// Run pdtop's clock this many times faster than real time, to watch a
     /// lab replayed at that speed (latencies in its histograms are in lab
     /// seconds).

@@ -138,6 +138,7 @@ pub fn lab_session(
             log_poll: Duration::from_millis(50),
             link_interval: interval,
             otlp: Default::default(),
+            since: crate::pipeline::DEFAULT_SINCE_S,
         }),
     }
 }

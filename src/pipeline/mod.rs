@@ -12,4 +12,4 @@ pub use collectors::{COLLECTOR_THREAD, run_on_thread, spawn_collectors};
 pub use feed::{CHANNEL, Feed, LabInfo, LiveFeed, REFRESH};
 pub use log_files::{LogFiles, read_log_files};
 pub use player::{Player, ReplayBadge};
-pub use session::{Collect, Session};
+pub use session::{Collect, DEFAULT_SINCE_S, Session};

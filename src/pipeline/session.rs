@@ -78,7 +78,13 @@ pub struct Collect {
     pub link_interval: Duration,
     /// Where vLLM's OTLP spans are received, if anywhere.
     pub otlp: OtlpOptions,
+    /// How far back the logs are read on start (`--since`).
+    pub since: f64,
 }
+
+/// `--since`'s default: the logs' last ten minutes, what a lab engineer
+/// opening pdtop because something looks wrong wants named.
+pub const DEFAULT_SINCE_S: f64 = 600.0;
 
 impl PartialEq for Collect {
     /// Live inputs are not part of what a session *is*.
@@ -139,6 +145,7 @@ impl Session {
                 inputs.otlp_allow_remote,
             )
             .usage()?,
+            since: inputs.since.unwrap_or(DEFAULT_SINCE_S),
         };
         Ok(Session {
             started: SystemClock.now(),
@@ -164,6 +171,7 @@ impl Session {
             .show_prompts(self.show_prompts)
             .with_router(self.router.clone())
             .reading_every(self.collect.as_ref().map(|c| c.log_poll.as_secs_f64() * self.clock_speed))
+            .reading_since(self.collect.as_ref().map(|c| c.since))
     }
 
     /// The system clock, or a faster one for a sped-up lab.

@@ -18,6 +18,8 @@ pub struct TraceReport {
     /// `loaded`, `silent_miss`, `no_prefill`, `error`, `cancelled`, `unknown`, `pending`.
     pub outcome: &'static str,
     pub sure: bool,
+    /// Read from the logs' past: it happened before pdtop started.
+    pub before_start: bool,
     /// The decode endpoint that served it (or that it was sent to).
     pub decode: Option<String>,
     /// The prefill endpoint that ran its prefill copy.
@@ -78,6 +80,7 @@ impl TraceReport {
                 .collect(),
             outcome,
             sure: t.confidence == Confidence::Sure,
+            before_start: state.before_start(t),
             decode: t.decode.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Decode(i))),
             prefill: t.prefill.map(|i| origin_endpoint(state, crate::feed::LogOrigin::Prefill(i))),
             join: (t.prefill.is_some() && t.decode.is_some()).then_some(match t.join {

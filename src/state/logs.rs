@@ -181,7 +181,11 @@ impl LogState {
                 self.moved_to = d.at;
                 self.correlator.on_tick(d.at);
             }
-            self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+            if d.old {
+                self.correlator.on_setup_line(d.source, &d.line, d.at);
+            } else {
+                self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+            }
         }
         if undated && !self.timeline.undated_waiting() {
             self.correlator.set_backlog_unread(false);
@@ -193,6 +197,11 @@ impl LogState {
             self.moved_to = upto;
             self.correlator.on_tick(upto);
         }
+    }
+
+    /// On start, only the logs' last `secs` are read for requests.
+    pub fn set_since(&mut self, secs: f64) {
+        self.timeline.since = Some(secs);
     }
 
     /// A polling round that began at `at` is over: every file was read up
@@ -218,7 +227,11 @@ impl LogState {
     pub fn finish(&mut self, at: f64) {
         self.advance(at);
         for d in self.timeline.release_all() {
-            self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+            if d.old {
+                self.correlator.on_setup_line(d.source, &d.line, d.at);
+            } else {
+                self.correlator.on_line_between(d.source, &d.line, d.from, d.at);
+            }
         }
         self.correlator.finish(at.max(self.moved_to));
     }
@@ -249,7 +262,8 @@ impl LogState {
             self.timeline.reset(source);
         }
         // Given on at the next tick, when the other logs of the same read
-        // have been read too.
+        // have been read too. What the first read finds happened before.
+        self.correlator.set_started(at);
         self.timeline.read(source, lines, at);
         self.read_at = self.read_at.max(at);
         if let Some(t) = self.timeline.read_to(source) {

@@ -124,6 +124,15 @@ impl AppState {
         self
     }
 
+    /// Logs read live: on start, only their last `secs` are read for
+    /// requests (what came before still says how the instances are set up).
+    pub fn reading_since(mut self, secs: Option<f64>) -> AppState {
+        if let (Some(logs), Some(s)) = (&mut self.logs, secs) {
+            logs.set_since(s);
+        }
+        self
+    }
+
     /// The end of a `check`: everything decidable is decided.
     pub fn finish(&mut self, at: f64) {
         self.tick(at);

@@ -36,6 +36,9 @@ pub struct Dated {
     /// first read found: it happened before pdtop started, when is not
     /// known).
     pub from: f64,
+    /// Printed longer before pdtop started than it looks back (`since`):
+    /// read for how the instances are set up, not for requests.
+    pub old: bool,
 }
 
 /// A clock difference this small is read delay, not a second clock: the
@@ -154,6 +157,8 @@ pub struct Timeline {
     reads: (f64, f64),
     /// Fixed year for yearless stamps (tests); else the read time's.
     pub year: Option<i32>,
+    /// How far back before the first read the logs are read for requests.
+    pub since: Option<f64>,
 }
 
 impl Default for Timeline {
@@ -164,6 +169,7 @@ impl Default for Timeline {
             first_read: None,
             reads: (f64::NEG_INFINITY, f64::NEG_INFINITY),
             year: None,
+            since: None,
         }
     }
 }
@@ -248,6 +254,10 @@ impl Timeline {
         // Dated when given on, so that every line read by then is dated
         // with all that the reads taught of the clocks.
         let skew = self.skew.get();
+        let cutoff = match (self.first_read, self.since) {
+            (Some(first), Some(since)) => first - since,
+            _ => f64::NEG_INFINITY,
+        };
         let mut out = Vec::new();
         loop {
             let next = self
@@ -265,7 +275,7 @@ impl Timeline {
                     When::Stamp(_) => at,
                     When::Read(_) => r.from,
                 };
-                out.push(Dated { source: log.source, line: r.line, at, from });
+                out.push(Dated { source: log.source, line: r.line, at, from, old: at < cutoff });
             }
         }
         out

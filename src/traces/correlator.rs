@@ -63,6 +63,8 @@ pub struct Correlator {
     pub(super) backlog_unread: bool,
     /// Kills read while those were still to come (`cut.rs`).
     pub(super) kills: Vec<super::instance::cut::Kill>,
+    /// When pdtop began reading (`set_started`).
+    pub(super) started: Option<f64>,
 }
 
 /// How well a line's time is known.
@@ -168,6 +170,7 @@ impl Correlator {
             line_time: LineTime::default(),
             backlog_unread: false,
             kills: Vec::new(),
+            started: None,
         }
     }
 
@@ -235,10 +238,34 @@ impl Correlator {
         self.line_time = LineTime::default();
     }
 
+    /// A line printed long before pdtop started (before `--since`): only
+    /// what it says of the instance's set-up (its connector, role, block
+    /// size, a start or a shutdown) is taken, no request.
+    pub fn on_setup_line(&mut self, src: LogOrigin, line: &str, at: f64) {
+        if matches!(src, LogOrigin::Proxy) {
+            return;
+        }
+        let Some(l) = crate::logs::vllm::parse_vllm_line(line) else { return };
+        let setup = matches!(
+            l.event,
+            crate::logs::vllm::VllmEvent::KvConnectorConfig { .. }
+                | crate::logs::vllm::VllmEvent::ServerStarted { .. }
+                | crate::logs::vllm::VllmEvent::Shutdown
+        );
+        if setup {
+            self.on_line(src, line, at);
+        } else if let Some(n) = self.notes.read(src, line, &l) {
+            self.logs.max_log_len.insert(src, n);
+        }
+    }
+
     fn read_line(&mut self, src: LogOrigin, line: &str, at: f64) {
         // A NaN or infinite read time would poison every window comparison.
         let at = if at.is_finite() { at } else { self.last_at };
         self.last_at = at;
+        // The log has come this far.
+        let to = self.logs.read_to.entry(src).or_insert(at);
+        *to = to.max(at);
         let st = self.stats.entry(src).or_insert_with(|| SourceStats::new(src));
         st.lines += 1;
         st.last_at = Some(at);

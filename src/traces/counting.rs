@@ -4,6 +4,19 @@ use super::correlator::Correlator;
 use super::model::Counts;
 
 impl Correlator {
+    /// pdtop started reading at `at`: what happened before is marked so.
+    pub fn set_started(&mut self, at: f64) {
+        if self.started.is_none() {
+            self.started = Some(at);
+            self.store.rev += 1;
+        }
+    }
+
+    /// The request happened before pdtop started (read from the logs' past).
+    pub fn before_start(&self, t: &super::model::Trace) -> bool {
+        self.started.is_some_and(|s| t.first_seen < s)
+    }
+
     pub fn counts(&self) -> Counts {
         let key = (self.store.rev, self.unattributed_misses);
         if let Some((rev, un, c)) = self.counted.get()
@@ -19,6 +32,7 @@ impl Correlator {
         for t in self.store.traces() {
             c.add(t.outcome);
             c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
+            c.before_start += u64::from(self.started.is_some_and(|s| t.first_seen < s));
         }
         self.counted.set((key.0, key.1, c));
         c

@@ -176,6 +176,9 @@ pub struct Counts {
     /// Traces dropped off the ring. Run-long.
     #[serde(skip)]
     pub evicted: u64,
+    /// Read from the logs' past: they happened before pdtop started.
+    #[serde(skip)]
+    pub before_start: u64,
 }
 
 impl Counts {

@@ -26,7 +26,13 @@ impl Correlator {
             let own = seen.unwrap_or(f64::NEG_INFINITY).max(now - LATE_WRITE_S).min(now);
             let busy = self.decodes.get(&i).is_some_and(|d| d.busy(now));
             let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
-            let quick = if busy { settle } else { self.hit_wait(i) };
+            // Early calls only where lines are read as they come (a live
+            // tail): a log read after the fact waits for its own clock.
+            let quick = match (busy, self.opts.read_every_s) {
+                (true, _) => settle,
+                (false, None) => f64::INFINITY,
+                (false, Some(_)) => self.hit_wait(i),
+            };
             if let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.hits)
                 && q.step_started().is_some_and(|at| force || own - at >= self.opts.settle_s)
             {

@@ -196,6 +196,10 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
     let tally = state.request_tally();
     let mut title =
         vec![Span::styled(format!(" requests since start ({}) ", tally.source), theme.fg("title"))];
+    let past = state.before_start_count();
+    if past > 0 {
+        title.push(Span::styled(format!("‹{past} from before it "), theme.dim()));
+    }
     // A decode still waiting for remote KV past the threshold: no other
     // count shows it (it is neither loaded nor missed yet).
     if let Some(n) = traced.as_ref().map(|c| c.stuck).filter(|n| *n > 0) {

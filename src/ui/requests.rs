@@ -189,7 +189,11 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         let tokens =
             t.inject_tokens.or(t.remote_num_tokens).map(|n| n.to_string()).unwrap_or_else(|| "-".into());
         let mut line = Line::from(vec![
-            Span::styled(format!(" {} ", fmt::clock(t.first_seen)), theme.dim()),
+            // `‹`: read from the logs' past, before pdtop started.
+            Span::styled(
+                format!("{}{} ", if state.before_start(t) { "‹" } else { " " }, fmt::clock(t.first_seen)),
+                theme.dim(),
+            ),
             Span::styled(format!("{:<id_w$} ", cut_id(&t.id, id_w)), theme.text()),
             Span::styled(format!("{:<13.13}", outcome_cell(t)), outcome_style(t.outcome, theme)),
             Span::styled(format!(" {:<4} {:>6} ", how(t), tokens), theme.dim()),

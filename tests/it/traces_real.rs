@@ -404,7 +404,8 @@ fn ring_stays_at_its_cap() {
                 at,
             );
             c.on_line(LogOrigin::Decode(0), &format!("Added request cmpl-{id}-0-89abcdef."), at);
-            at += 2.0;
+            // The lull: the decode's log, idle, is taken a second behind.
+            at += 3.0;
             c.on_tick(at);
         }
         at += 0.25;
@@ -491,7 +492,9 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     c.on_tick(at + 1.0);
     assert_eq!(c.get("a").map(|t| (t.outcome, t.confidence)), Some((Outcome::Loaded, Confidence::Likely)));
     assert_eq!(c.get("b").map(|t| t.outcome), Some(Outcome::Pending));
-    c.on_tick(at + 2.0);
+    // The decode's log says nothing more: its clock, a second behind the
+    // reads, passes b's 1.5 s wait at 2.5.
+    c.on_tick(at + 3.0);
     let n = c.counts();
     // The hit may be b's (a scheduled a step earlier and missed): neither
     // is named, neither is called loaded.
@@ -515,7 +518,14 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     c.on_line(LogOrigin::Decode(0), "Added request cmpl-c-0-00000000.", at + 10.0);
     c.on_tick(at + 11.0);
     assert_eq!(c.get("c").map(|t| t.outcome), Some(Outcome::Pending));
+    // Likely at 1.5 s, sure once its log's clock (idle: a second behind
+    // the reads) passed them too.
     c.on_tick(at + 11.5);
+    assert_eq!(
+        c.get("c").map(|t| (t.outcome, t.confidence)),
+        Some((Outcome::SilentMiss, Confidence::Likely))
+    );
+    c.on_tick(at + 12.5);
     assert_eq!(c.get("c").map(|t| (t.outcome, t.confidence)), Some((Outcome::SilentMiss, Confidence::Sure)));
     assert_eq!(c.drain_new_misses(), vec!["c".to_string()]);
 }
@@ -691,7 +701,8 @@ fn a_reused_id_is_a_new_request_and_its_late_lines_go_to_it() {
 /// Internal Server Error`), without its process prefix (another pid would
 /// read as another process: vLLM before 0.10 printed none). The lab's proxy (`shared/lab/miniproxy.py`)
 /// does exactly that: it logs the failure and forwards to decode without
-/// `kv_transfer_params`. One request, an error at prefill, counted once.
+/// `kv_transfer_params`. One request, counted once: a silent miss (decode
+/// recomputed it and answered), the prefill's hidden 500 its cause.
 #[test]
 fn a_prefill_error_the_proxy_hid_is_one_request() {
     let dir = "nixl-llama-shape";
@@ -705,9 +716,12 @@ fn a_prefill_error_the_proxy_hid_is_one_request() {
     let mine: Vec<&pdtop::traces::Trace> = c.traces().filter(|t| t.id == "lab-noparams-0").collect();
     assert_eq!(mine.len(), 1, "one trace: {:#?}", mine.iter().map(|t| t.evidence()).collect::<Vec<_>>());
     let t = mine[0];
-    assert_eq!(
-        (t.outcome, t.error_at),
-        (Outcome::Error, Some(pdtop::traces::Hop::Producer)),
+    // Decode computed the whole prompt and answered: the client got a
+    // silent miss, the prefill's hidden failure its cause.
+    assert_eq!((t.outcome, t.error_at), (Outcome::SilentMiss, None), "{}", t.evidence());
+    assert!(
+        t.evidence().contains("answered HTTP 500")
+            && t.evidence().contains("decode computed the prompt itself"),
         "{}",
         t.evidence()
     );
@@ -715,9 +729,10 @@ fn a_prefill_error_the_proxy_hid_is_one_request() {
     assert!(t.evidence().starts_with("prefill on prefill#0: answered HTTP 500"), "{}", t.evidence());
     assert!(t.evidence().contains("decode#0 received it after the prefill failed"), "{}", t.evidence());
     assert!(t.evidence().contains("decode computed the prompt itself"), "{}", t.evidence());
-    // Counted once: not also a miss, nor a decode with no prefill.
+    // Counted once: a miss (with the three others), not also an error nor
+    // a decode with no prefill.
     let n = c.counts();
-    assert_eq!((n.error, n.silent_miss, n.no_prefill), (1, 3, 8), "{n:?}");
+    assert_eq!((n.error, n.silent_miss, n.no_prefill), (0, 4, 8), "{n:?}");
 }
 
 /// A death cascade: decode's engine dies, its transfer peer's 54 ms later,

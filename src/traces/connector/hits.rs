@@ -249,7 +249,7 @@ impl HitQueue {
             }
         }
         for w in self.waiting.iter_mut() {
-            if w.quiet && !w.closed && !w.called && now - w.added_at >= quick_s.min(settle_s) {
+            if w.quiet && !w.closed && !w.called && now - w.added_at >= quick_s {
                 w.called = true;
                 out.early.push((w.serial, w.added_at));
             }
