@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Structure rules of src/: no import circles between files (a file's
-`use crate::...` / `use super::...` lines, resolved to the files they
-name, never lead back to it; paths written inline count as `use` lines), and no file over 450 lines before its
-`#[cfg(test)]` tests. Prints what breaks a rule; exits 1 if anything does.
+`use crate::...` / `use super::...` / `use x::...` lines, resolved to the
+files they name, never lead back to it; paths written inline count as
+`use` lines, `x::f()` of a module `x` the file declares with `mod x;`
+among them), and no file over 450 lines before its `#[cfg(test)]` tests.
+Prints what breaks a rule; exits 1 if anything does.
 """
 import os
 import re
@@ -48,22 +50,46 @@ def uses(text):
             parts.append(cur)
             for p in parts:
                 p = p.split("{", 1)[0]
-                out.append((head + p).strip(":"))
+                if p:
+                    out.append((head + p).strip(":"))
         else:
             out.append(body)
     return out
 
 
-def inline_paths(text):
-    """Paths written inline (`crate::a::b::f(..)`, `super::x::T`) outside
-    `use` lines and comments: they tie files together as a `use` does."""
+def children(text):
+    """Modules the file declares (`mod x;`, `pub(crate) mod x;`)."""
+    return re.findall(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*;", text, re.M)
+
+
+def inline_paths(text, kids=()):
+    """Paths written inline (`crate::a::b::f(..)`, `super::x::T`, and
+    `x::f()` for a module `x` the file declares) outside `use` lines and
+    comments: they tie files together as a `use` does. A child's path is
+    returned as `self::x::...`."""
     out = []
+    roots = "crate|super" + "".join("|" + re.escape(k) for k in kids)
+    pat = re.compile(r"(?<![A-Za-z0-9_:])((?:" + roots + r")(?:::super)*(?:::[A-Za-z_][A-Za-z0-9_]*)+)")
     for line in text.split("\n"):
         code = line.split("//", 1)[0]
         if re.match(r"^\s*(?:pub(?:\([^)]*\))?\s+)?use\s", code):
             continue
-        for m in re.finditer(r"(?<![A-Za-z0-9_:])((?:crate|super)(?:::super)*(?:::[A-Za-z_][A-Za-z0-9_]*)+)", code):
-            out.append(m.group(1))
+        for m in pat.finditer(code):
+            p = m.group(1)
+            head = p.split("::", 1)[0]
+            out.append(p if head in ("crate", "super") else "self::" + p)
+    return out
+
+
+def reexports(mod, text, kids):
+    """Names a module re-exports from a module it declares (`pub use
+    x::{A, b::C};`): `super::A` of a child is then `x::A`'s file, not this."""
+    out = {}
+    for m in re.finditer(r"^\s*pub(?:\([^)]*\))?\s+use\s+([^;]+);", text, re.M):
+        for u in uses(m.group(0).strip()):
+            parts = [x for x in u.split("::") if x and x != "self"]
+            if len(parts) >= 2 and parts[0] in kids:
+                out[parts[-1]] = list(mod) + parts[:-1]
     return out
 
 
@@ -78,17 +104,27 @@ def main():
                 files[tuple(module_of(p))] = p
     edges = {p: set() for p in files.values()}
     bad = []
+    # Names each module re-exports from its children.
+    exported = {}
+    for mod, path in files.items():
+        code = open(path).read().split("#[cfg(test)]", 1)[0]
+        exported[mod] = reexports(mod, code, children(code))
     for mod, path in files.items():
         text = open(path).read()
         code = text.split("#[cfg(test)]", 1)[0]
         n = code.count("\n")
         if n > LIMIT:
             bad.append(f"{os.path.relpath(path, SRC)}: {n} lines before its tests (limit {LIMIT})")
-        for u in uses(code) + inline_paths(code):
+        kids = children(code)
+        for u in uses(code) + inline_paths(code, kids):
+            own = u.startswith("self::") or u.split("::", 1)[0] in kids
             parts = [x for x in u.split("::") if x and x != "self"]
             if not parts:
                 continue
-            if parts[0] == "crate":
+            if own:
+                # A module this file declares: a file below it.
+                target = list(mod) + parts
+            elif parts[0] == "crate":
                 target = parts[1:]
             elif parts[0] == "super":
                 # `super` of `a/b.rs` and of `a/b/mod.rs` alike is module `a`.
@@ -101,6 +137,12 @@ def main():
             else:
                 continue
             f, depth = file_of(target, files)
+            # A name the module there re-exports is its child's.
+            for n in range(len(target) - 1, 0, -1):
+                again = exported.get(tuple(target[:n]), {}).get(target[n])
+                if again is not None:
+                    f, depth = file_of(again + target[n:], files)
+                    break
             if f and f != path:
                 edges[path].add(f)
     # Cycles: strongly connected components of more than one file.

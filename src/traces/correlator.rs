@@ -13,6 +13,9 @@ use super::joiner::Joiner;
 use super::model::{Confidence, CorrelatorOptions, CorrelatorStats, Hop, Outcome, Phase, SourceStats, Trace};
 use super::proxy::flow::Flow;
 use super::store::{Store, Track, push_capped};
+pub(crate) use super::line_time::LineTime;
+pub(crate) use super::style::Style;
+use super::style::{HIT_CONNECTORS, PARAMS_CONNECTORS};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
 
@@ -62,49 +65,9 @@ pub struct Correlator {
     /// still to come (`set_backlog_unread`).
     pub(super) backlog_unread: bool,
     /// Kills read while those were still to come (`cut.rs`).
-    pub(super) kills: Vec<super::instance::cut::Kill>,
+    pub(super) kills: Vec<super::instance::kill::Kill>,
     /// When pdtop began reading (`set_started`).
     pub(super) started: Option<f64>,
-}
-
-/// How well a line's time is known.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub(crate) enum LineTime {
-    /// Its source printed it (a stamp).
-    #[default]
-    Stamped,
-    /// Read after `from` (the read before) and by its time: a log that
-    /// prints no time, followed as it grows.
-    Read { from: f64 },
-    /// Found by the first read: printed at some time before pdtop started.
-    Undated,
-}
-
-impl LineTime {
-    fn new(from: f64, at: f64) -> LineTime {
-        if from == f64::NEG_INFINITY {
-            LineTime::Undated
-        } else if from < at {
-            LineTime::Read { from }
-        } else {
-            LineTime::Stamped
-        }
-    }
-
-    /// The earliest the line can have been printed.
-    pub fn earliest(self, at: f64) -> f64 {
-        match self {
-            LineTime::Stamped => at,
-            LineTime::Read { from } => from.min(at),
-            LineTime::Undated => f64::NEG_INFINITY,
-        }
-    }
-
-    /// Its time says nothing of its order against its own log's lines:
-    /// they are taken in file order.
-    pub fn by_order(self) -> bool {
-        self != LineTime::Stamped
-    }
 }
 
 /// What each instance's log says of itself.
@@ -123,24 +86,6 @@ pub(super) struct LogState {
     /// logged `prompt_token_ids` list to it, so a list that long is no length.
     pub max_log_len: HashMap<LogOrigin, u32>,
 }
-
-/// How a decode instance's connector shows a load in its log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Style {
-    /// NIXL, Mooncake...: the decode request must carry `kv_transfer_params`
-    /// naming the prefill; without them it cannot pull.
-    Params,
-    /// ExampleConnector: `External Cache Hit!` + `Inject KV cache` lines, no id.
-    Hits,
-    /// Nothing known: no verdict from silence.
-    Unknown,
-}
-
-/// Connectors that pull by the params the prefill response returns.
-const PARAMS_CONNECTORS: [&str; 4] =
-    ["NixlConnector", "MooncakeConnector", "MoRIIOConnector", "P2pNcclConnector"];
-/// Connectors that print `External Cache Hit!` per loaded request.
-const HIT_CONNECTORS: [&str; 2] = ["ExampleConnector", "SharedStorageConnector"];
 
 impl Correlator {
     pub fn new(opts: CorrelatorOptions) -> Self {
@@ -238,27 +183,6 @@ impl Correlator {
         self.line_time = LineTime::default();
     }
 
-    /// A line printed long before pdtop started (before `--since`): only
-    /// what it says of the instance's set-up (its connector, role, block
-    /// size, a start or a shutdown) is taken, no request.
-    pub fn on_setup_line(&mut self, src: LogOrigin, line: &str, at: f64) {
-        if matches!(src, LogOrigin::Proxy) {
-            return;
-        }
-        let Some(l) = crate::logs::vllm::parse_vllm_line(line) else { return };
-        let setup = matches!(
-            l.event,
-            crate::logs::vllm::VllmEvent::KvConnectorConfig { .. }
-                | crate::logs::vllm::VllmEvent::ServerStarted { .. }
-                | crate::logs::vllm::VllmEvent::Shutdown
-        );
-        if setup {
-            self.on_line(src, line, at);
-        } else if let Some(n) = self.notes.read(src, line, &l) {
-            self.logs.max_log_len.insert(src, n);
-        }
-    }
-
     fn read_line(&mut self, src: LogOrigin, line: &str, at: f64) {
         // A NaN or infinite read time would poison every window comparison.
         let at = if at.is_finite() { at } else { self.last_at };
@@ -295,42 +219,6 @@ impl Correlator {
     /// `src` has been read up to a line stamped `t` (`state::timeline`).
     pub fn set_read_to(&mut self, src: LogOrigin, t: f64) {
         self.logs.read_to.insert(src, t);
-    }
-
-    /// Whether lines a log printed before pdtop started, which carry no
-    /// time (a uvicorn proxy's), are still to come. Until they are, that
-    /// log is not read past any time: nothing is concluded from its
-    /// silence. Once they have come, every request is decided again with
-    /// them.
-    pub fn set_backlog_unread(&mut self, unread: bool) {
-        let was = std::mem::replace(&mut self.backlog_unread, unread);
-        if was && !unread {
-            let now = self.last_at;
-            self.echoes_of_earlier_kills(now);
-            self.sweep(now, false);
-            // Decided again: what the proxy's flow vouches for (joins by
-            // arrival order, requests the flow would say bypassed it).
-            let flow: Vec<u64> = self
-                .store
-                .serials()
-                .filter(|&s| {
-                    self.store.get(s).is_some_and(|e| {
-                        e.trace.join == super::model::Join::ByOrder
-                            || matches!(
-                                e.trace.reasons.first(),
-                                Some(
-                                    super::reason::Reason::OrderOnly(_)
-                                        | super::reason::Reason::NoSharedIds { .. }
-                                        | super::reason::Reason::NoPrefillByFlow { .. }
-                                )
-                            )
-                    })
-                })
-                .collect();
-            for s in flow {
-                self.settle(s, now);
-            }
-        }
     }
 
     /// Decides what can be decided by `now` (read-time clock).

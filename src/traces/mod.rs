@@ -38,6 +38,7 @@ mod ids;
 mod instance;
 mod joiner;
 mod length_join;
+mod line_time;
 mod model;
 mod options;
 mod outcome;
@@ -47,6 +48,7 @@ mod reason;
 mod settle;
 mod stamp;
 mod store;
+mod style;
 mod sweep;
 
 pub use connector::signals::summary;

@@ -291,3 +291,12 @@ pub struct LogEvent {
     pub kind: crate::logs::signal::SignalKind,
     pub text: String,
 }
+
+/// The hop a log's own lines speak for.
+pub(crate) fn hop_of(src: crate::feed::LogOrigin) -> Hop {
+    match src {
+        crate::feed::LogOrigin::Prefill(_) => Hop::Producer,
+        crate::feed::LogOrigin::Decode(_) => Hop::Consumer,
+        crate::feed::LogOrigin::Proxy => Hop::Proxy,
+    }
+}

@@ -16,20 +16,6 @@ const MAX_NEW_MISSES: usize = 1024;
 /// Copies named in a reason at most.
 const COPIES_NAMED: usize = 3;
 
-/// A verdict reached only because a deadline passed with one side missing:
-/// a late partner reopens it.
-pub(crate) fn deadline_only(reasons: &[Reason]) -> bool {
-    matches!(
-        reasons.first(),
-        Some(
-            Reason::PrefillOnly { .. }
-                | Reason::ProxyOnly
-                | Reason::NamedOnly { .. }
-                | Reason::ExpiredAlone { .. }
-                | Reason::Notify { .. }
-        )
-    )
-}
 
 impl Correlator {
     /// Decides trace `s` again from its facts, at read time `now`.

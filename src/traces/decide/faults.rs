@@ -1,7 +1,7 @@
 //! Failures and the client's abort: an error at the failing hop or a
 //! cancel, over what the pair did.
 
-use super::{Ctx, Verdict};
+use super::verdict::{Ctx, Verdict};
 use crate::traces::abort::{self, Ordered};
 use crate::traces::evidence::{Fact, FactKind as F, Failure};
 use crate::traces::model::{Confidence, Hop, Join, Outcome};

@@ -1,11 +1,12 @@
 //! What the pair did with the KV: loaded, missed, or not known from the
 //! lines; the notes a join adds.
 
-use super::{Ctx, Verdict, finished, time};
+use super::time;
+use super::verdict::{Ctx, Verdict, finished};
 use crate::feed::LogOrigin;
-use crate::traces::correlator::Style;
+use crate::traces::style::Style;
 use crate::traces::evidence::FactKind as F;
-use crate::traces::instance::events::hop_of;
+use crate::traces::model::hop_of;
 use crate::traces::model::{Confidence, Join, Outcome};
 use crate::traces::proxy::flow::PROXY_WAIT_S;
 use crate::traces::reason::{Early, HitHow, Reason as R};

@@ -1,6 +1,6 @@
 //! Verdicts the passing of time allows.
 
-use super::{Ctx, Verdict};
+use super::verdict::{Ctx, Verdict};
 use crate::feed::LogOrigin;
 use crate::traces::evidence::FactKind as F;
 use crate::traces::model::{Confidence, Hop, Outcome};

@@ -6,17 +6,7 @@ use crate::traces::correlator::Correlator;
 use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::model::{Confidence, Hop, Outcome};
 
-/// A decode killed with streams open: what its echoes at the proxy settle.
-#[derive(Debug, Clone)]
-pub(crate) struct Kill {
-    /// Requests it still had open.
-    open: usize,
-    /// Its streams whose end is in doubt.
-    undated: Vec<u64>,
-    cause: String,
-    /// Its last line and its restart.
-    span: (f64, f64),
-}
+use super::kill::Kill;
 
 /// How far back (in traces) a death looks for the proxy's echoes of it.
 const ECHO_SCAN: usize = 512;

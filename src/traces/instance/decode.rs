@@ -27,7 +27,7 @@ impl Correlator {
             c.store.get(s).is_some_and(|e| {
                 e.trace.decode.is_none()
                     && (e.trace.outcome == Outcome::Pending
-                        || crate::traces::settle::deadline_only(&e.trace.reasons)
+                        || crate::traces::reason::deadline_only(&e.trace.reasons)
                         || (failed_prefill(e) && fresh(e)))
             })
         };

@@ -6,7 +6,7 @@ use crate::traces::correlator::{Correlator, process_label};
 use crate::traces::evidence::{FactKind, Failure};
 use crate::traces::ids::trace_key;
 use crate::traces::model::{Confidence, Hop, Join, Outcome};
-use crate::traces::settle::deadline_only;
+use crate::traces::reason::deadline_only;
 
 /// One `Received`/`Added` line, as the handlers need it.
 pub(crate) struct Arrival<'a> {
@@ -300,10 +300,4 @@ impl Correlator {
     }
 }
 
-pub(crate) fn hop_of(src: LogOrigin) -> Hop {
-    match src {
-        LogOrigin::Prefill(_) => Hop::Producer,
-        LogOrigin::Decode(_) => Hop::Consumer,
-        LogOrigin::Proxy => Hop::Proxy,
-    }
-}
+pub(crate) use crate::traces::model::hop_of;

@@ -2,7 +2,9 @@
 //! restarts, requests in flight, waits for remote KV, stalls, wrapped lines,
 //! and what a log says of its instance.
 
+pub(super) mod backlog;
 pub(super) mod cut;
+pub(crate) mod kill;
 pub(super) mod decode;
 pub(super) mod ends;
 pub(super) mod events;

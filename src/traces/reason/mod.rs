@@ -369,3 +369,18 @@ impl fmt::Display for Reason {
         if pair::owns(self) { pair::fmt(self, f) } else { fault::fmt(self, f) }
     }
 }
+
+/// A verdict reached only because a deadline passed with one side missing:
+/// a late partner reopens it.
+pub(crate) fn deadline_only(reasons: &[Reason]) -> bool {
+    matches!(
+        reasons.first(),
+        Some(
+            Reason::PrefillOnly { .. }
+                | Reason::ProxyOnly
+                | Reason::NamedOnly { .. }
+                | Reason::ExpiredAlone { .. }
+                | Reason::Notify { .. }
+        )
+    )
+}
