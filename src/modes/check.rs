@@ -14,13 +14,13 @@ use crate::state::AppState;
 
 pub fn check(args: &CheckArgs) -> Result<Report> {
     if let Some(file) = &args.replay {
-        let rec = super::open_recording(file)?;
+        let rec = super::setup::open_recording(file)?;
         let mut state = rec.session.state();
         let end = Player::new(rec, state.clone(), 1.0, String::new()).run_to_end(&mut state);
         state.finish(end);
         return Ok(Report::from_state(&state));
     }
-    let settings = super::settings(&args.inputs, &UiArgs::default())?;
+    let settings = super::setup::settings(&args.inputs, &UiArgs::default())?;
     if args.from_logs {
         return from_logs(args, &settings);
     }
@@ -40,7 +40,7 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
         let (tx, rx) = mpsc::channel(CHANNEL);
         spawn_collectors(&session, clock.clone(), tx)?;
         let mut state = session.state();
-        super::stuck_after(&mut state, &settings);
+        super::setup::stuck_after(&mut state, &settings);
         fold_for(&mut state, rx, Duration::from_secs_f64(duration)).await;
         state.finish(clock.now());
         Ok::<AppState, Error>(state)
@@ -56,7 +56,7 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
 fn from_logs(args: &CheckArgs, settings: &crate::config::Settings) -> Result<Report> {
     let files = crate::pipeline::read_log_files(&args.inputs)?;
     let mut state = AppState::new(Vec::new(), settings.window_secs).with_logs(&files.logs);
-    super::stuck_after(&mut state, settings);
+    super::setup::stuck_after(&mut state, settings);
     for m in files.msgs {
         state.apply(m);
     }

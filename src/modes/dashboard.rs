@@ -7,11 +7,11 @@ use crate::error::Result;
 use crate::pipeline::{Feed, Session};
 
 pub fn dashboard(inputs: Inputs, ui: UiArgs) -> Result<()> {
-    let settings = super::settings(&inputs, &ui)?;
+    let settings = super::setup::settings(&inputs, &ui)?;
     let session = Session::from_inputs(&inputs, &settings)?;
-    let theme = super::theme(&settings)?;
+    let theme = super::setup::theme(&settings)?;
     let feed = Feed::live(&session, session.clock())?;
     let mut state = session.state();
-    super::stuck_after(&mut state, &settings);
+    super::setup::stuck_after(&mut state, &settings);
     run_screen(App::new(state, theme), feed)
 }

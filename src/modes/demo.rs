@@ -22,7 +22,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
         None => Capture::embedded(),
     }
     .map_err(|e| Error::Usage(format!("demo data: {e}")))?;
-    let settings = super::settings(&Inputs::default(), &args.ui)?;
+    let settings = super::setup::settings(&Inputs::default(), &args.ui)?;
     let name = capture.name.clone();
     let dir = std::env::temp_dir().join(format!("pdtop-demo-{}", std::process::id()));
     // The recorded spans go to the dashboard's own OTLP receiver, as vLLM's
@@ -53,7 +53,7 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     if let Feed::Live(live) = &mut feed {
         live.lab = Some(LabInfo { capture: name, speed: args.speed, clock: handle.clock.clone() });
     }
-    let result = run_screen(App::new(session.state(), super::theme(&settings)?), feed);
+    let result = run_screen(App::new(session.state(), super::setup::theme(&settings)?), feed);
     close_lab(&handle, &dir);
     result
 }

@@ -14,7 +14,7 @@ use crate::record::Writer;
 /// The collectors of the dashboard, written to a file until the duration
 /// ends or a signal comes.
 pub fn record(args: &RecordArgs) -> Result<String> {
-    let settings = super::settings(&args.inputs, &UiArgs::default())?;
+    let settings = super::setup::settings(&args.inputs, &UiArgs::default())?;
     let session = Session::from_inputs(&args.inputs, &settings)?;
     let file =
         std::fs::File::create(&args.out).map_err(|e| Error::Usage(format!("{}: {e}", args.out.display())))?;

@@ -22,8 +22,8 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
         stuck_after: args.stuck_after,
         ..Inputs::default()
     };
-    let settings = super::settings(&inputs, &args.ui)?;
-    let theme = super::theme(&settings)?;
+    let settings = super::setup::settings(&inputs, &args.ui)?;
+    let theme = super::setup::theme(&settings)?;
     let mut notes = Vec::new();
     let (rec, name) = match (&args.file, args.from_logs) {
         (_, true) => {
@@ -45,12 +45,12 @@ pub fn replay_app(args: &ReplayArgs) -> Result<(App, Player)> {
         }
         (Some(file), false) => {
             let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            (super::open_recording(file)?, name)
+            (super::setup::open_recording(file)?, name)
         }
         (None, false) => return Err(Error::usage("give a recording, or --from-logs with --*-log files")),
     };
     let mut state = rec.session.state();
-    super::stuck_after(&mut state, &settings);
+    super::setup::stuck_after(&mut state, &settings);
     let mut player = Player::new(rec, state.clone(), args.speed, name);
     // Log files read after the fact have ended: at their end, what is
     // still open is decided as `check --from-logs` decides it.

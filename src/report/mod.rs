@@ -67,7 +67,7 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spans: Option<spans::SpansReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub router: Option<crate::state::router::RouterReport>,
+    pub router: Option<crate::state::router_view::RouterReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -325,7 +325,7 @@ impl Report {
                 "decode_prompt_tokens unknown: no vllm:prompt_tokens_by_source_total (vLLM < 0.18)".into(),
             );
         }
-        warnings.extend(crate::state::router::router_warning(state));
+        warnings.extend(crate::state::router_view::router_warning(state));
         // A log that could not be read, or not placed in time, says why.
         for l in state.logs.iter().flat_map(|l| &l.sources) {
             if let Some(crate::feed::TailState::Error(why)) = &l.state {
@@ -349,7 +349,7 @@ impl Report {
         let verdict = if requests.silent_miss > 0 || metrics.silent_miss > 0 || unattributed > 0 {
             Verdict::SilentMisses
         } else if unreachable
-            || crate::state::router::degraded(state)
+            || crate::state::router_view::degraded(state)
             || restarted
             || disagree
             || requests.error > 0
@@ -397,7 +397,7 @@ impl Report {
             warnings,
             verdict,
             spans: spans::SpansReport::from_state(state),
-            router: crate::state::router::RouterReport::from_state(state),
+            router: crate::state::router_view::RouterReport::from_state(state),
         }
     }
 }

@@ -19,9 +19,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{AppState, EventKind};
+use super::EventKind;
 use crate::logs::signal::SignalKind;
-use crate::traces::Outcome;
 
 /// How long an alert made of events stays after the newest one: long
 /// enough to be seen by someone who glanced away, short enough to clear
@@ -100,9 +99,9 @@ pub struct Alert {
 pub struct AlertLog {
     seen: BTreeMap<AlertKind, (u64, f64, String)>,
     /// Where each engine death was logged ("decode#0"), and when.
-    deaths: Vec<(String, f64)>,
+    pub(super) deaths: Vec<(String, f64)>,
     /// Requests decided as errors so far (the traces' or the metrics').
-    errors_counted: u64,
+    pub(super) errors_counted: u64,
     /// Bumped by every event that alerts, so the screen shows it at once.
     pub rev: u64,
 }
@@ -127,139 +126,7 @@ impl AlertLog {
         }
     }
 
-    fn get(&self, kind: AlertKind) -> Option<&(u64, f64, String)> {
+    pub(super) fn get(&self, kind: AlertKind) -> Option<&(u64, f64, String)> {
         self.seen.get(&kind)
-    }
-}
-
-impl AppState {
-    /// What alerts now, most severe first. `wire` is the wrong-wire
-    /// warning (`report::kv::wire_warning_of`: the link report reads the
-    /// state, so it is handed in).
-    pub fn alerts(&self, wire: Option<String>) -> Vec<Alert> {
-        let mut out = Vec::new();
-        for kind in [AlertKind::EngineDead, AlertKind::Errors, AlertKind::SilentMiss] {
-            let Some((count, last, text)) = self.alerts.get(kind) else {
-                continue;
-            };
-            let fresh = self.now - last <= ALERT_SECS;
-            let down = kind == AlertKind::EngineDead && self.a_dead_engine_is_down();
-            // Misses: as many as the Requests panel counts now (a verdict
-            // may still change after its event).
-            let count = if kind == AlertKind::SilentMiss { self.misses_seen() } else { *count };
-            if fresh || down {
-                out.push(Alert { kind, count, last: Some(*last), text: text.clone() });
-            }
-        }
-        // An outage no death explains ranks with the deaths.
-        if !out.iter().any(|a| a.kind == AlertKind::EngineDead) {
-            let at = out.iter().position(|a| a.kind > AlertKind::Down).unwrap_or(out.len());
-            if let Some(d) = self.down_alert() {
-                out.insert(at, d);
-            }
-        }
-        if let Some(w) = wire {
-            out.push(Alert { kind: AlertKind::WrongWire, count: 1, last: None, text: w });
-        }
-        if let Some(first) = self.mismatches.first() {
-            let since = self.alerts.get(AlertKind::ConfigDiffers).map(|(_, t, _)| *t);
-            let text = match self.miss_cause() {
-                Some(cause) if self.misses_seen() > 0 => cause,
-                _ => first.why.clone(),
-            };
-            let count = self.mismatches.len() as u64;
-            out.push(Alert { kind: AlertKind::ConfigDiffers, count, last: since, text });
-        }
-        if let Some(first) = self.config_problems.first() {
-            let (count, text) = (self.config_problems.len() as u64, first.clone());
-            out.push(Alert { kind: AlertKind::ConfigProblem, count, last: None, text });
-        }
-        debug_assert!(out.windows(2).all(|w| w[0].kind < w[1].kind));
-        out
-    }
-
-    /// Requests decided as errors since the last look: one event for them,
-    /// naming the newest (the traces), or their count (metrics alone).
-    pub(super) fn collect_request_errors(&mut self) {
-        let traced = self.logs.as_ref().filter(|l| l.has_decode_log());
-        let total = match traced {
-            Some(l) => l.correlator.counts().error,
-            None => self.misses.outcomes.error,
-        };
-        let before = std::mem::replace(&mut self.alerts.errors_counted, total);
-        if total <= before {
-            return;
-        }
-        let n = total - before;
-        let newest = traced.and_then(|l| {
-            let t = l.correlator.traces().rev().find(|t| t.outcome == Outcome::Error)?;
-            Some(format!("{}: {}", t.id, t.evidence()))
-        });
-        let text = match newest {
-            Some(t) => format!("{n} request(s) failed; the newest {t}"),
-            None => format!("{n} decode request(s) ended in error (finished_reason=\"error\")"),
-        };
-        self.push_counted(self.now, EventKind::RequestErrors, text, n);
-    }
-
-    /// Findings of one instance's configuration (`pdtop doctor`, #21):
-    /// each is a config-problem alert while it is set.
-    pub fn set_config_problems(&mut self, findings: Vec<String>) {
-        if findings != self.config_problems {
-            self.alerts.rev += 1;
-        }
-        self.config_problems = findings;
-    }
-
-    /// Silent misses counted so far: by the traces where a decode log is
-    /// tailed, else by metrics.
-    fn misses_seen(&self) -> u64 {
-        match self.logs.as_ref().filter(|l| l.has_decode_log()) {
-            Some(l) => l.correlator.counts().silent_miss,
-            None => self.misses.outcomes.silent_miss,
-        }
-    }
-
-    /// Instances that answered before and now answer no scrape, where no
-    /// log told of a death (the death's own row says it then): the oldest
-    /// outage named, with what the scrape got.
-    fn down_alert(&self) -> Option<Alert> {
-        let down: Vec<_> = self
-            .instances
-            .iter()
-            .filter(|i| !i.health.up && i.health.scrapes_failed > 0 && i.health.last_ok.is_some())
-            .collect();
-        let first = down
-            .iter()
-            .min_by(|a, b| a.health.last_ok.unwrap_or(0.0).total_cmp(&b.health.last_ok.unwrap_or(0.0)))?;
-        let h = &first.health;
-        let err = h.last_error.as_deref().unwrap_or("no answer");
-        let text = format!(
-            "{} {} has answered no scrape since ({err}; {} failed): its requests fail until it is back",
-            first.endpoint.role.name(),
-            first.endpoint.display,
-            h.consecutive_failures
-        );
-        Some(Alert { kind: AlertKind::Down, count: down.len() as u64, last: h.last_ok, text })
-    }
-
-    /// An instance whose log told of its engine's death is down (its
-    /// scrapes fail) and was not seen up again after the death's own
-    /// alert time (the API server may answer a scrape or two while dying).
-    fn a_dead_engine_is_down(&self) -> bool {
-        let Some(logs) = &self.logs else {
-            return false;
-        };
-        self.alerts.deaths.iter().any(|(origin, t)| {
-            let idx = logs
-                .sources
-                .iter()
-                .find(|s| s.source.to_string() == *origin)
-                .and_then(|s| self.instance_of(s.source));
-            idx.and_then(|i| self.instances.get(i)).is_some_and(|inst| {
-                let h = &inst.health;
-                !h.up && h.scrapes_failed > 0 && h.last_ok.is_none_or(|ok| ok <= *t + ALERT_SECS)
-            })
-        })
     }
 }

@@ -2,6 +2,7 @@
 //! folds them in; the UI and `check` only read. Nothing here does I/O or
 //! reads a clock: time arrives inside the messages.
 
+pub mod alerting;
 pub mod alerts;
 mod checks;
 pub mod connectors;
@@ -17,6 +18,7 @@ pub mod mismatch;
 pub mod misses;
 pub mod recovery;
 pub mod router;
+pub mod router_view;
 pub mod series;
 pub mod spans;
 pub mod tally;

@@ -16,7 +16,6 @@ const MAX_NEW_MISSES: usize = 1024;
 /// Copies named in a reason at most.
 const COPIES_NAMED: usize = 3;
 
-
 impl Correlator {
     /// Decides trace `s` again from its facts, at read time `now`.
     pub(super) fn settle(&mut self, s: u64, now: f64) {

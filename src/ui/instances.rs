@@ -23,33 +23,7 @@ use crate::state::AppState;
 use crate::state::instance::InstanceState;
 use crate::theme::Theme;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    Role,
-    Health,
-    KvUsage,
-    TtftP90,
-}
-
-impl SortKey {
-    pub fn next(self) -> SortKey {
-        match self {
-            SortKey::Role => SortKey::Health,
-            SortKey::Health => SortKey::KvUsage,
-            SortKey::KvUsage => SortKey::TtftP90,
-            SortKey::TtftP90 => SortKey::Role,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            SortKey::Role => "endpoint",
-            SortKey::Health => "health",
-            SortKey::KvUsage => "KV usage",
-            SortKey::TtftP90 => "TTFT p90",
-        }
-    }
-}
+pub use super::view::SortKey;
 
 /// One instance's figures over the sliding window.
 struct Row {

@@ -26,7 +26,10 @@ pub mod requests;
 pub mod router;
 pub mod sources_chart;
 pub mod svg;
+mod view;
 pub mod waterfall;
+
+pub use view::{DemoInfo, HistWindow, NO_METRICS, View, ViewState};
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
@@ -36,109 +39,6 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use crate::keymap;
 use crate::state::AppState;
 use crate::theme::Theme;
-
-/// The views Tab cycles through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    Overview,
-    Instances,
-    Requests,
-    Link,
-    Events,
-}
-
-impl View {
-    pub const ALL: [View; 5] = [View::Overview, View::Instances, View::Requests, View::Link, View::Events];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            View::Overview => "Overview",
-            View::Instances => "Instances",
-            View::Requests => "Requests",
-            View::Link => "Link",
-            View::Events => "Events",
-        }
-    }
-}
-
-/// Which span of time the histograms cover.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HistWindow {
-    Sliding,
-    SinceStart,
-}
-
-/// What the demo shows in the title bar.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DemoInfo {
-    pub capture: String,
-    pub speed: f64,
-    pub loop_no: u64,
-    pub progress: f64,
-}
-
-/// Everything about the screen that is not data: selection, overlays,
-/// the frozen snapshot.
-#[derive(Debug, Clone)]
-pub struct ViewState {
-    pub view: View,
-    pub help: bool,
-    /// While frozen, this snapshot is drawn and collection goes on.
-    pub frozen: Option<Box<AppState>>,
-    pub window: HistWindow,
-    pub scroll: usize,
-    pub demo: Option<DemoInfo>,
-    /// Requests view: the selected row, the id filter, whether the filter
-    /// is being typed, whether the trace pane is open, and a pinned id.
-    pub selected: usize,
-    pub search: String,
-    pub searching: bool,
-    pub detail: bool,
-    /// The followed trace's identity ([`crate::traces::Trace::serial`]).
-    pub followed: Option<u64>,
-    /// Title-bar text of a replay (position, speed).
-    pub badge: Option<crate::pipeline::ReplayBadge>,
-    /// Instances view: selected row, sort column; the instance drilled into.
-    pub inst_selected: usize,
-    pub inst_sort: instances::SortKey,
-    /// Requests view: sorted by a span figure (`s`), or newest first.
-    pub req_sort: waterfall::RequestSort,
-    pub focus: Option<usize>,
-    /// Fed by log files alone (`replay --from-logs`): panels that need
-    /// metrics say so instead of drawing zeros.
-    pub logs_only: bool,
-    /// What reading the logs after the fact could not know (an assumed
-    /// year, a file left out): said on screen as `check` says it.
-    pub notes: Vec<String>,
-}
-
-/// What a panel that needs metrics says when there are none.
-pub const NO_METRICS: &str = "no metrics — logs only";
-
-impl Default for ViewState {
-    fn default() -> Self {
-        ViewState {
-            view: View::Overview,
-            help: false,
-            frozen: None,
-            window: HistWindow::Sliding,
-            scroll: 0,
-            demo: None,
-            selected: 0,
-            search: String::new(),
-            searching: false,
-            detail: false,
-            followed: None,
-            badge: None,
-            inst_selected: 0,
-            inst_sort: instances::SortKey::Role,
-            req_sort: waterfall::RequestSort::Newest,
-            focus: None,
-            logs_only: false,
-            notes: Vec::new(),
-        }
-    }
-}
 
 /// Draws one frame.
 pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Theme) {

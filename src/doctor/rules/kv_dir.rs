@@ -64,11 +64,7 @@ pub fn not_writable(f: &PairFacts) -> Vec<Finding> {
         };
         out.push(
             Finding::new("kv_dir_not_writable", Severity::Problem, i.name(), cause)
-                .evidence(format!(
-                    "shared_storage_path '{}' ({})",
-                    k.path,
-                    crate::doctor::rules::roles_source(i)
-                ))
+                .evidence(format!("shared_storage_path '{}' ({})", k.path, super::roles::config_source(i)))
                 .fix(format!("mkdir -p {} and make it writable by the user vLLM runs as", k.path)),
         );
     }

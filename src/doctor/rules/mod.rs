@@ -41,5 +41,4 @@ pub fn run(facts: &PairFacts) -> Vec<Finding> {
     out
 }
 
-pub use roles::config_source as roles_source;
 pub use side_channel::side_channel;

@@ -18,7 +18,8 @@ use tonic::codec::CompressionEncoding;
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Code, Status};
 
-use super::{ExportTraceServiceRequest, ExportTraceServiceResponse, MAX_BODY, Sink};
+use super::proto::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use super::sink::{MAX_BODY, Sink};
 
 const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";

@@ -13,7 +13,8 @@ use prost::Message;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::{ExportTraceServiceRequest, ExportTraceServiceResponse, MAX_BODY, MAX_CONNECTIONS, Sink};
+use super::proto::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use super::sink::{MAX_BODY, MAX_CONNECTIONS, Sink};
 
 pub(super) async fn serve(listener: TcpListener, sink: Arc<Sink>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));

@@ -105,4 +105,3 @@ fn capped(e: &Entry, cx: &Ctx, mut v: Verdict) -> Verdict {
     }
     v
 }
-

@@ -4,13 +4,13 @@
 use super::time;
 use super::verdict::{Ctx, Verdict, finished};
 use crate::feed::LogOrigin;
-use crate::traces::style::Style;
 use crate::traces::evidence::FactKind as F;
 use crate::traces::model::hop_of;
 use crate::traces::model::{Confidence, Join, Outcome};
 use crate::traces::proxy::flow::PROXY_WAIT_S;
 use crate::traces::reason::{Early, HitHow, Reason as R};
 use crate::traces::store::Entry;
+use crate::traces::style::Style;
 
 /// What the pair did with the request, failures and cancels aside.
 pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {

@@ -4,11 +4,11 @@
 
 pub(super) mod backlog;
 pub(super) mod cut;
-pub(crate) mod kill;
 pub(super) mod decode;
 pub(super) mod ends;
 pub(super) mod events;
 pub(super) mod inflight;
+pub(crate) mod kill;
 pub(super) mod lifecycle;
 pub(super) mod notes;
 pub(super) mod per_log;

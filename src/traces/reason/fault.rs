@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use super::*;
+use super::kinds::*;
+use crate::feed::LogOrigin;
+use crate::traces::outcome::Outcome;
 
 /// Whether the reason is one of this file's.
 pub(super) fn owns(r: &Reason) -> bool {

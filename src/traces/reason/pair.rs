@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use super::*;
+use super::kinds::*;
+use crate::feed::LogOrigin;
 
 /// Whether the reason is one of this file's.
 pub(super) fn owns(r: &Reason) -> bool {
