@@ -206,8 +206,11 @@ fn qwen3_example_connector() {
     assert_eq!(st.orphan_hits, 0);
 }
 
+/// Read after the fact, a miss is called once the decode's log has gone
+/// 1.5 s past its `Added` line without a hit: by a later line of it, or,
+/// idle, a second behind the reads (live, a likely call comes sooner).
 #[test]
-fn qwen3_misses_are_called_within_two_seconds() {
+fn qwen3_misses_are_called_within_three_seconds() {
     let dir = "qwen3-shape-restart";
     let hint = start_hint(dir);
     let c = run(full_feeds(dir), CorrelatorOptions::default());
@@ -226,7 +229,7 @@ fn qwen3_misses_are_called_within_two_seconds() {
         let t = c.get(&id).expect("trace");
         let decided = t.decided_at.expect("decided");
         let lag = decided - added[&id];
-        assert!((0.0..=2.0).contains(&lag), "{id}: decided {lag} s after Added");
+        assert!((0.0..=3.0).contains(&lag), "{id}: decided {lag} s after Added");
     }
 }
 
@@ -518,13 +521,10 @@ fn concurrent_miss_is_never_pinned_on_a_loaded_request() {
     c.on_line(LogOrigin::Decode(0), "Added request cmpl-c-0-00000000.", at + 10.0);
     c.on_tick(at + 11.0);
     assert_eq!(c.get("c").map(|t| t.outcome), Some(Outcome::Pending));
-    // Likely at 1.5 s, sure once its log's clock (idle: a second behind
-    // the reads) passed them too.
+    // Sure once its log's clock (idle: a second behind the reads) passed
+    // the 1.5 s too.
     c.on_tick(at + 11.5);
-    assert_eq!(
-        c.get("c").map(|t| (t.outcome, t.confidence)),
-        Some((Outcome::SilentMiss, Confidence::Likely))
-    );
+    assert_eq!(c.get("c").map(|t| t.outcome), Some(Outcome::Pending));
     c.on_tick(at + 12.5);
     assert_eq!(c.get("c").map(|t| (t.outcome, t.confidence)), Some((Outcome::SilentMiss, Confidence::Sure)));
     assert_eq!(c.drain_new_misses(), vec!["c".to_string()]);
