@@ -118,7 +118,6 @@ impl SignalKind {
                 | TransferTimeout
                 | HandshakeFailed
                 | RequestKeyError
-                | ExpiredKv
                 | InvalidKvRead
                 | MooncakeConnectFailed
                 | MooncakeMountFailed

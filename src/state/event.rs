@@ -66,7 +66,10 @@ impl EventKind {
     pub fn is_failure(self) -> bool {
         match self {
             EventKind::Log(k) => k.is_failure(),
-            EventKind::Connector(_) => true,
+            // KV a producer let go unread is a request's miss (or a cancel)
+            // seen from the other side: evidence on that request, which
+            // its own verdict says, not a failure of the pair.
+            EventKind::Connector(k) => !k.ends_with("_kv_expired"),
             _ => false,
         }
     }
