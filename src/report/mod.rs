@@ -286,11 +286,12 @@ impl Report {
             None => (metrics, Vec::new(), 0, "metrics"),
         };
         // Misses the traces know of but cannot name count on their side.
-        let known = requests.silent_miss + unattributed;
+        // Metrics saw only what came after pdtop started.
+        let known = requests.silent_miss_since_start() + unattributed;
         let disagreement = (source == "traces" && known != metrics.silent_miss).then(|| {
             format!(
                 "traces name {} silent miss(es), metrics count {}{}",
-                requests.silent_miss,
+                requests.silent_miss_since_start(),
                 metrics.silent_miss,
                 if unattributed > 0 {
                     format!(" ({unattributed} more known but not attributable)")

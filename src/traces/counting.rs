@@ -32,7 +32,9 @@ impl Correlator {
         for t in self.store.traces() {
             c.add(t.outcome);
             c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
-            c.before_start += u64::from(self.started.is_some_and(|s| t.first_seen < s));
+            let before = self.started.is_some_and(|s| t.first_seen < s);
+            c.before_start += u64::from(before);
+            c.silent_miss_before_start += u64::from(before && t.outcome == super::model::Outcome::SilentMiss);
         }
         self.counted.set((key.0, key.1, c));
         c

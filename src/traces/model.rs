@@ -179,6 +179,17 @@ pub struct Counts {
     /// Read from the logs' past: they happened before pdtop started.
     #[serde(skip)]
     pub before_start: u64,
+    /// Of the silent misses, those from before pdtop started (no metric
+    /// pdtop scraped saw them).
+    #[serde(skip)]
+    pub silent_miss_before_start: u64,
+}
+
+impl Counts {
+    /// The silent misses since pdtop started: what its metrics can have seen.
+    pub fn silent_miss_since_start(&self) -> u64 {
+        self.silent_miss - self.silent_miss_before_start
+    }
 }
 
 impl Counts {

@@ -235,13 +235,12 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
     }
     if traced.is_some() {
         // The cross-check: shown, never hidden, when the two disagree.
-        let (text, style) = if metrics.silent_miss == o.silent_miss {
+        // Metrics saw only what came after pdtop started.
+        let since = o.silent_miss_since_start();
+        let (text, style) = if metrics.silent_miss == since {
             (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
         } else {
-            (
-                format!(" ⚠ metrics: {} silent miss(es), traces: {}", metrics.silent_miss, o.silent_miss),
-                theme.fg("warn"),
-            )
+            (format!(" ⚠ metrics: {} silent miss(es), traces: {since}", metrics.silent_miss), theme.fg("warn"))
         };
         lines.push(Line::styled(text, style));
     }
