@@ -240,7 +240,10 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
         let (text, style) = if metrics.silent_miss == since {
             (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
         } else {
-            (format!(" ⚠ metrics: {} silent miss(es), traces: {since}", metrics.silent_miss), theme.fg("warn"))
+            (
+                format!(" ⚠ metrics: {} silent miss(es), traces: {since}", metrics.silent_miss),
+                theme.fg("warn"),
+            )
         };
         lines.push(Line::styled(text, style));
     }
