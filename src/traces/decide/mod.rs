@@ -6,7 +6,8 @@
 //! The rules, in the order they are tried:
 //! 1. failures and the client's abort: an error at the failing hop, or a
 //!    cancel, ordered by the lines' own stamps (`abort.rs`);
-//! 2. what the decode did with the KV: a load by `kv_transfer_params`, an
+//! 2. what the decode did with the KV (`pair::RULES`, a table of small
+//!    rules tried in order, each with its own test): a load by `kv_transfer_params`, an
 //!    attributed `External Cache Hit`, a settled shared step, a P2pNccl
 //!    tensor, an LMCache lookup; or none: a pull connector given no params
 //!    after a prefill, no hit after the wait, the prefill's KV expiring

@@ -1,10 +1,16 @@
 //! What the pair did with the KV: loaded, missed, or not known from the
 //! lines; the notes a join adds.
+//!
+//! A table of small rules, tried in order; the first that speaks decides.
+//! The order is the meaning: what the decode's own lines proved of the
+//! load (a settled group, params, a hit, a tensor, a lookup) outranks what
+//! their absence suggests (no params, no hit), and that outranks what
+//! only time or a single line can say.
 
 use super::time;
 use super::verdict::{Ctx, Verdict, finished};
 use crate::feed::LogOrigin;
-use crate::traces::evidence::FactKind as F;
+use crate::traces::evidence::{Fact, FactKind as F};
 use crate::traces::model::hop_of;
 use crate::traces::model::{Confidence, Join, Outcome};
 use crate::traces::proxy::flow::PROXY_WAIT_S;
@@ -12,156 +18,215 @@ use crate::traces::reason::{Early, HitHow, Reason as R};
 use crate::traces::store::Entry;
 use crate::traces::style::Style;
 
+/// The facts several rules read, found once.
+pub(super) struct Seen<'a> {
+    /// The producer released its KV unread.
+    expired: Option<&'a Fact>,
+    /// NIXL's `notification_failed`, and its text.
+    notified: Option<(&'a Fact, String)>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(e: &'a Entry) -> Seen<'a> {
+        Seen {
+            expired: e.facts.last(|k| (*k == F::KvExpiredUnread).then_some(())).map(|(f, _)| f),
+            notified: e.facts.last(|k| match k {
+                F::NotifyFailed { text } => Some(text.clone()),
+                _ => None,
+            }),
+        }
+    }
+}
+
+type Rule = fn(&Entry, &Ctx, &Seen) -> Option<Verdict>;
+
+/// The rules, in the order they are tried.
+pub(super) const RULES: &[(&str, Rule)] = &[
+    ("group settled", group_settled),
+    ("shared step", shared_step),
+    ("params", params),
+    ("hit", hit),
+    ("tensor received", tensor_received),
+    ("lmcache short among", lmcache_short_among),
+    ("lmcache lookup", lmcache_lookup),
+    ("no params", no_params),
+    ("hit queue full", hit_queue_full),
+    ("no hit", no_hit),
+    ("expired after decode", expired_after_decode),
+    ("restarted before load", restarted_before_load),
+    ("cut undated", cut),
+    ("served alone", served_alone),
+    ("expired alone", expired_alone),
+    ("notify alone", notify_alone),
+];
+
 /// What the pair did with the request, failures and cancels aside.
 pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
-    let (t, tk, facts) = (&e.trace, &e.track, &e.facts);
-    let expired = facts.last(|k| (*k == F::KvExpiredUnread).then_some(()));
-    let notified = facts.last(|k| match k {
-        F::NotifyFailed { text } => Some(text.clone()),
-        _ => None,
-    });
-    // The shared step's lengths settled it, or left it open.
-    if let Some((_, (decode, hit, inject, own, group))) = facts.last(|k| match k {
+    let seen = Seen::of(e);
+    RULES.iter().find_map(|(_, rule)| rule(e, cx, &seen)).unwrap_or_else(|| time::deadline(e, cx))
+}
+
+/// The shared step's lengths settled it.
+fn group_settled(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, (decode, hit, inject, own, group)) = e.facts.last(|k| match k {
         F::GroupSettled { decode, hit, inject, own, group } => Some((*decode, *hit, *inject, *own, group)),
         _ => None,
-    }) {
-        let (o, r) = match hit {
-            true => (Outcome::Loaded, R::GroupLoaded { decode, inject, group: group.clone() }),
-            false => (Outcome::SilentMiss, R::GroupMiss { decode, own, group: group.clone() }),
-        };
-        return Verdict::new(o, Confidence::Sure, vec![r]);
-    }
-    if let Some((_, r)) = facts.last(|k| match k {
+    })?;
+    let (o, r) = match hit {
+        true => (Outcome::Loaded, R::GroupLoaded { decode, inject, group: group.clone() }),
+        false => (Outcome::SilentMiss, R::GroupMiss { decode, own, group: group.clone() }),
+    };
+    Some(Verdict::new(o, Confidence::Sure, vec![r]))
+}
+
+/// Scheduled with others, fewer hits than members: which one missed is open.
+fn shared_step(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, r) = e.facts.last(|k| match k {
         F::SharedStep { decode, others, hits, inject, rival } => Some(R::SharedStep {
             decode: *decode,
             others: others.clone(),
             hits: *hits,
             inject: *inject,
             rival: *rival,
-            id: t.id.clone(),
+            id: e.trace.id.clone(),
+        }),
+        _ => None,
+    })?;
+    Some(Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r]))
+}
+
+/// Loaded by `kv_transfer_params` (NIXL, Mooncake...), unless the KV
+/// expired unread, the instance died with it, or it never came.
+fn params(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let (t, facts) = (&e.trace, &e.facts);
+    let (pf, (remote, tokens, blocks)) = facts.last(|k| match k {
+        F::Params { remote, tokens, blocks } => Some((remote.clone(), *tokens, *blocks)),
+        _ => None,
+    })?;
+    if let (Some(xf), None) = (seen.expired, seen.notified.as_ref()) {
+        // Its instance died with it open: the expiry is the death's echo.
+        if let Some((_, instance)) = facts.last(|k| match k {
+            F::CutUndated { instance, .. } => Some(*instance),
+            _ => None,
+        }) {
+            let mut v = Verdict::new(
+                Outcome::Error,
+                Confidence::Likely,
+                vec![R::DiedBeforePull { instance, src: xf.src }],
+            );
+            v.error_at = Some(hop_of(instance));
+            return Some(v);
+        }
+        if t.join == Join::ById {
+            let r = R::NeverPulled { remote: Some(remote) };
+            return Some(Verdict::new(Outcome::SilentMiss, Confidence::Sure, vec![r]));
+        }
+    }
+    // A full prefix-cache hit read nothing: served from the decode's own cache.
+    let sure = if seen.notified.is_some() { Confidence::Likely } else { Confidence::Sure };
+    let (conf, first) = match t.prefill {
+        Some(prefill) => {
+            (sure, R::ParamsLoaded { prefill, remote, tokens, blocks, finished: finished(e, pf.t) })
+        }
+        None => (Confidence::Likely, R::ParamsUnseenPrefill { remote, tokens }),
+    };
+    let mut v = Verdict::new(Outcome::Loaded, conf, vec![first]);
+    for f in facts.iter() {
+        match &f.kind {
+            F::TransferCounted { n } => {
+                if let LogOrigin::Decode(decode) = f.src {
+                    v.reasons.push(R::TransferCounted { decode, n: *n });
+                }
+            }
+            F::TransferUncounted => {
+                v.confidence = v.confidence.max(Confidence::Likely);
+                v.reasons.push(R::TransferUncounted);
+            }
+            _ => {}
+        }
+    }
+    let was = |first: R, v: Verdict| {
+        Verdict::new(
+            Outcome::Unknown,
+            Confidence::Likely,
+            vec![first, R::Was { outcome: v.outcome, reasons: v.reasons }],
+        )
+    };
+    // The kill may have cut its stream after the load.
+    if let Some(r) = cut_undated(e) {
+        return Some(was(r, v));
+    }
+    // Params named the prefill, but the KV never came: not loaded.
+    if let Some((_, r)) = facts.last(|k| match k {
+        F::Stuck { id, secs, begun, since, last, limit } => Some(R::Stuck {
+            id: id.clone(),
+            secs: *secs,
+            begun: *begun,
+            since: *since,
+            last: *last,
+            limit: *limit,
         }),
         _ => None,
     }) {
-        return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r]);
+        return Some(was(r, v));
     }
-    // Loaded by kv_transfer_params (NIXL, Mooncake...).
-    if let Some((pf, (remote, tokens, blocks))) = facts.last(|k| match k {
-        F::Params { remote, tokens, blocks } => Some((remote.clone(), *tokens, *blocks)),
-        _ => None,
-    }) {
-        if let (Some((xf, _)), None) = (expired, notified.as_ref()) {
-            // Its instance died with it open: the expiry is the death's echo.
-            if let Some((_, instance)) = facts.last(|k| match k {
-                F::CutUndated { instance, .. } => Some(*instance),
-                _ => None,
-            }) {
-                let mut v = Verdict::new(
-                    Outcome::Error,
-                    Confidence::Likely,
-                    vec![R::DiedBeforePull { instance, src: xf.src }],
-                );
-                v.error_at = Some(hop_of(instance));
-                return v;
-            }
-            if t.join == Join::ById {
-                return Verdict::new(
-                    Outcome::SilentMiss,
-                    Confidence::Sure,
-                    vec![R::NeverPulled { remote: Some(remote) }],
-                );
-            }
-        }
-        // A full prefix-cache hit read nothing: served from the decode's own cache.
-        let sure = if notified.is_some() { Confidence::Likely } else { Confidence::Sure };
-        let (conf, first) = match t.prefill {
-            Some(prefill) => {
-                (sure, R::ParamsLoaded { prefill, remote, tokens, blocks, finished: finished(e, pf.t) })
-            }
-            None => (Confidence::Likely, R::ParamsUnseenPrefill { remote, tokens }),
-        };
-        let mut v = Verdict::new(Outcome::Loaded, conf, vec![first]);
-        for f in facts.iter() {
-            match &f.kind {
-                F::TransferCounted { n } => {
-                    if let LogOrigin::Decode(decode) = f.src {
-                        v.reasons.push(R::TransferCounted { decode, n: *n });
-                    }
-                }
-                F::TransferUncounted => {
-                    v.confidence = v.confidence.max(Confidence::Likely);
-                    v.reasons.push(R::TransferUncounted);
-                }
-                _ => {}
-            }
-        }
-        if let Some(r) = cut_undated(e) {
-            // The kill may have cut its stream after the load.
-            return Verdict::new(
-                Outcome::Unknown,
-                Confidence::Likely,
-                vec![r, R::Was { outcome: Outcome::Loaded, reasons: v.reasons }],
-            );
-        }
-        if let Some((_, r)) = facts.last(|k| match k {
-            F::Stuck { id, secs, begun, since, last, limit } => Some(R::Stuck {
-                id: id.clone(),
-                secs: *secs,
-                begun: *begun,
-                since: *since,
-                last: *last,
-                limit: *limit,
-            }),
-            _ => None,
-        }) {
-            // Params named the prefill, but the KV never came: not loaded.
-            return Verdict::new(
-                Outcome::Unknown,
-                Confidence::Likely,
-                vec![r, R::Was { outcome: Outcome::Loaded, reasons: v.reasons }],
-            );
-        }
-        return v;
-    }
-    // An `External Cache Hit` the queue gave it.
-    if let Some((hf, (contested, from_orphan))) = facts.last(|k| match k {
+    Some(v)
+}
+
+/// An `External Cache Hit` the queue gave it.
+fn hit(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let t = &e.trace;
+    let (hf, (contested, from_orphan)) = e.facts.last(|k| match k {
         F::Hit { contested, from_orphan, .. } => Some((*contested, *from_orphan)),
         _ => None,
-    }) {
-        let conf = if contested > 0 || from_orphan { Confidence::Likely } else { Confidence::Sure };
-        let how = match (t.join, contested > 0) {
-            (Join::ByOrder, _) => HitHow::PairedByOrder,
-            (_, true) => HitHow::Contested,
-            _ => HitHow::Alone,
-        };
-        let r =
-            R::HitLoaded { inject: t.inject_tokens, prefill: t.prefill, finished: finished(e, hf.t), how };
-        return Verdict::new(Outcome::Loaded, conf, vec![r]);
-    }
-    if let Some((_, r)) = facts.last(|k| match k {
+    })?;
+    let conf = if contested > 0 || from_orphan { Confidence::Likely } else { Confidence::Sure };
+    let how = match (t.join, contested > 0) {
+        (Join::ByOrder, _) => HitHow::PairedByOrder,
+        (_, true) => HitHow::Contested,
+        _ => HitHow::Alone,
+    };
+    let r = R::HitLoaded { inject: t.inject_tokens, prefill: t.prefill, finished: finished(e, hf.t), how };
+    Some(Verdict::new(Outcome::Loaded, conf, vec![r]))
+}
+
+/// P2pNccl: its KV tensor arrived on the decode.
+fn tensor_received(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, r) = e.facts.last(|k| match k {
         F::TensorReceived { decode, peer, tensor } => {
             Some(R::TensorReceived { decode: *decode, peer: peer.clone(), tensor: tensor.clone() })
         }
         _ => None,
-    }) {
-        return Verdict::new(Outcome::Loaded, Confidence::Likely, vec![r]);
-    }
-    if let Some((_, decode)) = facts.last(|k| match k {
+    })?;
+    Some(Verdict::new(Outcome::Loaded, Confidence::Likely, vec![r]))
+}
+
+/// An LMCache load came back short among several that had just hit.
+fn lmcache_short_among(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, decode) = e.facts.last(|k| match k {
         F::LmcacheShortAmong { decode } => Some(*decode),
         _ => None,
-    }) {
-        return Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::LmcacheShortAmong { decode }]);
-    }
-    if let Some((_, (decode, hit, total, id))) = facts.last(|k| match k {
+    })?;
+    Some(Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::LmcacheShortAmong { decode }]))
+}
+
+/// LMCache's lookup on the decode: a hit loads, none recomputes.
+fn lmcache_lookup(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, (decode, hit, total, id)) = e.facts.last(|k| match k {
         F::LmcacheLookup { decode, hit, total, id } => Some((*decode, *hit, *total, id.clone())),
         _ => None,
-    }) {
-        let assumed = t.prefill.is_none();
-        let conf = if assumed || hit <= 0.0 { Confidence::Likely } else { Confidence::Sure };
-        let o = if hit > 0.0 { Outcome::Loaded } else { Outcome::SilentMiss };
-        let r = R::Lmcache { decode, hit, total, id, assumed_prefill: assumed };
-        return Verdict::new(o, conf, vec![r]);
-    }
-    let miss = |v: Verdict| match (notified.as_ref(), expired) {
+    })?;
+    let assumed = e.trace.prefill.is_none();
+    let conf = if assumed || hit <= 0.0 { Confidence::Likely } else { Confidence::Sure };
+    let o = if hit > 0.0 { Outcome::Loaded } else { Outcome::SilentMiss };
+    let r = R::Lmcache { decode, hit, total, id, assumed_prefill: assumed };
+    Some(Verdict::new(o, conf, vec![r]))
+}
+
+/// A miss as the expiry and NIXL's notification leave it: the expiry
+/// confirms it, unless the decode's own prefix cache explains both.
+fn miss(v: Verdict, seen: &Seen) -> Verdict {
+    match (seen.notified.as_ref(), seen.expired) {
         // A full prefix-cache hit read nothing: the expiry is no miss.
         (Some((nf, text)), Some(_)) => Verdict::new(
             Outcome::Unknown,
@@ -171,125 +236,142 @@ pub(super) fn pair(e: &Entry, cx: &Ctx) -> Verdict {
                 R::Was { outcome: v.outcome, reasons: v.reasons },
             ],
         ),
-        (None, Some((xf, _))) => v.with(R::ExpiryConfirms { src: xf.src }),
+        (None, Some(xf)) => v.with(R::ExpiryConfirms { src: xf.src }),
         _ => v,
-    };
-    // A pull connector's decode request without params, after a prefill.
-    if let (true, Some(prefill), Some(_)) = (facts.has(|k| *k == F::NoParams), t.prefill, t.decode)
-        && cx.style == Style::Params
-    {
-        let v = Verdict::new(
-            Outcome::SilentMiss,
-            Confidence::Sure,
-            vec![R::NoParams { prefill, connector: cx.connector.clone() }],
-        );
-        return miss(v);
     }
-    if let Some((_, decode)) = facts.last(|k| match k {
+}
+
+/// A pull connector's decode request without params, after a prefill.
+fn no_params(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let t = &e.trace;
+    let (true, Some(prefill), Some(_)) = (e.facts.has(|k| *k == F::NoParams), t.prefill, t.decode) else {
+        return None;
+    };
+    if cx.style != Style::Params {
+        return None;
+    }
+    let r = R::NoParams { prefill, connector: cx.connector.clone() };
+    Some(miss(Verdict::new(Outcome::SilentMiss, Confidence::Sure, vec![r]), seen))
+}
+
+/// Too many requests waited for a hit to follow this one.
+fn hit_queue_full(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (_, decode) = e.facts.last(|k| match k {
         F::HitQueueFull { decode } => Some(*decode),
         _ => None,
-    }) {
-        return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::HitQueueFull { decode }]);
-    }
-    // No hit after the whole wait; or, called early, none yet.
-    let no_hit = facts.last(|k| match k {
-        F::NoHit { decode, waited, busy, added_at } => Some((*decode, *waited, *busy, *added_at, false)),
-        _ => None,
-    });
-    let no_hit = no_hit.or_else(|| {
-        facts.last(|k| match k {
-            F::NoHitYet { decode, waited, added_at } => Some((*decode, *waited, false, *added_at, true)),
+    })?;
+    Some(Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![R::HitQueueFull { decode }]))
+}
+
+/// No hit after the whole wait; or, called early, none yet.
+fn no_hit(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let (t, tk) = (&e.trace, &e.track);
+    let found = e
+        .facts
+        .last(|k| match k {
+            F::NoHit { decode, waited, busy, added_at } => Some((*decode, *waited, *busy, *added_at, false)),
             _ => None,
         })
-    });
-    if let Some((nf, (decode, waited, busy, added_at, early))) = no_hit {
-        if cx.style == Style::Unknown {
-            let r = R::StyleUnknown { decode, connector: cx.connector.clone() };
-            return Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r]);
-        }
-        // Paired by order: the proxy line that proves the prefill may still come.
-        if t.join == Join::ByOrder
-            && !cx.guaranteed
-            && cx.proxy_read
-            && !cx.bypass
-            && !cx.force
-            && cx.now - added_at < PROXY_WAIT_S
-        {
-            return Verdict::pending();
-        }
-        let prefill = t.prefill.unwrap_or(0);
-        if cx.style == Style::Params {
-            let v = Verdict::new(
-                Outcome::SilentMiss,
-                if busy { Confidence::Likely } else { Confidence::Sure },
-                vec![R::NoParams { prefill, connector: cx.connector.clone() }],
-            );
-            return miss(v);
-        }
-        let early = early.then_some(Early::Due);
-        let conf = if early.is_some() || busy { Confidence::Likely } else { Confidence::Sure };
-        let r = R::NoHit {
-            prefill,
-            finished: finished(e, tk.decode_event_t.unwrap_or(nf.t)),
-            waited,
-            busy,
-            early,
-        };
-        return miss(Verdict::new(Outcome::SilentMiss, conf, vec![r]));
+        .or_else(|| {
+            e.facts.last(|k| match k {
+                F::NoHitYet { decode, waited, added_at } => Some((*decode, *waited, false, *added_at, true)),
+                _ => None,
+            })
+        });
+    let (nf, (decode, waited, busy, added_at, early)) = found?;
+    if cx.style == Style::Unknown {
+        let r = R::StyleUnknown { decode, connector: cx.connector.clone() };
+        return Some(Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r]));
     }
-    // The producer's KV expired unread, and the decode of the same id ran it.
-    if let (Some((xf, _)), Some(decode), Some(_)) = (expired, t.decode, tk.decode_at)
-        && t.join == Join::ById
+    // Paired by order: the proxy line that proves the prefill may still come.
+    if t.join == Join::ByOrder
+        && !cx.guaranteed
+        && cx.proxy_read
+        && !cx.bypass
+        && !cx.force
+        && cx.now - added_at < PROXY_WAIT_S
     {
-        let v = Verdict::new(
-            Outcome::SilentMiss,
+        return Some(Verdict::pending());
+    }
+    let prefill = t.prefill.unwrap_or(0);
+    if cx.style == Style::Params {
+        let conf = if busy { Confidence::Likely } else { Confidence::Sure };
+        let r = R::NoParams { prefill, connector: cx.connector.clone() };
+        return Some(miss(Verdict::new(Outcome::SilentMiss, conf, vec![r]), seen));
+    }
+    let early = early.then_some(Early::Due);
+    let conf = if early.is_some() || busy { Confidence::Likely } else { Confidence::Sure };
+    let finished = finished(e, tk.decode_event_t.unwrap_or(nf.t));
+    let r = R::NoHit { prefill, finished, waited, busy, early };
+    Some(miss(Verdict::new(Outcome::SilentMiss, conf, vec![r]), seen))
+}
+
+/// The producer's KV expired unread, and the decode of the same id ran it.
+fn expired_after_decode(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let (t, tk) = (&e.trace, &e.track);
+    let (Some(xf), Some(decode), Some(_)) = (seen.expired, t.decode, tk.decode_at) else {
+        return None;
+    };
+    if t.join != Join::ById {
+        return None;
+    }
+    let v = Verdict::new(
+        Outcome::SilentMiss,
+        Confidence::Likely,
+        vec![R::ExpiredAfterDecode { decode, src: xf.src }],
+    );
+    Some(match &seen.notified {
+        Some((nf, text)) => Verdict::new(
+            Outcome::Unknown,
             Confidence::Likely,
-            vec![R::ExpiredAfterDecode { decode, src: xf.src }],
-        );
-        return match notified {
-            Some((nf, text)) => Verdict::new(
-                Outcome::Unknown,
-                Confidence::Likely,
-                vec![
-                    R::NotifyExplains { src: nf.src, text },
-                    R::Was { outcome: v.outcome, reasons: v.reasons },
-                ],
-            ),
-            None => v,
-        };
-    }
-    if facts.has(|k| *k == F::RestartedBeforeLoad) {
-        let r = R::RestartedBeforeLoad { decode: t.decode.unwrap_or(0) };
-        return Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r]);
-    }
-    if let Some(r) = cut_undated(e) {
-        return Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r]);
-    }
-    if let Some((f, max_tokens)) = facts.last(|k| match k {
+            vec![
+                R::NotifyExplains { src: nf.src, text: text.clone() },
+                R::Was { outcome: v.outcome, reasons: v.reasons },
+            ],
+        ),
+        None => v,
+    })
+}
+
+/// The decode restarted before its load could be seen.
+fn restarted_before_load(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    e.facts.has(|k| *k == F::RestartedBeforeLoad).then(|| {
+        let r = R::RestartedBeforeLoad { decode: e.trace.decode.unwrap_or(0) };
+        Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r])
+    })
+}
+
+/// Its instance was killed with its stream open, when is not known.
+fn cut(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    cut_undated(e).map(|r| Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r]))
+}
+
+/// The prefill instance served it alone: no pair was asked to.
+fn served_alone(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
+    let (f, max_tokens) = e.facts.last(|k| match k {
         F::ServedAlone { max_tokens } => Some(*max_tokens),
         _ => None,
-    }) {
-        return Verdict::new(
+    })?;
+    Some(Verdict::new(Outcome::Unknown, Confidence::Sure, vec![R::ServedAlone { src: f.src, max_tokens }]))
+}
+
+/// Only the expiry names it: no deadline of either side will judge it.
+fn expired_alone(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let xf = seen.expired?;
+    (e.trace.prefill.is_none() && e.trace.decode.is_none())
+        .then(|| Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::ExpiredAlone { src: xf.src }]))
+}
+
+/// Only NIXL's notification names it: nothing later will judge it.
+fn notify_alone(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
+    let (nf, text) = seen.notified.as_ref()?;
+    (e.trace.prefill.is_none() && e.track.decode_at.is_none()).then(|| {
+        Verdict::new(
             Outcome::Unknown,
-            Confidence::Sure,
-            vec![R::ServedAlone { src: f.src, max_tokens }],
-        );
-    }
-    if let Some((xf, _)) = expired
-        && t.prefill.is_none()
-        && t.decode.is_none()
-    {
-        // Only this line names it: no deadline of either side will judge it.
-        return Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::ExpiredAlone { src: xf.src }]);
-    }
-    if let Some((nf, text)) = notified
-        && t.prefill.is_none()
-        && tk.decode_at.is_none()
-    {
-        // Only this line names it: nothing later will judge it.
-        return Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::Notify { src: nf.src, text }]);
-    }
-    time::deadline(e, cx)
+            Confidence::Likely,
+            vec![R::Notify { src: nf.src, text: text.clone() }],
+        )
+    })
 }
 
 /// Its instance was killed with its stream open at an unknown moment.
@@ -328,3 +410,6 @@ pub(super) fn join_note(e: &Entry) -> Vec<R> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
