@@ -3,8 +3,10 @@
 `use crate::...` / `use super::...` / `use x::...` lines, resolved to the
 files they name, never lead back to it; paths written inline count as
 `use` lines, `x::f()` of a module `x` the file declares with `mod x;`
-among them), and no file over 450 lines before its `#[cfg(test)]` tests.
-Prints what breaks a rule; exits 1 if anything does.
+among them), no two files that call each other's methods through `self`
+(`self.f()` in an `impl T` of one file, `fn f` in an `impl T` of the
+other, both ways), and no file over 450 lines before its `#[cfg(test)]`
+tests. Prints what breaks a rule; exits 1 if anything does.
 """
 import os
 import re
@@ -93,6 +95,38 @@ def reexports(mod, text, kids):
     return out
 
 
+def impl_blocks(code):
+    """(type, body) of each inherent `impl T {` block."""
+    out = []
+    for m in re.finditer(r"^\s*impl(?:<[^>]*>)?\s+([A-Za-z_][A-Za-z0-9_]*)(?:<[^>]*>)?\s*\{", code, re.M):
+        i, depth = m.end(), 1
+        while depth and i < len(code):
+            depth += code[i] == "{"
+            depth -= code[i] == "}"
+            i += 1
+        out.append((m.group(1), code[m.end() : i]))
+    return out
+
+
+def self_call_pairs(files):
+    """Pairs of files whose `impl T` blocks call each other's methods."""
+    defs, calls = {}, []
+    for path in files.values():
+        code = open(path).read().split("#[cfg(test)]", 1)[0]
+        code = "\n".join(line.split("//", 1)[0] for line in code.split("\n"))
+        for t, body in impl_blocks(code):
+            for f in re.findall(r"\bfn\s+([a-z_][a-z0-9_]*)", body):
+                defs.setdefault(t, {}).setdefault(f, set()).add(path)
+            for f in re.findall(r"\bself\.([a-z_][a-z0-9_]*)\s*(?:::<[^>]*>)?\(", body):
+                calls.append((t, path, f))
+    edges = {}
+    for t, path, f in calls:
+        for q in defs.get(t, {}).get(f, ()):
+            if q != path:
+                edges.setdefault(path, set()).add(q)
+    return sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if a in edges.get(b, ())})
+
+
 def main():
     files = {}
     for root, _, names in os.walk(SRC):
@@ -174,6 +208,8 @@ def main():
     for v in edges:
         if v not in index:
             visit(v)
+    for a, b in self_call_pairs(files):
+        bad.append(f"self-calls both ways: {os.path.relpath(a, SRC)} <-> {os.path.relpath(b, SRC)}")
     for c in comps:
         bad.append("import circle: " + " <-> ".join(sorted(os.path.relpath(p, SRC) for p in c)))
     for b in bad:

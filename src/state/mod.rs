@@ -11,6 +11,7 @@ pub mod doctor;
 mod event;
 pub mod instance;
 pub mod interval;
+mod journal;
 pub mod latency;
 pub mod link;
 pub mod logs;
@@ -37,8 +38,6 @@ use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
 
-/// Events kept for the log panel.
-const EVENTS_CAP: usize = 500;
 /// Collector failures kept (each is also an event).
 const SOURCE_ERRORS_CAP: usize = 20;
 
@@ -224,7 +223,10 @@ impl AppState {
                 }
                 self.spans.on_spans(spans, counts);
             }
-            Msg::Router { at, scrape } => self.on_router(at, scrape),
+            Msg::Router { at, scrape } => {
+                self.tick(at);
+                self.on_router(at, scrape);
+            }
             Msg::Doctor { at, report } => {
                 self.tick(at);
                 // Its problems alert like a config disagreement does.
@@ -275,11 +277,8 @@ impl AppState {
             return;
         };
         for e in logs.correlator.drain_log_events() {
-            let text = format!("{}: {}", e.source, e.text);
-            self.alerts.on_event(e.t, EventKind::Log(e.kind), &text, 1);
-            self.events.push_back(Event { t: e.t, kind: EventKind::Log(e.kind), text });
+            self.push_event(e.t, EventKind::Log(e.kind), format!("{}: {}", e.source, e.text));
         }
-        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
         let Some(logs) = &mut self.logs else {
             return;
         };
@@ -370,17 +369,6 @@ impl AppState {
                 }
             }
         }
-    }
-
-    fn push_event(&mut self, t: f64, kind: EventKind, text: String) {
-        self.push_counted(t, kind, text, 1);
-    }
-
-    /// An event that stands for `n` occurrences (misses in one interval).
-    fn push_counted(&mut self, t: f64, kind: EventKind, text: String, n: u64) {
-        self.alerts.on_event(t, kind, &text, n);
-        self.events.push_back(Event { t, kind, text });
-        self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
 
     pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {

@@ -108,8 +108,8 @@ impl AppState {
         self
     }
 
+    /// A router scrape, once the state's clock has moved to `at`.
     pub(super) fn on_router(&mut self, at: f64, scrape: Result<String, String>) {
-        self.tick(at);
         let Some(r) = &mut self.router else {
             return;
         };

@@ -7,15 +7,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::connector::decode_log::DecodeLog;
-use super::evidence::{FactKind, Failure};
 use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
 pub(crate) use super::line_time::LineTime;
-use super::model::{Confidence, CorrelatorOptions, CorrelatorStats, Hop, Outcome, Phase, SourceStats, Trace};
+use super::model::{CorrelatorOptions, CorrelatorStats, Outcome, SourceStats, Trace};
 use super::proxy::flow::Flow;
-use super::store::{Store, Track, push_capped};
+use super::store::Store;
 pub(crate) use super::style::Style;
-use super::style::{HIT_CONNECTORS, PARAMS_CONNECTORS};
 use crate::feed::LogOrigin;
 use crate::logs::proxy::parse_proxy_line;
 
@@ -68,6 +66,9 @@ pub struct Correlator {
     pub(super) kills: Vec<super::instance::kill::Kill>,
     /// When pdtop began reading (`set_started`).
     pub(super) started: Option<f64>,
+    /// Traces given a fact by the read under way, with its read time:
+    /// settled once each when it is done (`settle_touched`).
+    pub(super) touched: Vec<(u64, f64)>,
 }
 
 /// What each instance's log says of itself.
@@ -116,6 +117,7 @@ impl Correlator {
             backlog_unread: false,
             kills: Vec::new(),
             started: None,
+            touched: Vec::new(),
         }
     }
 
@@ -143,28 +145,9 @@ impl Correlator {
         self.flow.set_addr(src, addr);
     }
 
-    /// The trace an instance id names: engine id, external id or base id.
-    pub(super) fn find(&self, id: &str) -> Option<u64> {
-        let ext = super::ids::external_of_internal(id);
-        self.store
-            .by_engine(id)
-            .or_else(|| self.store.latest(&super::ids::response_id(ext)))
-            .or_else(|| self.store.latest(super::ids::base_id(ext)))
-    }
-
     /// The decode instance that served the request an instance id names.
     pub fn decode_of(&self, id: &str) -> Option<usize> {
         self.store.get(self.find(id)?).and_then(|e| e.trace.decode)
-    }
-
-    /// Some decode instance's log is read: it names every request decode got.
-    pub(super) fn decode_read(&self) -> bool {
-        self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_)))
-    }
-
-    /// The proxy's log is read (some line of it has arrived).
-    pub(super) fn proxy_read(&self) -> bool {
-        self.stats.contains_key(&LogOrigin::Proxy) && !self.backlog_unread
     }
 
     /// One line of one source that happened at `at` (unix seconds, pdtop's
@@ -208,6 +191,7 @@ impl Correlator {
         {
             e.trace.prompt = Some(prompt);
         }
+        self.settle_touched(false);
         let st = self.stats.entry(src).or_insert_with(|| SourceStats::new(src));
         if used {
             st.parsed += 1;
@@ -236,6 +220,7 @@ impl Correlator {
 
     /// Oldest → newest.
     pub fn traces(&self) -> impl DoubleEndedIterator<Item = &Trace> {
+        debug_assert!(self.touched.is_empty(), "read with facts unsettled");
         self.store.traces()
     }
 
@@ -273,121 +258,8 @@ impl Correlator {
             index_entries: self.store.index_entries(),
         }
     }
-
-    // ---- shared helpers for the event modules ----
-
-    /// The decode's connector style: its configured name first (the
-    /// `KVTransferConfig` at startup), else what its requests have shown.
-    pub(super) fn style(&self, i: usize) -> Style {
-        let name = self.stats.get(&LogOrigin::Decode(i)).and_then(|s| s.connector.as_deref());
-        if let Some(n) = name {
-            if PARAMS_CONNECTORS.contains(&n) {
-                return Style::Params;
-            }
-            if HIT_CONNECTORS.contains(&n) {
-                return Style::Hits;
-            }
-        }
-        if self.decodes.get(&i).is_some_and(|d| d.params_seen) {
-            Style::Params
-        } else if self.decodes.get(&i).is_some_and(|d| d.hits.hits_seen > 0) {
-            Style::Hits
-        } else {
-            Style::Unknown
-        }
-    }
-
-    pub(super) fn new_trace(&mut self, id: String, at: f64) -> u64 {
-        let s = self.store.push(Trace::new(id, at), Track::default());
-        self.mark_open(s);
-        s
-    }
-
-    pub(super) fn synthetic_id(&mut self, prefix: &str) -> String {
-        self.synthetic += 1;
-        format!("{prefix}-{}", self.synthetic)
-    }
-
-    pub(super) fn mark_open(&mut self, serial: u64) {
-        if let Some(e) = self.store.get_mut(serial)
-            && !e.track.in_open
-        {
-            e.track.in_open = true;
-            push_capped(&mut self.open, serial, self.opts.capacity);
-        }
-    }
-
-    pub(super) fn stat(&mut self, src: LogOrigin) -> &mut SourceStats {
-        self.stats.entry(src).or_insert_with(|| SourceStats::new(src))
-    }
-
-    /// Adds (or finds) the phase of `hop` and lets `f` fill it.
-    pub(super) fn with_phase(
-        &mut self,
-        serial: u64,
-        hop: Hop,
-        src: LogOrigin,
-        process: Option<String>,
-        start: f64,
-        f: impl FnOnce(&mut Phase),
-    ) {
-        let Some(e) = self.store.get_mut(serial) else {
-            return;
-        };
-        if e.trace.phase(hop).is_none() {
-            e.trace.phases.push(Phase {
-                hop,
-                source: src,
-                process,
-                start,
-                end: None,
-                detail: String::new(),
-                error: None,
-            });
-            // Keep the documented hop order whatever order lines arrived in.
-            e.trace.phases.sort_by_key(|p| hop_rank(p.hop));
-        }
-        if let Some(p) = e.trace.phase_mut(hop) {
-            f(p);
-        }
-    }
-
-    /// A failure on `hop`, as `src` reported it: a fact on the trace.
-    pub(super) fn fail(&mut self, serial: u64, hop: Hop, src: LogOrigin, text: String, t: f64, now: f64) {
-        let by_proxy = src == LogOrigin::Proxy && hop != Hop::Proxy;
-        let x = Failure { hop, what: text, confidence: Confidence::Sure, generate_failed: false, by_proxy };
-        self.fail_with(serial, src, x, t, now);
-    }
-
-    pub(super) fn fail_with(&mut self, serial: u64, src: LogOrigin, x: Failure, t: f64, now: f64) {
-        self.end_wait(serial, t);
-        self.with_phase(serial, x.hop, src, None, t, |p| {
-            p.error = Some(x.what.clone());
-            p.end.get_or_insert(t);
-        });
-        if let Some(e) = self.store.get_mut(serial) {
-            e.facts.push(t, src, FactKind::Failed(x));
-        }
-        self.settle(serial, now);
-    }
-
-    /// Adds a fact to trace `serial` and settles it.
-    pub(super) fn said(&mut self, serial: u64, t: f64, src: LogOrigin, kind: FactKind, now: f64) {
-        if let Some(e) = self.store.get_mut(serial) {
-            e.facts.push(t, src, kind);
-        }
-        self.settle(serial, now);
-    }
 }
 
-fn hop_rank(h: Hop) -> u8 {
-    match h {
-        Hop::Proxy => 0,
-        Hop::Producer => 1,
-        Hop::Connector => 2,
-        Hop::Consumer => 3,
-    }
-}
 /// `"APIServer pid=3126"` from a line's prefix.
 pub(super) fn process_label(name: Option<&str>, pid: Option<u32>) -> Option<String> {
     match (name, pid) {

@@ -18,6 +18,7 @@ impl Correlator {
     }
 
     pub fn counts(&self) -> Counts {
+        debug_assert!(self.touched.is_empty(), "counted with facts unsettled");
         let key = (self.store.rev, self.unattributed_misses);
         if let Some((rev, un, c)) = self.counted.get()
             && (rev, un) == key

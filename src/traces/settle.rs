@@ -17,6 +17,14 @@ const MAX_NEW_MISSES: usize = 1024;
 const COPIES_NAMED: usize = 3;
 
 impl Correlator {
+    /// Settles each trace the read under way gave a fact, once, in the
+    /// order they were touched; `force`: every deadline has passed.
+    pub(super) fn settle_touched(&mut self, force: bool) {
+        for (s, now) in std::mem::take(&mut self.touched) {
+            self.settle_by(s, now, force);
+        }
+    }
+
     /// Decides trace `s` again from its facts, at read time `now`.
     pub(super) fn settle(&mut self, s: u64, now: f64) {
         self.settle_by(s, now, false);

@@ -56,6 +56,7 @@ impl Correlator {
                 self.no_hit(i, w, now, busy, false, settle);
             }
         }
+        self.settle_touched(force);
         self.joiner.prune(&self.store, now);
         let store = &self.store;
         // An error or a cancel is final: no later death changes it.
@@ -89,6 +90,7 @@ impl Correlator {
             }
         }
         self.judge_waits(now, force);
+        self.settle_touched(force);
     }
 
     /// How long decode#`i`'s requests wait for their hit (`HitQueue::wait`).

@@ -6,12 +6,18 @@ use crate::feed::LogOrigin;
 use crate::logs::signal::{Signal, SignalKind as K, Val};
 use crate::traces::correlator::Correlator;
 use crate::traces::model::LogEvent;
-use crate::traces::store::push_capped;
-
-/// Most failure events kept for `drain_log_events` between two calls.
-const MAX_LOG_EVENTS: usize = 1024;
 
 impl Correlator {
+    /// A proxy-log line that is a router's or the sidecar's, read before
+    /// the proxy parser (which would take a router ERROR for an anonymous
+    /// failure). `None`: not such a line.
+    pub(crate) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
+        let l = crate::logs::vllm::parse_vllm_line(line)?;
+        let sig = l.signal.as_ref().filter(|s| crate::traces::proxy::router::is_router_kind(s.kind))?;
+        // `at` is the line's own time (`state::timeline` dated it by its stamp).
+        Some(self.on_signal(LogOrigin::Proxy, sig, at, at))
+    }
+
     /// Returns whether the signal meant anything to the correlator.
     pub(crate) fn on_signal(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
         if sig.kind.is_failure() {
@@ -74,10 +80,6 @@ impl Correlator {
             _ => return sig.kind.is_failure(),
         }
         true
-    }
-
-    pub(crate) fn push_log_event(&mut self, src: LogOrigin, kind: K, text: String, t: f64) {
-        push_capped(&mut self.log_events, LogEvent { t, source: src, kind, text }, MAX_LOG_EVENTS);
     }
 
     /// Lines of a log that pdtop does not know (no event, no signal).

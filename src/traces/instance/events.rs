@@ -286,18 +286,6 @@ impl Correlator {
         }
         self.store.index_engine(internal, s);
     }
-
-    pub(crate) fn connector_name(&self, i: usize) -> String {
-        self.stats
-            .get(&LogOrigin::Decode(i))
-            .and_then(|s| s.connector.clone())
-            .unwrap_or_else(|| "its connector".to_string())
-    }
-
-    /// A late partner joined a trace: it is open again until its facts settle it.
-    pub(crate) fn reopen(&mut self, s: u64) {
-        self.mark_open(s);
-    }
 }
 
 pub(crate) use crate::traces::model::hop_of;

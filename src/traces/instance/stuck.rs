@@ -86,16 +86,6 @@ impl Correlator {
         true
     }
 
-    /// The request went on (answered, finished, failed, cancelled): its
-    /// wait for remote KV, if any, is over.
-    pub(crate) fn end_wait(&mut self, s: u64, t: f64) {
-        if let Some(w) = self.store.get_mut(s).and_then(|e| e.trace.remote_wait.as_mut())
-            && w.ended.is_none()
-        {
-            w.ended = Some(t);
-        }
-    }
-
     /// Flags the waits seen lasting past the threshold. vLLM prints
     /// nothing when the KV arrives (the scheduler just stops printing
     /// `still in WAITING_FOR_REMOTE_KVS`, which it does on every step

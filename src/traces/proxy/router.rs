@@ -18,7 +18,6 @@
 use crate::feed::LogOrigin;
 use crate::logs::proxy::{RequestEvent, Stage};
 use crate::logs::signal::{Signal, SignalKind as K, Val};
-use crate::logs::vllm::parse_vllm_line;
 use crate::traces::correlator::Correlator;
 use crate::traces::model::Hop;
 
@@ -44,16 +43,6 @@ pub(crate) fn is_router_kind(k: K) -> bool {
 }
 
 impl Correlator {
-    /// A proxy-log line that is a router's or the sidecar's, read before
-    /// the proxy parser (which would take a router ERROR for an anonymous
-    /// failure). `None`: not such a line.
-    pub(crate) fn on_router_line(&mut self, line: &str, at: f64) -> Option<bool> {
-        let l = parse_vllm_line(line)?;
-        let sig = l.signal.as_ref().filter(|s| is_router_kind(s.kind))?;
-        // `at` is the line's own time (`state::timeline` dated it by its stamp).
-        Some(self.on_signal(LogOrigin::Proxy, sig, at, at))
-    }
-
     /// A router line's step on its request's trace (from any log).
     pub(crate) fn on_router_signal(&mut self, sig: &Signal, t: f64, at: f64) {
         let rid = sig.ids.first().map(String::as_str);
