@@ -49,6 +49,7 @@ mod theme_ui;
 mod traces_bad_input;
 mod traces_demo_proxy;
 mod traces_real;
+mod two_prefills;
 mod ui_snapshots;
 mod waterfall_ui;
 mod wrapped_lines;

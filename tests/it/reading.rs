@@ -20,7 +20,7 @@ use pdtop::lab::replay::{Reading, initial_state, read_as};
 use pdtop::traces::{Confidence, Join, Outcome};
 
 /// Every capture in `tests/fixtures/lab-captures/`.
-const ALL: [&str; 7] = [
+const ALL: [&str; 8] = [
     "qwen3-shape-restart",
     "nixl-llama-shape",
     "demo-proxy-qwen3",
@@ -28,6 +28,7 @@ const ALL: [&str; 7] = [
     "nixl-1p2d-bench",
     "nixl-1p2d-cascade",
     "example-1p2d-demo-proxy",
+    "example-2p1d-demo-proxy",
 ];
 
 type Verdicts = BTreeMap<String, (Outcome, Confidence)>;

@@ -41,7 +41,8 @@ impl Correlator {
         let open = taken.iter().filter(|o| !ended(self, o.serial)).count();
         let mut undated_streams = Vec::new();
         for o in taken {
-            let done = ended(self, o.serial);
+            let done =
+                ended(self, o.serial) || (matches!(src, LogOrigin::Prefill(_)) && self.kv_read(o.serial));
             if done || (o.streaming && !streams) {
                 continue;
             }
@@ -82,6 +83,21 @@ impl Correlator {
                 self.kills.push(kill);
             }
         }
+    }
+
+    /// The decode read this request's KV (its hit, its tensor): the
+    /// prefill's part was over, whatever its stream's end looked like.
+    fn kv_read(&self, s: u64) -> bool {
+        self.store.get(s).is_some_and(|e| {
+            e.facts.has(|k| {
+                matches!(
+                    k,
+                    FactKind::Hit { .. }
+                        | FactKind::GroupSettled { hit: true, .. }
+                        | FactKind::TensorReceived { .. }
+                )
+            })
+        })
     }
 
     /// Kills read before the proxy's undated lines: their echoes are
