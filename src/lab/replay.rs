@@ -68,7 +68,12 @@ impl Session {
 pub fn recording(capture: &Capture) -> Recording {
     let span = capture.t_end - capture.t0 + 1.0;
     let messages = messages(capture, span, true).into_iter().filter(Msg::is_observation).collect();
-    Recording { session: Session::from_capture(capture, true), version: crate::record::VERSION, messages }
+    Recording {
+        session: Session::from_capture(capture, true),
+        version: crate::record::VERSION,
+        messages,
+        broken: None,
+    }
 }
 
 /// Every message a live pdtop would have received in the first `secs` of

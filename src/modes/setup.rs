@@ -38,6 +38,15 @@ pub(super) fn open_recording(path: &Path) -> Result<Recording> {
     }
     // A file that cannot be opened is bad input (exit 2); one that opens
     // and then reads as damaged is a runtime failure (exit 3), as the README says.
-    let file = std::fs::File::open(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
-    Recording::read(file).map_err(|e| Error::Runtime(format!("{}: {e}", path.display())))
+    std::fs::File::open(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let mut rec = Recording::open(path).map_err(|e| Error::Runtime(format!("{}: {e}", path.display())))?;
+    if let Some(b) = &rec.broken {
+        // Said where it is read (stderr) and where it is watched: a source
+        // failure at the last whole entry's time.
+        let error = format!("{}: {b}", path.display());
+        eprintln!("pdtop: recording damaged: {error}");
+        let at = rec.messages.last().map_or(rec.session.started, |m| m.at());
+        rec.messages.push(crate::feed::Msg::SourceFailed { source: "recording".into(), at, error });
+    }
+    Ok(rec)
 }

@@ -179,6 +179,11 @@ impl LogFiles {
             show_prompts: false,
             collect: None,
         };
-        crate::record::Recording { session, version: crate::record::VERSION, messages: self.msgs }
+        crate::record::Recording {
+            session,
+            version: crate::record::VERSION,
+            messages: self.msgs,
+            broken: None,
+        }
     }
 }

@@ -43,6 +43,9 @@ impl<W: Write> Writer<W> {
         let header = Header { format: FORMAT.into(), version: VERSION, session: session.clone() };
         serde_json::to_writer(&mut enc, &header)?;
         enc.write_all(b"\n")?;
+        // The header first, alone: a recorder killed at once leaves a file
+        // that says what it was.
+        enc.flush()?;
         Ok(Writer { enc, entries: 0 })
     }
 
@@ -103,7 +106,33 @@ pub struct Recording {
     /// The format version the file was written in.
     pub version: u32,
     pub messages: Vec<Msg>,
+    /// Where a damaged file stopped being readable: `messages` holds every
+    /// whole entry before it (a recorder killed mid-write leaves a cut
+    /// tail; the writer flushes every second, so that is all it loses).
+    pub broken: Option<Broken>,
 }
+
+/// Where a recording broke and what was lost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Broken {
+    pub error: ReadError,
+    /// Bytes of the file from the break to its end, not read.
+    pub bytes_lost: u64,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; every whole entry before it is played", self.error)?;
+        if self.bytes_lost > 0 {
+            write!(f, ", the last {} bytes of the file are lost", self.bytes_lost)?;
+        }
+        Ok(())
+    }
+}
+
+/// The zstd frame's magic number: a file that does not start with it was
+/// never a recording (a log, a capture's text file).
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 impl Recording {
     pub fn open(path: &Path) -> Result<Recording, ReadError> {
@@ -112,51 +141,81 @@ impl Recording {
             line: None,
             reason: format!("{}: {e}", path.display()),
         })?;
-        Recording::read(f)
+        let size = f.metadata().map(|m| m.len()).ok();
+        let mut r = Recording::read(f)?;
+        if let (Some(b), Some(size)) = (&mut r.broken, size) {
+            b.bytes_lost = size.saturating_sub(b.error.file_offset);
+        }
+        Ok(r)
     }
 
-    /// Reads and checks a whole recording. A truncated or corrupt file is
-    /// an error naming the byte offset, never a panic.
+    /// Reads and checks a recording. A file that is not one, or whose
+    /// header cannot be read, is an error naming the byte offset; damage
+    /// after the header keeps every whole entry before it (`broken`
+    /// says where). Never a panic.
     pub fn read(input: impl Read) -> Result<Recording, ReadError> {
         let pos = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counting = Counting { inner: input, pos: pos.clone() };
+        let mut counting = Counting { inner: input, pos: pos.clone() };
         let err = |line: Option<u64>, reason: String| ReadError {
             file_offset: pos.load(std::sync::atomic::Ordering::Relaxed),
             line,
             reason,
         };
-        let dec = zstd::stream::Decoder::new(counting).map_err(|e| err(None, format!("not zstd: {e}")))?;
+        let mut magic = [0u8; 4];
+        let got =
+            read_up_to(&mut counting, &mut magic).map_err(|e| err(None, format!("cannot read: {e}")))?;
+        if got == 0 {
+            return Err(err(None, "empty file".into()));
+        }
+        if magic[..got] != ZSTD_MAGIC[..got] || got < 4 {
+            return Err(err(None, format!("not a pdtop recording: {}", what_it_is(&magic[..got]))));
+        }
+        let dec = zstd::stream::Decoder::new(std::io::Cursor::new(magic).chain(counting))
+            .map_err(|e| err(None, format!("not zstd: {e}")))?;
         let mut reader = BufReader::new(dec);
         let mut line = Vec::new();
         let mut n = 0u64;
         let mut header: Option<(u32, Session)> = None;
         let mut messages = Vec::new();
+        let mut broken = None;
         loop {
             line.clear();
-            let got = read_line(&mut reader, &mut line).map_err(|e| err(Some(n + 1), e))?;
+            let got = match read_line(&mut reader, &mut line) {
+                Ok(got) => got,
+                Err(e) => {
+                    broken = Some(err(Some(n + 1), e));
+                    break;
+                }
+            };
             if got == 0 {
                 break;
             }
             n += 1;
             if line.last() != Some(&b'\n') {
-                return Err(err(Some(n), "the last line is cut short (truncated file)".into()));
+                broken = Some(err(Some(n), "the last line is cut short (truncated file)".into()));
+                break;
             }
-            match &header {
-                None => header = Some(read_header(&line).map_err(|e| err(Some(n), e))?),
-                Some((1, _)) => {
-                    let e: v1::Entry =
-                        serde_json::from_slice(&line).map_err(|e| err(Some(n), format!("bad entry: {e}")))?;
-                    messages.push(e.into_msg());
+            let entry = match &header {
+                None => {
+                    header = Some(read_header(&line).map_err(|e| err(Some(n), e))?);
+                    continue;
                 }
-                Some(_) => {
-                    let m: Msg =
-                        serde_json::from_slice(&line).map_err(|e| err(Some(n), format!("bad entry: {e}")))?;
-                    messages.push(m);
+                Some((1, _)) => serde_json::from_slice::<v1::Entry>(&line).map(v1::Entry::into_msg),
+                Some(_) => serde_json::from_slice::<Msg>(&line),
+            };
+            match entry {
+                Ok(m) => messages.push(m),
+                Err(e) => {
+                    broken = Some(err(Some(n), format!("bad entry: {e}")));
+                    break;
                 }
             }
         }
-        let (version, session) = header.ok_or_else(|| err(None, "empty recording".into()))?;
-        Ok(Recording { session, version, messages })
+        let Some((version, session)) = header else {
+            return Err(broken.unwrap_or_else(|| err(None, "empty recording".into())));
+        };
+        let broken = broken.map(|error| Broken { error, bytes_lost: 0 });
+        Ok(Recording { session, version, messages, broken })
     }
 }
 
@@ -182,6 +241,27 @@ fn read_header(line: &[u8]) -> Result<(u32, Session), String> {
             Ok((VERSION, h.session))
         }
         v => Err(format!("format version {v} is not one this pdtop reads (1 and {VERSION})")),
+    }
+}
+
+/// Fills `buf` as far as the input goes.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// What a file that is no recording starts like.
+fn what_it_is(head: &[u8]) -> String {
+    if !head.is_empty() && head.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+        format!("it is text (starts {:?}), not a zstd stream", String::from_utf8_lossy(head))
+    } else {
+        format!("it does not start with zstd's magic number (starts {head:02x?})")
     }
 }
 
@@ -268,23 +348,70 @@ mod tests {
         }
     }
 
+    /// 200 scrapes, flushed every 10 as the recorder flushes every second.
+    fn flushed() -> (Vec<Msg>, Vec<u8>) {
+        let msgs: Vec<Msg> = (0..200)
+            .map(|i| Msg::Scrape { instance: i % 2, at: i as f64, body: format!("vllm:x {i}\n").repeat(50) })
+            .collect();
+        let mut out = Vec::new();
+        {
+            let mut w = Writer::new(&mut out, &session()).unwrap();
+            for (i, m) in msgs.iter().enumerate() {
+                w.write(m).unwrap();
+                if i % 10 == 9 {
+                    w.flush().unwrap();
+                }
+            }
+        }
+        (msgs, out)
+    }
+
     #[test]
-    fn truncated_and_corrupt_files_name_the_offset() {
+    fn a_cut_tail_keeps_every_whole_entry_before_it() {
+        let (msgs, bytes) = flushed();
+        // The header's own flushed block, alone.
+        let mut head = Vec::new();
+        drop(Writer::new(&mut head, &session()).unwrap());
+        let mut kept = 0;
+        for cut in (head.len()..bytes.len() - 1).step_by(bytes.len() / 40) {
+            let r = Recording::read(&bytes[..cut]).unwrap();
+            let b = r.broken.as_ref().expect("cut short");
+            assert!(b.error.file_offset <= cut as u64, "{b}");
+            assert_eq!(r.messages[..], msgs[..r.messages.len()], "a prefix, whole");
+            assert!(r.messages.len() >= kept, "a longer head never keeps less");
+            kept = r.messages.len();
+        }
+        assert!(kept >= 180, "the last cut keeps all but the last flush: {kept}");
+        // The whole file is whole.
+        let r = Recording::read(&bytes[..]).unwrap();
+        assert_eq!((r.messages.len(), r.broken), (200, None));
+    }
+
+    #[test]
+    fn damage_before_the_header_is_an_error_naming_the_offset() {
         let bytes = sample();
-        for cut in [0, 5, bytes.len() / 2, bytes.len() - 3] {
+        for cut in [0, 3, 5] {
             let e = Recording::read(&bytes[..cut]).unwrap_err();
             assert!(e.to_string().contains("at byte"), "{e}");
             assert!(e.file_offset <= cut as u64, "{e:?}");
         }
-        let mut bad = bytes.clone();
+        let e = Recording::read(&b"not a recording at all"[..]).unwrap_err();
+        assert!(e.to_string().contains("not a pdtop recording: it is text"), "{e}");
+        let e = Recording::read(&[0u8, 1, 2, 3, 4][..]).unwrap_err();
+        assert!(e.to_string().contains("zstd's magic number"), "{e}");
+    }
+
+    #[test]
+    fn damage_in_the_middle_keeps_the_head() {
+        let (msgs, mut bad) = flushed();
         let mid = bad.len() / 2;
         for b in &mut bad[mid..mid + 16] {
             *b ^= 0x5a;
         }
-        let e = Recording::read(&bad[..]).unwrap_err();
-        assert!(e.file_offset > 0, "{e:?}");
-        let e = Recording::read(&b"not a recording at all"[..]).unwrap_err();
-        assert!(e.to_string().contains("byte"), "{e}");
+        let r = Recording::read(&bad[..]).unwrap();
+        assert!(r.broken.is_some());
+        assert!(r.messages.len() >= 50, "{}", r.messages.len());
+        assert_eq!(r.messages[..], msgs[..r.messages.len()]);
     }
 
     /// The recording writes the messages themselves: every kind, every

@@ -37,6 +37,7 @@ mod prometheus_requests;
 mod prompts;
 mod reading;
 mod real_logs;
+mod record_cut;
 mod recovery_real;
 mod replay_capture;
 mod replay_logs;
