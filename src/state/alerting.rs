@@ -113,7 +113,9 @@ impl AppState {
             first.endpoint.display,
             h.consecutive_failures
         );
-        Some(Alert { kind: AlertKind::Down, count: down.len() as u64, last: h.last_ok, text })
+        // Every outage of what is down now, not just how many are down.
+        let count = down.iter().map(|i| u64::from(i.health.outages.max(1))).sum();
+        Some(Alert { kind: AlertKind::Down, count, last: h.last_ok, text })
     }
 
     /// An instance whose log told of its engine's death is down (its

@@ -29,6 +29,8 @@ pub struct Health {
     pub scrapes_failed: u64,
     pub restarts: u32,
     pub last_restart: Option<f64>,
+    /// Times it went from answering to not answering.
+    pub outages: u32,
     pub bad_lines_last: usize,
     pub bad_lines_total: u64,
     /// A scrape answered but held no `vllm:` sample (wrong port, stats off).
@@ -56,6 +58,10 @@ pub struct InstanceState {
 
 impl Health {
     pub fn failed(&mut self, at: f64, error: String) {
+        // Up (answered before) and now not: one more outage.
+        if self.up && self.last_ok.is_some() {
+            self.outages += 1;
+        }
         self.up = false;
         self.last_attempt = Some(at);
         self.consecutive_failures += 1;

@@ -137,7 +137,14 @@ fn instance_line(
 /// scrape's clock), or where vLLM exports no process start (multiprocess
 /// metrics) the age of the last good scrape, said as an age.
 fn up_label(i: &InstanceState, now: f64) -> String {
-    match i.latest.as_ref().and_then(|s| s.process_start) {
+    // A restart seen after the process's stated start (counters reset
+    // under an unchanged `process_start_time_seconds`) began it anew.
+    let start = i.latest.as_ref().and_then(|s| s.process_start);
+    let start = match (start, i.health.last_restart) {
+        (Some(s), Some(r)) => Some(s.max(r)),
+        (s, _) => s,
+    };
+    match start {
         Some(start) => fmt::age(now - start),
         None => format!("· {} ago", i.health.last_ok.map(|t| fmt::age(now - t)).unwrap_or_default()),
     }

@@ -55,6 +55,11 @@ fn a_miss_alerts_for_its_30_s_and_a_restart_brings_none_back() {
 /// pass's times follow the first, every log is truncated, and the counters
 /// go back to the recording's first scrape, under the same process start.
 fn looped(cap: &Capture, with_logs: bool) -> AppState {
+    looped_to(cap, with_logs, cap.t_end - cap.t0 + 1.0)
+}
+
+/// As `looped`, the second pass played `upto` seconds into it.
+fn looped_to(cap: &Capture, with_logs: bool, upto: f64) -> AppState {
     let span = cap.t_end - cap.t0 + 1.0;
     let gap = span + 3.0;
     let mut st = pdtop::lab::replay::initial_state(cap, with_logs);
@@ -68,7 +73,7 @@ fn looped(cap: &Capture, with_logs: bool) -> AppState {
             |ts| pdtop::traces::stamp_at(pdtop::traces::anchor(ts, cap.t0, None).unwrap_or(0.0) + gap);
         pdtop::logs::vllm::restamp(&l, later).unwrap_or(l)
     };
-    for mut m in pdtop::lab::replay::messages(cap, span, with_logs) {
+    for mut m in pdtop::lab::replay::messages(cap, upto, with_logs) {
         *m.at_mut() += gap;
         st.apply(match m {
             Msg::LogLines { source, at, lines, state, mut counts } => {
@@ -228,6 +233,35 @@ fn a_killed_instance_alerts_while_it_answers_no_scrape() {
         let text = common::screen_text(&app, 80, 24);
         assert!(text.lines().any(|l| l.starts_with(" ▲ DOWN ×1  ")), "{text}");
         assert!(!kinds(&played(&cap, 140.0, with_logs)).contains(&AlertKind::Down));
+    }
+}
+
+/// The demo loops the capture, its decode down and restarted in each pass
+/// under the recording's one `process_start_time_seconds`: the alert counts
+/// both outages, and the uptime starts again at the second restart.
+#[test]
+fn every_outage_is_counted_and_uptime_starts_again_at_each_restart() {
+    let cap = capture("qwen3-shape-restart");
+    for with_logs in [true, false] {
+        let st = looped_to(&cap, with_logs, 100.0);
+        assert!(!st.instances[1].health.up, "mid-way through the second outage");
+        let alerts = st.alerts(None);
+        let down = alerts.iter().find(|a| a.kind == AlertKind::Down).expect("a DOWN row");
+        assert_eq!(down.count, 2, "{alerts:#?}");
+        let st = looped(&cap, with_logs);
+        assert_eq!(st.instances[1].health.restarts, 2);
+        let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+        let text = common::screen_text(&app, 120, 40);
+        let line = text
+            .lines()
+            .find(|l| l.contains("DECODE") && l.contains("● up"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let age = line.split("● up ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+        // The second restart was 15 s before the end of the pass.
+        assert!(
+            age.ends_with('s') && age.trim_end_matches('s').parse::<u32>().is_ok_and(|s| s < 60),
+            "{line}"
+        );
     }
 }
 
