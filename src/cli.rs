@@ -126,9 +126,11 @@ macro_rules! exit_status {
     };
     (doctor) => {
         concat!(
-            "Exit status:\n  0  clean (warnings and notes allowed)\n  1  a problem found (an instance of which\n     \
+            "Exit status:\n  0  clean: every source read, nothing wrong (warnings and notes allowed)\n  1  a problem found (an instance of which\n     \
              nothing could be read is one)\n",
-            exit_status!(@usage)
+            exit_status!(@usage),
+            "  4  nothing wrong in what was read, but some source could not be read: the\n     \
+             checks on it did not run (listed under `not read`)\n"
         )
     };
 }

@@ -25,7 +25,11 @@ fn main() -> ExitCode {
         Some(Command::Doctor(args)) => match modes::doctor(&args) {
             Ok(report) => {
                 if args.json {
-                    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+                    let mut v = serde_json::to_value(&report).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("verdict".into(), serde_json::json!(report.verdict()));
+                    }
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
                 } else {
                     print!("{}", pdtop::doctor::render::text(&report));
                 }

@@ -16,7 +16,7 @@ pub mod rules;
 pub mod watch;
 
 pub use facts::PairFacts;
-pub use finding::{Finding, Report, Severity, Unread};
+pub use finding::{Finding, Report, Severity, Unread, Verdict};
 
 /// The findings of a set of facts, with what was and was not read.
 pub fn diagnose(facts: &PairFacts) -> Report {

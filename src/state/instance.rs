@@ -31,6 +31,9 @@ pub struct Health {
     pub last_restart: Option<f64>,
     /// Times it went from answering to not answering.
     pub outages: u32,
+    /// The last restart's new process stated a start before the old one's
+    /// last answer: when that restart was seen stands for its start.
+    pub started_unstated: Option<f64>,
     pub bad_lines_last: usize,
     pub bad_lines_total: u64,
     /// A scrape answered but held no `vllm:` sample (wrong port, stats off).
@@ -117,6 +120,14 @@ impl InstanceState {
             if iv.after_restart {
                 self.health.restarts += 1;
                 self.health.last_restart = Some(at);
+                // A new process cannot have started before the old one last
+                // answered: one that says so (a recording replayed in a
+                // loop) started, as far as can be known, when it was seen.
+                let stale = match (sample.process_start, self.latest_at) {
+                    (Some(start), Some(prev_at)) => start < prev_at,
+                    _ => false,
+                };
+                self.health.started_unstated = stale.then_some(at);
             }
             for (c, v) in &iv.counters {
                 *self.total_counters.entry(*c).or_default() += v;

@@ -137,10 +137,10 @@ fn instance_line(
 /// scrape's clock), or where vLLM exports no process start (multiprocess
 /// metrics) the age of the last good scrape, said as an age.
 fn up_label(i: &InstanceState, now: f64) -> String {
-    // A restart seen after the process's stated start (counters reset
-    // under an unchanged `process_start_time_seconds`) began it anew.
+    // A restart whose process stated no newer start (counters reset under
+    // an unchanged `process_start_time_seconds`) began it when seen.
     let start = i.latest.as_ref().and_then(|s| s.process_start);
-    let start = match (start, i.health.last_restart) {
+    let start = match (start, i.health.started_unstated) {
         (Some(s), Some(r)) => Some(s.max(r)),
         (s, _) => s,
     };
@@ -344,6 +344,8 @@ pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
     let style = match worst {
         Some(Severity::Problem) => theme.fg("error"),
         Some(Severity::Warning) => theme.fg("warn"),
+        // Nothing wrong in what was read, but not all was: no green.
+        _ if !r.unread.is_empty() => theme.fg("warn"),
         _ => theme.fg("ok"),
     };
     let first = r
@@ -351,7 +353,8 @@ pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
         .first()
         .filter(|f| f.severity != Severity::Note)
         .map(|f| format!(" · {}: {}", f.subject, f.cause))
+        .or_else(|| r.unread.first().map(|u| format!(" · not read: {}: {}", u.source, u.why)))
         .unwrap_or_default();
-    let head = r.headline().replacen("doctor:", "DOCTOR ", 1);
+    let head = r.short_headline().replacen("doctor:", "DOCTOR ", 1);
     frame.render_widget(Paragraph::new(Line::styled(format!(" {head}{first}"), style)), area);
 }

@@ -386,7 +386,7 @@ fn pdtop(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
-fn the_command_on_a_real_capture_clean_then_with_a_bad_block_size() {
+fn the_command_on_a_real_capture_finds_nothing_wrong_then_a_bad_block_size() {
     let cap = capture_dir("nixl-llama-shape");
     let (p, d) = (cap.join("vllm-prefill.log"), cap.join("vllm-decode2.log"));
     let idle = |f: &str| std::fs::read_to_string(cap.join(f)).unwrap();
@@ -394,8 +394,15 @@ fn the_command_on_a_real_capture_clean_then_with_a_bad_block_size() {
     let decode = serve_vllm(vec![idle("decode-metrics-idle.txt")]);
     let logs = ["--prefill-log", p.to_str().unwrap(), "--decode-log", d.to_str().unwrap()];
     let (rc, out, err) = pdtop(&[&["--prefill", &prefill, "--decode", &decode][..], &logs[..]].concat());
-    assert_eq!(rc, 0, "{out}{err}");
-    assert!(out.ends_with("doctor: clean\n"), "{out}");
+    // The ports are held by this test, no vllm serve: the checks on the
+    // processes could not run, so nothing wrong is not clean (exit 4).
+    assert_eq!(rc, 4, "{out}{err}");
+    assert!(
+        out.ends_with(
+            "doctor: not clean: nothing wrong in what was read, but 2 sources could not be read, so the checks on them did not run (see `not read`)\n"
+        ),
+        "{out}"
+    );
     assert!(out.contains(&format!("{prefill}/metrics")), "{out}");
     // This host's real /proc: the port's holder is this test, no vllm serve.
     assert!(out.contains(&format!("process behind prefill {prefill}: port")), "{out}");
@@ -623,11 +630,21 @@ fn the_gpu_pairs_two_mistakes_are_named_from_proc_and_logs_alone_and_the_fix_is_
     );
     assert!(rules[2..].iter().all(|r| *r == "ucx_net_devices_unset"), "{rules:?}");
     let (rc, out, err) = lab_run("nixl-fixed", &[]);
-    assert_eq!(rc, 0, "{out}{err}");
     assert!(out.contains("NOTE    prefill 127.0.0.1:8100 [ucx_net_devices_unset]"), "{out}");
     assert!(!out.contains("PROBLEM") && !out.contains("WARNING"), "{out}");
-    // The fixed prefill log holds both starts: the latest one is read.
-    assert!(out.ends_with("doctor: clean\n"), "{out}");
+    // The fixed prefill log holds both starts: the latest one is read. No
+    // endpoint answers here (the pair is gone): nothing wrong, but not clean.
+    assert_eq!(rc, 4, "{out}{err}");
+    assert!(out.contains("\n  127.0.0.1:8200/metrics: cannot connect"), "{out}");
+    assert!(
+        out.ends_with(
+            "but 6 sources could not be read, so the checks on them did not run (see `not read`)\n"
+        ),
+        "{out}"
+    );
+    let (rc, out, _) = lab_run("nixl-fixed", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((rc, &v["verdict"]), (4, &serde_json::json!("incomplete")), "{v}");
 }
 
 #[test]

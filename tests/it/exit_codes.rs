@@ -115,7 +115,7 @@ fn help_of_each_subcommand() {
         let codes: &[&str] = if sub == "check" {
             &["0", "1", "2", "3"]
         } else if sub == "doctor" {
-            &["0", "1", "2"]
+            &["0", "1", "2", "4"]
         } else if sub == "kv" {
             &["0", "2"]
         } else {
