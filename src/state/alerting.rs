@@ -138,3 +138,53 @@ impl AppState {
         })
     }
 }
+
+/// How far back the metrics and the traces are held to each other: a miss
+/// one of them did not see long ago (metrics pair a decode with a prefill
+/// by timing alone) is history, not a disagreement now.
+pub const CROSS_CHECK_SECS: f64 = 300.0;
+/// How long both sides take to call a miss (the metrics' hold, a scrape).
+const CROSS_CHECK_SETTLE_SECS: f64 = 15.0;
+/// How much later than the line a scrape can show the same miss.
+const SCRAPE_LAG_SECS: f64 = 3.0;
+
+/// The metrics' silent misses against the traces', since pdtop started and
+/// over the last [`CROSS_CHECK_SECS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrossCheck {
+    pub metrics: u64,
+    pub traces: u64,
+    pub recent_metrics: u64,
+    pub recent_traces: u64,
+}
+
+impl CrossCheck {
+    /// They disagree now: over the recent window, not only long ago.
+    pub fn disagree_now(&self) -> bool {
+        self.recent_metrics != self.recent_traces
+    }
+}
+
+impl AppState {
+    /// The cross-check of the two miss detectors, where logs are read.
+    pub fn cross_check(&self) -> Option<CrossCheck> {
+        let logs = self.logs.as_ref().filter(|l| l.has_decode_log())?;
+        let c = &logs.correlator;
+        let (to, from) = (self.now - CROSS_CHECK_SETTLE_SECS, self.now - CROSS_CHECK_SECS);
+        let recent_traces = c
+            .traces()
+            .filter(|t| t.outcome == Outcome::SilentMiss && !c.before_start(t))
+            .map(|t| t.phase(crate::traces::Hop::Consumer).map_or(t.first_seen, |p| p.start))
+            .filter(|&at| from < at && at <= to)
+            .count() as u64;
+        // A scrape shows a miss up to a few seconds after its lines.
+        let lag = |at: f64| from + SCRAPE_LAG_SECS < at && at <= to + SCRAPE_LAG_SECS;
+        let recent_metrics = self.misses.events.iter().filter(|e| lag(e.t)).map(|e| e.count).sum();
+        Some(CrossCheck {
+            metrics: self.misses.outcomes.silent_miss,
+            traces: c.counts().silent_miss_since_start(),
+            recent_metrics,
+            recent_traces,
+        })
+    }
+}

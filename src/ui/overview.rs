@@ -237,8 +237,12 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
         // The cross-check: shown, never hidden, when the two disagree.
         // Metrics saw only what came after pdtop started.
         let since = o.silent_miss_since_start();
+        let cc = state.cross_check();
         let (text, style) = if metrics.silent_miss == since {
             (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
+        } else if cc.is_some_and(|c| !c.disagree_now()) {
+            // Apart once, long ago (metrics pair by timing): agreeing now.
+            (format!(" metrics agree now ({} vs {since} in all)", metrics.silent_miss), theme.dim())
         } else {
             (
                 format!(" ⚠ metrics: {} silent miss(es), traces: {since}", metrics.silent_miss),

@@ -306,3 +306,61 @@ fn a_short_screen_gives_the_alerts_one_row_and_keeps_the_counts() {
     let tall = common::screen_text(&app, 120, 40);
     assert_eq!(tall.lines().filter(|l| l.starts_with(" ▲ ")).count(), 3, "{tall}");
 }
+
+/// `passes` passes of the capture as the demo loops it, the decode log's
+/// lines naming `lost` dropped from the first (a log line lost: the
+/// traces miss a miss the metrics saw).
+fn passes_losing(cap: &Capture, passes: u32, lost: &str) -> AppState {
+    let span = cap.t_end - cap.t0 + 1.0;
+    let gap = span + 3.0;
+    let mut st = pdtop::lab::replay::initial_state(cap, true);
+    for pass in 0..passes {
+        let off = gap * f64::from(pass);
+        let restamp = |l: String| {
+            let later =
+                |ts| pdtop::traces::stamp_at(pdtop::traces::anchor(ts, cap.t0, None).unwrap_or(0.0) + off);
+            pdtop::logs::vllm::restamp(&l, later).unwrap_or(l)
+        };
+        let mut truncated = std::collections::BTreeSet::new();
+        for mut m in pdtop::lab::replay::messages(cap, span, true) {
+            *m.at_mut() += off;
+            st.apply(match m {
+                Msg::LogLines { source, at, lines, state, mut counts } => {
+                    if pass > 0 && truncated.insert(source.to_string()) {
+                        counts = TailCounts { truncations: 1, ..counts };
+                    }
+                    let keep = |l: &String| pass > 0 || !l.contains(lost);
+                    let lines = lines.into_iter().filter(keep).map(restamp).collect();
+                    Msg::LogLines { source, at, lines, state, counts }
+                }
+                other => other,
+            });
+        }
+    }
+    st
+}
+
+/// The metrics-vs-traces note warns while the two disagree over the last
+/// `CROSS_CHECK_SECS`, and stops once they agree again: a miss one side
+/// lost long ago is history (it stays in the totals, said dimly).
+#[test]
+fn the_cross_check_warns_only_while_the_two_disagree() {
+    use pdtop::state::alerting::CROSS_CHECK_SECS;
+    let cap = capture("qwen3-shape-restart");
+    let line = |st: AppState| {
+        let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+        let text = common::screen_text(&app, 120, 40);
+        text.lines().find(|l| l.contains("metrics")).map(str::to_string).unwrap_or_else(|| panic!("{text}"))
+    };
+    let st = passes_losing(&cap, 1, "lab-mismatch-3");
+    let cc = st.cross_check().unwrap();
+    assert_eq!((cc.metrics, cc.traces, cc.disagree_now()), (8, 7, true));
+    assert!(line(st).contains("⚠ metrics: 8 silent miss(es), traces: 7"));
+    // Three passes on (more than CROSS_CHECK_SECS), each with its 8 misses on both sides.
+    assert!(3.0 * (cap.t_end - cap.t0) > CROSS_CHECK_SECS);
+    let st = passes_losing(&cap, 4, "lab-mismatch-3");
+    let cc = st.cross_check().unwrap();
+    assert_eq!((cc.metrics, cc.traces, cc.disagree_now()), (32, 31, false));
+    let l = line(st);
+    assert!(l.contains("metrics agree now (32 vs 31 in all)") && !l.contains('⚠'), "{l}");
+}
