@@ -53,9 +53,21 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     if let Feed::Live(live) = &mut feed {
         live.lab = Some(LabInfo { capture: name, speed: args.speed, clock: handle.clock.clone() });
     }
-    let result = run_screen(App::new(session.state(), super::setup::theme(&settings)?), feed);
-    close_lab(&handle, &dir);
-    result
+    // Closed on every way out, a panic's unwinding included.
+    let _closing = ClosingLab { handle: &handle, dir: &dir };
+    run_screen(App::new(session.state(), super::setup::theme(&settings)?), feed)
+}
+
+/// Closes the lab when dropped.
+struct ClosingLab<'a> {
+    handle: &'a LabHandle,
+    dir: &'a std::path::Path,
+}
+
+impl Drop for ClosingLab<'_> {
+    fn drop(&mut self) {
+        close_lab(self.handle, self.dir);
+    }
 }
 
 /// The lab's writers stop first (one that ran on would make the folder

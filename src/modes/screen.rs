@@ -51,6 +51,12 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
         spawn_signal_watch(in_tx);
         app::run(&mut terminal, &mut app, feed, in_rx).await
     });
+    // A terminal that went away (the pane closed, tmux killed): ratatui's
+    // own drop would print its failure to the dead stderr, and a failed
+    // print panics before the demo's folder is removed. It is let go.
+    if terminal.show_cursor().is_err() {
+        std::mem::forget(terminal);
+    }
     drop(restore);
     result.map(|_| ()).runtime("terminal")
 }
@@ -63,8 +69,9 @@ impl Drop for RestoreOnDrop {
         // the message; leaving the alternate screen a second time would move
         // the cursor back (xterm's 1049 restores the saved position) and the
         // shell would overwrite the message.
+        // Errors unprinted: stderr may be the terminal that went away.
         if !std::thread::panicking() {
-            ratatui::restore();
+            let _ = ratatui::try_restore();
         }
     }
 }

@@ -324,3 +324,24 @@ fn demo_listens_on_loopback_only_and_check_listens_nowhere() {
     let _ = check.wait();
     assert!(seen_any_fd);
 }
+
+/// The demo's folder goes with its terminal: the tmux server killed (the
+/// pane's process gets SIGHUP, then writes to a dead terminal fail), or
+/// the pane closed.
+#[test]
+fn the_demo_folder_goes_when_its_terminal_goes() {
+    for how in [&["kill-server"][..], &["kill-pane", "-t", "t"][..]] {
+        let Some(t) = Tmux::start("demo-gone") else { return };
+        t.run_pdtop("", "demo --speed 2");
+        let pid = t.pid();
+        let folder = std::env::temp_dir().join(format!("pdtop-demo-{pid}"));
+        t.until("the dashboard", |p| p.contains("PREFILL"));
+        assert!(folder.is_dir(), "{}", folder.display());
+        t.cmd(how);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!folder.exists(), "{how:?} left {}", folder.display());
+    }
+}
