@@ -64,6 +64,7 @@ impl App {
         let Some(action) = action_for(key) else {
             return false;
         };
+        self.view.said = None;
         self.on_action(action);
         true
     }
@@ -74,6 +75,14 @@ impl App {
         let v = &mut self.view;
         match key.code {
             KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
+            // As in a shell: Ctrl-U clears the line, Ctrl-W the last word.
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => v.search.clear(),
+            KeyCode::Char('w') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                let kept = v.search.trim_end().len();
+                let cut = v.search[..kept].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+                v.search.truncate(cut);
+            }
+            KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => return false,
             KeyCode::Char(c) => {
                 v.search.push(c);
                 v.selected = 0;
@@ -106,6 +115,12 @@ impl App {
             ui::instances::order(state, &self.view)
         };
         let v = &mut self.view;
+        // The help swallows every key but those that close it.
+        if v.help && !matches!(action, Action::Help | Action::Quit | Action::ForceQuit | Action::Back) {
+            return;
+        }
+        let page = v.page.get().max(1);
+        let in_events = v.view == View::Events;
         match action {
             Action::ForceQuit => self.quit = true,
             Action::Quit => {
@@ -121,11 +136,13 @@ impl App {
                 if v.help {
                     v.help = false;
                 } else if v.focus.is_some() {
+                    // Back where it was opened from: the Instances list.
                     v.focus = None;
+                    v.view = View::Instances;
                 } else if in_requests && (v.detail || v.followed.is_some()) {
                     v.detail = false;
                     v.followed = None;
-                } else if in_requests && !v.search.is_empty() {
+                } else if !v.search.is_empty() {
                     v.search.clear();
                 }
             }
@@ -136,11 +153,19 @@ impl App {
                 let step = if action == Action::NextView { 1 } else { all.len() - 1 };
                 v.view = all[(i + step) % all.len()];
                 v.scroll = 0;
+                // A filter belongs to the view it was typed in.
+                v.search.clear();
             }
             Action::Down if in_instances => {
                 v.inst_selected = (v.inst_selected + 1).min(inst_rows.len().saturating_sub(1))
             }
             Action::Up if in_instances => v.inst_selected = v.inst_selected.saturating_sub(1),
+            Action::PageDown if in_instances => {
+                v.inst_selected = (v.inst_selected + page).min(inst_rows.len().saturating_sub(1))
+            }
+            Action::PageUp if in_instances => v.inst_selected = v.inst_selected.saturating_sub(page),
+            Action::Top if in_instances => v.inst_selected = 0,
+            Action::Bottom if in_instances => v.inst_selected = inst_rows.len().saturating_sub(1),
             Action::Sort if v.view == View::Requests => v.req_sort = v.req_sort.next(),
             Action::Sort => v.inst_sort = v.inst_sort.next(),
             Action::Open if in_instances => {
@@ -153,12 +178,23 @@ impl App {
             Action::Up if in_requests => v.selected = v.selected.saturating_sub(1),
             Action::Top if in_requests => v.selected = 0,
             Action::Bottom if in_requests => v.selected = rows.saturating_sub(1),
+            Action::PageDown if in_requests => v.selected = (v.selected + page).min(rows.saturating_sub(1)),
+            Action::PageUp if in_requests => v.selected = v.selected.saturating_sub(page),
             Action::Down => v.scroll = v.scroll.saturating_add(1),
             Action::Up => v.scroll = v.scroll.saturating_sub(1),
+            Action::PageDown => v.scroll = v.scroll.saturating_add(page),
+            Action::PageUp => v.scroll = v.scroll.saturating_sub(page),
             Action::Top => v.scroll = 0,
+            // The last page, full: not the last row alone.
+            Action::Bottom if in_events => v.scroll = self.state.events.len().saturating_sub(page),
             Action::Bottom => v.scroll = self.state.events.len().saturating_sub(1),
+            // `/` filters the list it is typed in; a view with no list
+            // of its own searches the requests.
             Action::Search => {
-                v.view = View::Requests;
+                if !(in_instances || in_events || in_requests) {
+                    v.view = View::Requests;
+                }
+                v.search.clear();
                 v.searching = true;
             }
             Action::Open => {
@@ -187,7 +223,10 @@ impl App {
                     None => Some(Box::new(self.state.clone())),
                 };
             }
-            Action::CycleTheme => self.theme = self.theme.next(crate::theme::user_theme_dir().as_deref()),
+            Action::CycleTheme => {
+                self.theme = self.theme.next(crate::theme::user_theme_dir().as_deref());
+                v.said = Some(format!("theme: {}", self.theme.name));
+            }
             Action::ToggleWindow => {
                 v.window = match v.window {
                     HistWindow::Sliding => HistWindow::SinceStart,

@@ -20,6 +20,9 @@ pub enum Action {
     Down,
     Top,
     Bottom,
+    /// PgUp / PgDn: a screenful at a time.
+    PageUp,
+    PageDown,
     Freeze,
     ToggleWindow,
     Search,
@@ -33,8 +36,10 @@ pub enum Action {
 pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('c'), KeyModifiers::CONTROL, Action::ForceQuit, "quit, always"),
     (KeyCode::Char('q'), KeyModifiers::NONE, Action::Quit, "quit (closes the help first)"),
-    (KeyCode::Esc, KeyModifiers::NONE, Action::Back, "close: help, instance, trace, filter"),
+    (KeyCode::F(10), KeyModifiers::NONE, Action::Quit, "quit (closes the help first)"),
+    (KeyCode::Esc, KeyModifiers::NONE, Action::Back, "back one step (help, trace, filter...)"),
     (KeyCode::Char('?'), KeyModifiers::NONE, Action::Help, "this help"),
+    (KeyCode::F(1), KeyModifiers::NONE, Action::Help, "this help"),
     (KeyCode::Tab, KeyModifiers::NONE, Action::NextView, "next view"),
     (KeyCode::BackTab, KeyModifiers::SHIFT, Action::PrevView, "previous view"),
     (KeyCode::Char('j'), KeyModifiers::NONE, Action::Down, "down / scroll"),
@@ -46,10 +51,14 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('l'), KeyModifiers::NONE, Action::NextView, "next view"),
     (KeyCode::Right, KeyModifiers::NONE, Action::NextView, "next view"),
     (KeyCode::Char('g'), KeyModifiers::NONE, Action::Top, "first"),
+    (KeyCode::Home, KeyModifiers::NONE, Action::Top, "first"),
     (KeyCode::Char('G'), KeyModifiers::SHIFT, Action::Bottom, "last"),
+    (KeyCode::End, KeyModifiers::NONE, Action::Bottom, "last"),
+    (KeyCode::PageUp, KeyModifiers::NONE, Action::PageUp, "a page up"),
+    (KeyCode::PageDown, KeyModifiers::NONE, Action::PageDown, "a page down"),
     (KeyCode::Char(' '), KeyModifiers::NONE, Action::Freeze, "freeze the view (collection goes on)"),
     (KeyCode::Char('w'), KeyModifiers::NONE, Action::ToggleWindow, "histograms: last 60 s / since start"),
-    (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "requests: search ids"),
+    (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "filter this list (requests: ids)"),
     (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: a trace / an instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request / stop"),
     (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances, requests: next sort column"),
@@ -150,6 +159,11 @@ fn key_name(code: KeyCode, mods: KeyModifiers) -> String {
         KeyCode::Left => "←".into(),
         KeyCode::Right => "→".into(),
         KeyCode::Enter => "Enter".into(),
+        KeyCode::F(n) => format!("F{n}"),
+        KeyCode::PageUp => "PgUp".into(),
+        KeyCode::PageDown => "PgDn".into(),
+        KeyCode::Home => "Home".into(),
+        KeyCode::End => "End".into(),
         other => format!("{other:?}"),
     };
     if mods.contains(KeyModifiers::CONTROL) { format!("Ctrl-{base}") } else { base }
@@ -175,6 +189,13 @@ mod tests {
         assert_eq!(action_for(&press(KeyCode::Char('?'), KeyModifiers::SHIFT)), Some(Action::Help));
         assert_eq!(action_for(&press(KeyCode::Char(' '), KeyModifiers::NONE)), Some(Action::Freeze));
         assert_eq!(action_for(&press(KeyCode::Char('x'), KeyModifiers::NONE)), None);
+        // htop's and every pager's keys.
+        assert_eq!(action_for(&press(KeyCode::F(1), KeyModifiers::NONE)), Some(Action::Help));
+        assert_eq!(action_for(&press(KeyCode::F(10), KeyModifiers::NONE)), Some(Action::Quit));
+        assert_eq!(action_for(&press(KeyCode::PageDown, KeyModifiers::NONE)), Some(Action::PageDown));
+        assert_eq!(action_for(&press(KeyCode::PageUp, KeyModifiers::NONE)), Some(Action::PageUp));
+        assert_eq!(action_for(&press(KeyCode::Home, KeyModifiers::NONE)), Some(Action::Top));
+        assert_eq!(action_for(&press(KeyCode::End, KeyModifiers::NONE)), Some(Action::Bottom));
         // Ctrl-J is not j.
         assert_eq!(action_for(&press(KeyCode::Char('j'), KeyModifiers::CONTROL)), None);
     }
@@ -189,7 +210,9 @@ mod tests {
     #[test]
     fn help_groups_keys_of_one_action() {
         let lines = help_lines();
-        assert!(lines.iter().any(|(k, _)| k == "q"));
+        assert!(lines.iter().any(|(k, _)| k == "q F10"));
+        assert!(lines.iter().any(|(k, _)| k == "? F1"));
+        assert!(lines.iter().any(|(k, _)| k == "g Home"));
         assert!(lines.iter().any(|(k, _)| k == "Esc"));
         assert!(lines.iter().any(|(k, _)| k == "Ctrl-c"));
     }

@@ -96,6 +96,17 @@ pub enum Join {
 }
 
 impl Join {
+    /// How the two sides were joined, in words.
+    pub fn words(self) -> &'static str {
+        match self {
+            Join::ById => "joined by id",
+            Join::ByPromptTokens => "joined by prompt length",
+            Join::ByOrder => "joined by arrival order",
+        }
+    }
+}
+
+impl Join {
     /// Whether the two sides are known to be one request (not a guess).
     pub fn exact(self) -> bool {
         self != Join::ByOrder

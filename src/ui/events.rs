@@ -15,23 +15,39 @@ use crate::state::{AppState, EventKind};
 use crate::theme::Theme;
 
 pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
-    list(frame, area, state, view.scroll, " events ", theme);
+    let title = match view.search.is_empty() {
+        true => " events ".to_string(),
+        false => format!(" events /{} ", view.search),
+    };
+    list(frame, area, state, view.scroll, &view.search, &title, theme);
 }
 
 /// The newest few events, under the request panel of the overview.
 pub fn render_recent(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    list(frame, area, state, 0, " recent events ", theme);
+    list(frame, area, state, 0, "", " recent events ", theme);
 }
 
-fn list(frame: &mut Frame, area: Rect, state: &AppState, skip: usize, title: &str, theme: &Theme) {
+fn list(
+    frame: &mut Frame,
+    area: Rect,
+    state: &AppState,
+    skip: usize,
+    filter: &str,
+    title: &str,
+    theme: &Theme,
+) {
+    let q = filter.to_lowercase();
+    let shown: Vec<&crate::state::Event> =
+        state.events.iter().rev().filter(|e| q.is_empty() || e.text.to_lowercase().contains(&q)).collect();
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
-        .title(Span::styled(format!("{title}({}) ", state.events.len()), theme.fg("title")));
-    let lines: Vec<Line> = state
-        .events
-        .iter()
-        .rev()
+        .title(Span::styled(format!("{title}({}) ", shown.len()), theme.fg("title")));
+    // Scrolled past the end, the last page is shown whole.
+    let rows = area.height.saturating_sub(2) as usize;
+    let skip = skip.min(shown.len().saturating_sub(rows));
+    let lines: Vec<Line> = shown
+        .into_iter()
         .skip(skip)
         .take(area.height as usize)
         .map(|e| {

@@ -101,6 +101,8 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     if banner > 0 {
         header::alerts(frame, banner_area, &alerts, state.now, theme);
     }
+    // A page of the view's list, for PgUp / PgDn and `G`.
+    view.page.set(body.height.saturating_sub(3).max(1) as usize);
     match view.view {
         View::Overview => overview::render(frame, body, state, view, theme),
         View::Instances => instances::render(frame, body, state, view, theme),
@@ -109,7 +111,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         View::Events => events::render(frame, body, state, view, theme),
     }
     let replay = view.badge.is_some();
-    footer_bar(frame, footer, replay, theme);
+    footer_bar(frame, footer, replay, view.said.as_deref(), theme);
     if view.help {
         help_overlay(frame, area, replay, theme);
     }
@@ -173,7 +175,12 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     frame.render_widget(Paragraph::new(Line::from(right)), r);
 }
 
-fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {
+fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, said: Option<&str>, theme: &Theme) {
+    // What the last key changed, said until the next key.
+    if let Some(said) = said {
+        frame.render_widget(Paragraph::new(Line::styled(format!(" {said}"), theme.fg("accent"))), area);
+        return;
+    }
     let live = [("space", "freeze"), ("w", "window")];
     let played = [("p", "pause"), ("←/→", "seek")];
     let keys = [("q", "quit"), ("?", "help"), ("Tab", "view")]

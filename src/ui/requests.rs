@@ -347,7 +347,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     lines.push(Line::from(vec![
         Span::styled(" verdict: ", theme.dim()),
         Span::styled(t.outcome.label(), outcome_style(t.outcome, theme)),
-        Span::styled(format!("  ({:?} join, {:?}) ", t.join, t.confidence), theme.dim()),
+        Span::styled(format!("  ({}, {}) ", t.join.words(), confidence_words(t.confidence)), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence()), theme.text()));
     if let Some(w) = &t.remote_wait {
@@ -397,4 +397,13 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), area);
+}
+
+/// How sure a verdict is, in words.
+fn confidence_words(c: Confidence) -> &'static str {
+    match c {
+        Confidence::Sure => "sure",
+        Confidence::Likely => "likely",
+        Confidence::Unsure => "unsure",
+    }
 }

@@ -77,6 +77,12 @@ pub struct ViewState {
     /// What reading the logs after the fact could not know (an assumed
     /// year, a file left out): said on screen as `check` says it.
     pub notes: Vec<String>,
+    /// Rows the list of the view last drew (a page for PgUp / PgDn, the
+    /// last page for `G`); the renderer writes it, the keys read it.
+    pub page: std::cell::Cell<usize>,
+    /// What the last key changed that the screen would not show itself
+    /// (`theme: light`): on the footer until the next key.
+    pub said: Option<String>,
 }
 
 /// What a panel that needs metrics says when there are none.
@@ -103,6 +109,8 @@ impl Default for ViewState {
             focus: None,
             logs_only: false,
             notes: Vec::new(),
+            page: std::cell::Cell::new(10),
+            said: None,
         }
     }
 }

@@ -149,3 +149,91 @@ fn readme_key_table_is_the_binding_table() {
     let esc = table.lines().find(|l| l.contains("`Esc`")).unwrap();
     assert!(!esc.contains("quit"), "{esc}");
 }
+
+fn key(app: &mut App, code: KeyCode) {
+    app.on_key(&press(code));
+}
+
+fn ctrl(app: &mut App, c: char) {
+    app.on_key(&KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL));
+}
+
+/// htop's, k9s's and every pager's keys, on a real capture's state.
+#[test]
+fn keys_people_already_know() {
+    let mut app = live();
+    // F1 opens the help; while it is open it swallows what is not its own.
+    key(&mut app, KeyCode::F(1));
+    assert!(app.view.help);
+    let (view, sel) = (app.view.view, app.view.selected);
+    for k in [KeyCode::Char('j'), KeyCode::Char('G'), KeyCode::Tab, KeyCode::PageDown, KeyCode::Char('/')] {
+        key(&mut app, k);
+    }
+    assert_eq!((app.view.view, app.view.selected, app.view.searching), (view, sel, false));
+    key(&mut app, KeyCode::F(10));
+    assert!(!app.view.help && !app.quit, "F10 closes the help first");
+
+    // PgDn / PgUp / End / Home in Requests move by the page the screen drew.
+    app.view.view = View::Requests;
+    let _ = common::screen_text(&app, 120, 40);
+    let page = app.view.page.get();
+    assert!(page > 5, "{page}");
+    key(&mut app, KeyCode::PageDown);
+    assert_eq!(app.view.selected, page);
+    key(&mut app, KeyCode::PageUp);
+    assert_eq!(app.view.selected, 0);
+    key(&mut app, KeyCode::End);
+    assert!(app.view.selected > page);
+    key(&mut app, KeyCode::Home);
+    assert_eq!(app.view.selected, 0);
+
+    // `G` in Events shows the last page whole, not one row.
+    app.view.view = View::Events;
+    key(&mut app, KeyCode::Char('G'));
+    let text = common::screen_text(&app, 120, 40);
+    let rows = text.lines().filter(|l| l.contains(" UTC") || l.contains(':') && l.starts_with('│')).count();
+    assert!(rows >= page.min(app.state.events.len()) - 1, "{text}");
+
+    // Esc from an instance's panels goes back to the Instances list.
+    app.view.view = View::Instances;
+    key(&mut app, KeyCode::Enter);
+    assert_eq!((app.view.view, app.view.focus.is_some()), (View::Overview, true));
+    key(&mut app, KeyCode::Esc);
+    assert_eq!((app.view.view, app.view.focus), (View::Instances, None));
+
+    // `/` filters the view it is typed in; Ctrl-W and Ctrl-U edit the box.
+    key(&mut app, KeyCode::Char('/'));
+    assert_eq!((app.view.view, app.view.searching), (View::Instances, true));
+    for c in "decode 82".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    ctrl(&mut app, 'w');
+    assert_eq!(app.view.search, "decode ");
+    ctrl(&mut app, 'u');
+    assert_eq!(app.view.search, "");
+    for c in "8200".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let text = common::screen_text(&app, 120, 40);
+    assert!(text.contains("/8200") && text.contains("┌ prefill 0 ·"), "{text}");
+
+    // A theme change says so, until the next key.
+    key(&mut app, KeyCode::Char('T'));
+    let text = common::screen_text(&app, 120, 40);
+    assert!(text.lines().last().unwrap().trim_start().starts_with("theme: "), "{text}");
+    key(&mut app, KeyCode::Char('j'));
+    assert!(!common::screen_text(&app, 120, 40).lines().last().unwrap().contains("theme: "));
+}
+
+/// The trace pane says how a request was joined and how sure, in words.
+#[test]
+fn verdicts_are_in_words() {
+    let mut app = live();
+    app.view.view = View::Requests;
+    key(&mut app, KeyCode::Enter);
+    let text = common::screen_text(&app, 200, 60);
+    let line = text.lines().find(|l| l.contains("verdict:")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("(joined by id, sure)") || line.contains("(joined by"), "{line}");
+    assert!(!line.contains("ById") && !line.contains("Sure)"), "{line}");
+}
