@@ -80,10 +80,10 @@ fn list(
             ])
         })
         .collect();
-    let lines = if lines.is_empty() {
-        vec![Line::styled(" nothing yet: no miss, restart or outage so far", theme.dim())]
-    } else {
-        lines
+    let lines = match (lines.is_empty(), filter.is_empty()) {
+        (true, true) => vec![Line::styled(" nothing yet: no miss, restart or outage so far", theme.dim())],
+        (true, false) => vec![Line::styled(format!(" no event names \"{filter}\" (Esc: all)"), theme.dim())],
+        _ => lines,
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
