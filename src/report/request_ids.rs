@@ -104,9 +104,13 @@ pub fn find_in(spans: &SpanStore, t: &Trace, needles: &[String]) -> Option<Reque
         let id = id.to_lowercase();
         needles.iter().any(|n| id.contains(n.as_str()))
     };
-    // The logs' ids first: no span lookup for most rows. An id two
-    // instances logged alike is said to be both's, not the first's.
-    if let Some((o, id)) = log_ids(t).find(|(_, id)| hit(id)) {
+    // The logs' ids first: no span lookup for most rows. The most exact
+    // needle first (the whole query, then what is inside it): a pasted
+    // decode id is the decode's own, not the base id both sides logged.
+    // An id two instances logged alike is said to be both's.
+    let exact =
+        needles.iter().find_map(|n| log_ids(t).find(|(_, id)| id.to_lowercase().contains(n.as_str())));
+    if let Some((o, id)) = exact {
         let also = log_ids(t).find_map(|(p, other)| p.filter(|p| Some(*p) != o && other == id));
         let kind = match (o, also) {
             (None, _) => IdKind::Request,
@@ -164,6 +168,12 @@ mod tests {
         assert_eq!(found.kind.label(), "prefill#0 and decode#0 vLLM id");
         let found = find_in(&spans, &t, &needles("1a2b3c4d")).unwrap();
         assert_eq!(found.kind, IdKind::Vllm(LogOrigin::Decode(0)));
+        // A whole engine id, pasted: its own side, not the base id's two.
+        t.engine_ids.push((LogOrigin::Prefill(0), "cmpl-lab-steady-3-0-9f8e7d6c".into()));
+        let found = find_in(&spans, &t, &needles("cmpl-lab-steady-3-0-1a2b3c4d")).unwrap();
+        assert_eq!(found.kind.label(), "decode#0 vLLM id");
+        let found = find_in(&spans, &t, &needles("cmpl-lab-steady-3-0-9f8e7d6c")).unwrap();
+        assert_eq!(found.kind.label(), "prefill#0 vLLM id");
     }
 
     #[test]
