@@ -86,6 +86,7 @@ impl App {
             KeyCode::Char(c) => {
                 v.search.push(c);
                 v.selected = 0;
+                v.scroll = 0;
             }
             KeyCode::Backspace => {
                 v.search.pop();
@@ -120,6 +121,10 @@ impl App {
             return;
         }
         let page = v.page.get().max(1);
+        let event_rows = {
+            let state = v.frozen.as_deref().unwrap_or(&self.state);
+            ui::events::shown(state, &v.search).len()
+        };
         let in_events = v.view == View::Events;
         match action {
             Action::ForceQuit => self.quit = true,
@@ -180,14 +185,13 @@ impl App {
             Action::Bottom if in_requests => v.selected = rows.saturating_sub(1),
             Action::PageDown if in_requests => v.selected = (v.selected + page).min(rows.saturating_sub(1)),
             Action::PageUp if in_requests => v.selected = v.selected.saturating_sub(page),
-            Action::Down => v.scroll = v.scroll.saturating_add(1),
+            // Events: `scroll` is the selected row of the list shown.
+            Action::Down => v.scroll = (v.scroll + 1).min(event_rows.saturating_sub(1)),
             Action::Up => v.scroll = v.scroll.saturating_sub(1),
-            Action::PageDown => v.scroll = v.scroll.saturating_add(page),
+            Action::PageDown => v.scroll = (v.scroll + page).min(event_rows.saturating_sub(1)),
             Action::PageUp => v.scroll = v.scroll.saturating_sub(page),
             Action::Top => v.scroll = 0,
-            // The last page, full: not the last row alone.
-            Action::Bottom if in_events => v.scroll = self.state.events.len().saturating_sub(page),
-            Action::Bottom => v.scroll = self.state.events.len().saturating_sub(1),
+            Action::Bottom => v.scroll = event_rows.saturating_sub(1),
             // `/` filters the list it is typed in; a view with no list
             // of its own searches the requests.
             Action::Search => {
@@ -196,6 +200,17 @@ impl App {
                 }
                 v.search.clear();
                 v.searching = true;
+            }
+            Action::Open if in_events => {
+                // The request the event names, opened in Requests.
+                let state = v.frozen.as_deref().unwrap_or(&self.state);
+                let shown = ui::events::shown(state, &v.search);
+                if let Some(id) = shown.get(v.scroll).and_then(|e| ui::events::request_of(state, e)) {
+                    v.view = View::Requests;
+                    v.search = id;
+                    v.selected = 0;
+                    v.detail = true;
+                }
             }
             Action::Open => {
                 if in_requests {

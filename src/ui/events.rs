@@ -19,38 +19,54 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         true => " events ".to_string(),
         false => format!(" events /{} ", view.search),
     };
-    list(frame, area, state, view.scroll, &view.search, &title, theme);
+    list(frame, area, state, Some(view.scroll), &view.search, &title, theme);
 }
 
 /// The newest few events, under the request panel of the overview.
 pub fn render_recent(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    list(frame, area, state, 0, "", " recent events ", theme);
+    list(frame, area, state, None, "", " recent events ", theme);
 }
 
+/// The events the Events view lists, newest first, those naming `filter`.
+pub fn shown<'a>(state: &'a AppState, filter: &str) -> Vec<&'a crate::state::Event> {
+    let q = filter.to_lowercase();
+    state.events.iter().rev().filter(|e| q.is_empty() || e.text.to_lowercase().contains(&q)).collect()
+}
+
+/// The request an event names (`lab-mismatch-3: prefill on ...`), if a
+/// held trace has that id.
+pub fn request_of(state: &AppState, e: &crate::state::Event) -> Option<String> {
+    let id = e.text.split(": ").next()?.trim();
+    let found = crate::report::request_ids::search(state, id);
+    let (t, _) = found.first()?;
+    (t.id == id || t.engine_ids.iter().any(|(_, x)| x == id)).then(|| id.to_string())
+}
+
+/// `selected`: the row the Events view has selected (none in the overview's).
 fn list(
     frame: &mut Frame,
     area: Rect,
     state: &AppState,
-    skip: usize,
+    selected: Option<usize>,
     filter: &str,
     title: &str,
     theme: &Theme,
 ) {
-    let q = filter.to_lowercase();
-    let shown: Vec<&crate::state::Event> =
-        state.events.iter().rev().filter(|e| q.is_empty() || e.text.to_lowercase().contains(&q)).collect();
+    let shown = shown(state, filter);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.fg("border"))
         .title(Span::styled(format!("{title}({}) ", shown.len()), theme.fg("title")));
-    // Scrolled past the end, the last page is shown whole.
-    let rows = area.height.saturating_sub(2) as usize;
-    let skip = skip.min(shown.len().saturating_sub(rows));
+    // The selected row in sight, the last page shown whole.
+    let rows = area.height.saturating_sub(2).max(1) as usize;
+    let selected = selected.map(|n| n.min(shown.len().saturating_sub(1)));
+    let skip = selected.unwrap_or(0).saturating_sub(rows - 1).min(shown.len().saturating_sub(rows));
     let lines: Vec<Line> = shown
         .into_iter()
+        .enumerate()
         .skip(skip)
         .take(area.height as usize)
-        .map(|e| {
+        .map(|(n, e)| {
             // What alerts is marked as the alert area marks it.
             let alert = AlertKind::of_event(e.kind).map(|a| (a.tag(), theme.alarm()));
             let (tag, style) = alert.unwrap_or_else(|| match e.kind {
@@ -73,11 +89,12 @@ fn list(
             let clock = format!(" {} ", fmt::clock(e.t));
             // Cut by words with an ellipsis, never mid-word.
             let room = (area.width as usize).saturating_sub(2 + fmt::width(&clock) + fmt::width(tag) + 1);
-            Line::from(vec![
+            let line = Line::from(vec![
                 Span::styled(clock, theme.dim()),
                 Span::styled(tag, style),
                 Span::styled(format!(" {}", fmt::shorten(&e.text, room)), theme.text()),
-            ])
+            ]);
+            if selected == Some(n) { line.style(theme.selected()) } else { line }
         })
         .collect();
     let lines = match (lines.is_empty(), filter.is_empty()) {

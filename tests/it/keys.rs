@@ -237,3 +237,24 @@ fn verdicts_are_in_words() {
     assert!(line.contains("(joined by id, sure)") || line.contains("(joined by"), "{line}");
     assert!(!line.contains("ById") && !line.contains("Sure)"), "{line}");
 }
+
+/// Enter on an Events row that names a request opens that request.
+#[test]
+fn enter_on_an_event_opens_its_request() {
+    let mut app = live();
+    app.view.view = View::Events;
+    let shown = pdtop::ui::events::shown(&app.state, "");
+    let n = shown.iter().position(|e| e.text.starts_with("lab-")).expect("a miss event naming its request");
+    let id = shown[n].text.split(": ").next().unwrap().to_string();
+    let _ = common::screen_text(&app, 120, 40);
+    for _ in 0..n {
+        key(&mut app, KeyCode::Char('j'));
+    }
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        (app.view.view, app.view.detail, app.view.search.as_str()),
+        (View::Requests, true, id.as_str())
+    );
+    let text = common::screen_text(&app, 120, 40);
+    assert!(text.contains(&format!("trace {id}")), "{text}");
+}
