@@ -116,6 +116,10 @@ impl App {
             ui::instances::order(state, &self.view)
         };
         let v = &mut self.view;
+        // Another request selected: its trace from its first line.
+        if !matches!(action, Action::TraceDown | Action::TraceUp) {
+            v.trace_scroll = 0;
+        }
         // The help swallows every key but those that close it.
         if v.help && !matches!(action, Action::Help | Action::Quit | Action::ForceQuit | Action::Back) {
             return;
@@ -179,6 +183,8 @@ impl App {
                     v.view = View::Overview;
                 }
             }
+            Action::TraceDown => v.trace_scroll = v.trace_scroll.saturating_add(1),
+            Action::TraceUp => v.trace_scroll = v.trace_scroll.saturating_sub(1),
             Action::Down if in_requests => v.selected = (v.selected + 1).min(rows.saturating_sub(1)),
             Action::Up if in_requests => v.selected = v.selected.saturating_sub(1),
             Action::Top if in_requests => v.selected = 0,

@@ -23,6 +23,9 @@ pub enum Action {
     /// PgUp / PgDn: a screenful at a time.
     PageUp,
     PageDown,
+    /// `J` / `K`: the trace pane's own scroll.
+    TraceDown,
+    TraceUp,
     Freeze,
     ToggleWindow,
     Search,
@@ -61,6 +64,8 @@ pub const BINDINGS: &[(KeyCode, KeyModifiers, Action, &str)] = &[
     (KeyCode::Char('/'), KeyModifiers::NONE, Action::Search, "filter this list (requests: ids)"),
     (KeyCode::Enter, KeyModifiers::NONE, Action::Open, "open: a trace / an instance's panels"),
     (KeyCode::Char('f'), KeyModifiers::NONE, Action::Follow, "requests: follow this request / stop"),
+    (KeyCode::Char('J'), KeyModifiers::SHIFT, Action::TraceDown, "trace pane: scroll down / up"),
+    (KeyCode::Char('K'), KeyModifiers::SHIFT, Action::TraceUp, "trace pane: scroll down / up"),
     (KeyCode::Char('s'), KeyModifiers::NONE, Action::Sort, "instances, requests: next sort column"),
     (KeyCode::Char('T'), KeyModifiers::SHIFT, Action::CycleTheme, "theme: dark / light / no colour"),
 ];

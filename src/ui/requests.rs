@@ -234,7 +234,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
 
     if let (Some(serial), Some(area)) = (detail_id, detail_area) {
         match logs.correlator.trace(serial) {
-            Some(t) => trace_detail(frame, area, state, t, view.followed.is_some(), theme),
+            Some(t) => trace_detail(frame, area, state, t, view, theme),
             None => frame.render_widget(
                 Paragraph::new(Line::styled(" the followed trace is no longer in the ring", theme.dim()))
                     .block(Block::default().borders(Borders::ALL)),
@@ -296,7 +296,8 @@ fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize,
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
-fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, followed: bool, theme: &Theme) {
+fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, view: &ViewState, theme: &Theme) {
+    let followed = view.followed.is_some();
     let mut title = vec![
         Span::styled(format!(" trace {} ", t.id), theme.fg("title")),
         Span::styled(format!(" {} ", outcome_cell(t)), outcome_style(t.outcome, theme)),
@@ -396,7 +397,18 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, foll
     if let Some(p) = &t.prompt {
         lines.push(Line::styled(format!(" prompt (--show-prompts): {p}"), theme.dim()));
     }
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).block(block), area);
+    // Scrolled by J / K, never past its last line.
+    let p = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let total = p.line_count(area.width.saturating_sub(2)) as u16;
+    let room = area.height.saturating_sub(2);
+    let scroll = (view.trace_scroll.min(u16::MAX as usize) as u16).min(total.saturating_sub(room));
+    if scroll > 0 || total > room {
+        let more = format!(" {}/{} J/K ", scroll + room.min(total), total);
+        let block = block.title_bottom(Line::styled(more, theme.dim()).right_aligned());
+        frame.render_widget(p.scroll((scroll, 0)).block(block), area);
+    } else {
+        frame.render_widget(p.block(block), area);
+    }
 }
 
 /// How sure a verdict is, in words.

@@ -83,6 +83,8 @@ pub struct ViewState {
     /// What the last key changed that the screen would not show itself
     /// (`theme: light`): on the footer until the next key.
     pub said: Option<String>,
+    /// Lines the trace pane is scrolled down (`J` / `K`).
+    pub trace_scroll: usize,
 }
 
 /// What a panel that needs metrics says when there are none.
@@ -111,6 +113,7 @@ impl Default for ViewState {
             notes: Vec::new(),
             page: std::cell::Cell::new(10),
             said: None,
+            trace_scroll: 0,
         }
     }
 }

@@ -258,3 +258,36 @@ fn enter_on_an_event_opens_its_request() {
     let text = common::screen_text(&app, 120, 40);
     assert!(text.contains(&format!("trace {id}")), "{text}");
 }
+
+/// At 80x24 the trace pane cannot hold a trace: J scrolls it down to the
+/// vLLM ids, K back, and the pane says where it is.
+#[test]
+fn the_trace_pane_scrolls() {
+    let mut app = live();
+    app.view.view = View::Requests;
+    key(&mut app, KeyCode::Enter);
+    let text = common::screen_text(&app, 80, 24);
+    // The pane's last lines (the decode's vLLM ids) are below its edge.
+    let at = |text: &str| {
+        let l = text.lines().find(|l| l.contains(" J/K ")).unwrap_or_else(|| panic!("{text}")).to_string();
+        let n = l.split(" J/K").next().unwrap().rsplit(' ').next().unwrap().to_string();
+        let (shown, total) = n.split_once('/').unwrap();
+        (shown.parse::<u32>().unwrap(), total.parse::<u32>().unwrap())
+    };
+    let (shown, total) = at(&text);
+    assert!(shown < total, "{text}");
+    let mut presses = 0;
+    while at(&common::screen_text(&app, 80, 24)).0 < total {
+        key(&mut app, KeyCode::Char('J'));
+        presses += 1;
+        assert!(presses < 40, "{}", common::screen_text(&app, 80, 24));
+    }
+    for _ in 0..presses {
+        key(&mut app, KeyCode::Char('K'));
+    }
+    assert_eq!(common::screen_text(&app, 80, 24), text);
+    // Another request: its trace from the top.
+    key(&mut app, KeyCode::Char('J'));
+    key(&mut app, KeyCode::Char('j'));
+    assert_eq!(app.view.trace_scroll, 0);
+}
