@@ -26,6 +26,9 @@ pub struct Sources {
     /// `--netns-pid`: sockets and addresses of that process's namespace.
     pub netns_pid: Option<u32>,
     pub timeout: Duration,
+    /// pdtop's own pid where it serves the pair itself (the demo's lab): a
+    /// port it holds is no vllm serve to read, and no source missed.
+    pub own_pid: Option<u32>,
 }
 
 impl Sources {
@@ -60,7 +63,7 @@ impl Sources {
             net: Some(self.sys_class_net.clone()),
             infiniband: Some(PathBuf::from("/sys/class/infiniband")),
         };
-        super::host::add_host_facts(f, &root, &sys, self.proxy.as_deref());
+        super::host::add_host_facts(f, &root, &sys, self.proxy.as_deref(), self.own_pid);
     }
 }
 

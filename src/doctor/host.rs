@@ -20,7 +20,13 @@ pub(super) fn port_of(endpoint: &str) -> Option<u16> {
 }
 
 /// Reads this host once and adds what it says to the facts.
-pub fn add_host_facts(f: &mut PairFacts, root: &ProcRoot, sys: &SysRoots, proxy: Option<&str>) {
+pub fn add_host_facts(
+    f: &mut PairFacts,
+    root: &ProcRoot,
+    sys: &SysRoots,
+    proxy: Option<&str>,
+    own: Option<u32>,
+) {
     let mut ports: Vec<u16> = f.instances.iter().filter_map(|i| port_of(&i.endpoint)).collect();
     ports.extend(proxy.and_then(port_of));
     let host = HostFacts::read(root, sys, &ports);
@@ -39,6 +45,9 @@ pub fn add_host_facts(f: &mut PairFacts, root: &ProcRoot, sys: &SysRoots, proxy:
                 Some(sp) => with_found(i, sp, &mut unread),
                 None => unread.push((format!("process behind {}", i.name()), nf.to_string())),
             },
+            Err(NotFound::NotVllm { pid, .. }) if Some(*pid) == own => {
+                f.read.push(format!("process behind {}: pdtop's own demo lab", i.name()));
+            }
             Err(nf) => unread.push((format!("process behind {}", i.name()), nf.to_string())),
         }
     }

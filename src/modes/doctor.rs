@@ -37,6 +37,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<Report> {
         }),
         netns_pid: i.netns_pid,
         timeout,
+        own_pid: None,
     };
     let mut facts = gather::read_logs(&sources)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("doctor runtime")?;

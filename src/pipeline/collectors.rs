@@ -110,5 +110,7 @@ fn doctor_sources(session: &Session, c: &super::session::Collect) -> Option<crat
             _ => None,
         },
         timeout: c.scrape.timeout,
+        // The demo's lab is served from this process.
+        own_pid: Some(std::process::id()),
     })
 }

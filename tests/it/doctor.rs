@@ -567,7 +567,7 @@ fn a_server_whose_port_never_listens_is_found_by_the_pid_its_log_names() {
     std::fs::write(root.join("600/cmdline"), argv_of(&cmd).join("\0") + "\0").unwrap();
     std::fs::write(root.join("600/environ"), "VLLM_NIXL_SIDE_CHANNEL_PORT=5600\0HOME=/root\0").unwrap();
     let sys = SysRoots { net: Some(root.join("sys")), infiniband: None };
-    pdtop::doctor::host::add_host_facts(&mut f, &ProcRoot::at(&root), &sys, None);
+    pdtop::doctor::host::add_host_facts(&mut f, &ProcRoot::at(&root), &sys, None, None);
     let p = f.instances[0].process.as_ref().expect("found by the log's pid");
     assert_eq!(p.pid, 600);
     assert_eq!(f.instances[0].env("VLLM_NIXL_SIDE_CHANNEL_PORT"), Ok(Some("5600")));
@@ -661,6 +661,7 @@ fn the_gpu_pairs_facts_come_from_the_real_proc() {
         sys_class_net: dir.join("root/sys/class/net"),
         netns_pid: None,
         timeout: std::time::Duration::from_millis(100),
+        own_pid: None,
     };
     let mut f = pdtop::doctor::gather::read_logs(&s).unwrap();
     s.add_host(&mut f);
@@ -721,6 +722,7 @@ fn a_side_channel_host_name_that_binds_loopback_is_loopback_across_hosts() {
         sys_class_net: dir.join("root/sys/class/net"),
         netns_pid: None,
         timeout: std::time::Duration::from_millis(100),
+        own_pid: None,
     };
     let mut f = pdtop::doctor::gather::read_logs(&s).unwrap();
     s.add_host(&mut f);
@@ -771,6 +773,7 @@ async fn tailed_doctor(dir: &std::path::Path, prefill: &PathBuf, decode: &PathBu
         sys_class_net: dir.join("net"),
         netns_pid: None,
         timeout: std::time::Duration::from_secs(1),
+        own_pid: None,
     };
     tokio::spawn(pdtop::doctor::watch::run(sources, logs, clock, tx));
     tokio::time::timeout(std::time::Duration::from_secs(20), async {
@@ -823,4 +826,25 @@ async fn the_dashboards_doctor_says_which_log_it_could_not_read() {
         "{:?}",
         report.unread
     );
+}
+
+/// The demo serves the pair from pdtop's own process: the port's holder is
+/// pdtop itself, read as its own lab, not a source missed (this host's real
+/// `/proc`, a port this test holds).
+#[test]
+fn pdtops_own_lab_is_no_source_missed() {
+    use pdtop::sources::host::{ProcRoot, SysRoots};
+    let addr = serve_vllm(vec!["vllm:num_requests_running 0\n".into()]);
+    let facts =
+        || PairFacts { instances: vec![InstanceFacts::new(Role::Prefill, &addr)], ..Default::default() };
+    let sys = SysRoots { net: None, infiniband: None };
+    let proc = ProcRoot::at(std::path::Path::new("/proc"));
+    let mut f = facts();
+    pdtop::doctor::host::add_host_facts(&mut f, &proc, &sys, None, Some(std::process::id()));
+    assert!(f.read.iter().any(|r| r.ends_with("pdtop's own demo lab")), "{:?}", f.read);
+    assert!(!f.unread.iter().any(|u| u.source.starts_with("process behind")), "{:?}", f.unread);
+    // Another pdtop (no own pid given): a port held by a non-vllm process is not read.
+    let mut f = facts();
+    pdtop::doctor::host::add_host_facts(&mut f, &proc, &sys, None, None);
+    assert!(f.unread.iter().any(|u| u.source.starts_with("process behind")), "{:?}", f.unread);
 }
