@@ -237,10 +237,11 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
         // The cross-check: shown, never hidden, when the two disagree.
         // Metrics saw only what came after pdtop started.
         let since = o.silent_miss_since_start();
-        let cc = state.cross_check();
+        // The window's scan of the traces only when the totals differ: this
+        // is drawn every frame.
         let (text, style) = if metrics.silent_miss == since {
             (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
-        } else if cc.is_some_and(|c| !c.disagree_now()) {
+        } else if state.cross_check().is_some_and(|c| !c.disagree_now()) {
             // Apart once, long ago (metrics pair by timing): agreeing now.
             (format!(" metrics agree now ({} vs {since} in all)", metrics.silent_miss), theme.dim())
         } else {

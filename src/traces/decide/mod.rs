@@ -43,16 +43,7 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
     // A stuck wait is said whatever became of the request.
     for f in e.facts.iter() {
         match &f.kind {
-            F::Stuck { id, secs, begun, since, last, limit } if v.outcome != Outcome::Unknown => {
-                v.reasons.push(R::Stuck {
-                    id: id.clone(),
-                    secs: *secs,
-                    begun: *begun,
-                    since: *since,
-                    last: *last,
-                    limit: *limit,
-                });
-            }
+            F::Stuck { .. } if v.outcome != Outcome::Unknown => v.reasons.extend(verdict::stuck(&f.kind)),
             F::WaitingAtEnd { secs, limit } => v.reasons.push(R::WaitingAtEnd { secs: *secs, limit: *limit }),
             F::NotifyFailed { text }
                 if !v.reasons.iter().any(|r| matches!(r, R::Notify { .. } | R::NotifyExplains { .. })) =>

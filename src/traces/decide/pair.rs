@@ -157,17 +157,7 @@ fn params(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
         return Some(was(r, v));
     }
     // Params named the prefill, but the KV never came: not loaded.
-    if let Some((_, r)) = facts.last(|k| match k {
-        F::Stuck { id, secs, begun, since, last, limit } => Some(R::Stuck {
-            id: id.clone(),
-            secs: *secs,
-            begun: *begun,
-            since: *since,
-            last: *last,
-            limit: *limit,
-        }),
-        _ => None,
-    }) {
+    if let Some((_, r)) = facts.last(super::verdict::stuck) {
         return Some(was(r, v));
     }
     Some(v)

@@ -66,3 +66,18 @@ impl Verdict {
 pub(crate) fn finished(e: &Entry, t: f64) -> Finished {
     Finished::of(e.track.prefill_done, t)
 }
+
+/// A stuck wait's fact as its reason.
+pub(crate) fn stuck(k: &crate::traces::evidence::FactKind) -> Option<R> {
+    match k {
+        crate::traces::evidence::FactKind::Stuck { id, secs, begun, since, last, limit } => Some(R::Stuck {
+            id: id.clone(),
+            secs: *secs,
+            begun: *begun,
+            since: *since,
+            last: *last,
+            limit: *limit,
+        }),
+        _ => None,
+    }
+}
