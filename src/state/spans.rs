@@ -10,7 +10,7 @@ use crate::traces::Trace;
 
 /// Spans kept: two per request (prefill and decode) for as many requests
 /// as the correlator keeps traces.
-pub const SPANS_CAP: usize = 20_000;
+pub const SPANS_CAP: usize = 2 * crate::traces::KEPT_REQUESTS;
 /// Rejected export errors kept for display.
 const ERRORS_CAP: usize = 10;
 

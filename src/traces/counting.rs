@@ -8,6 +8,7 @@ impl Correlator {
     pub fn set_started(&mut self, at: f64) {
         if self.started.is_none() {
             self.started = Some(at);
+            self.store.started = Some(at);
             self.store.rev += 1;
         }
     }
@@ -28,14 +29,10 @@ impl Correlator {
         let mut c = Counts {
             unattributed_misses: self.unattributed_misses,
             evicted: self.store.evicted,
-            ..Counts::default()
+            ..self.store.gone
         };
         for t in self.store.traces() {
-            c.add(t.outcome);
-            c.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
-            let before = self.started.is_some_and(|s| t.first_seen < s);
-            c.before_start += u64::from(before);
-            c.silent_miss_before_start += u64::from(before && t.outcome == super::model::Outcome::SilentMiss);
+            c.add_trace(t, self.started);
         }
         self.counted.set((key.0, key.1, c));
         c

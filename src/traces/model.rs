@@ -3,7 +3,7 @@
 
 use crate::feed::LogOrigin;
 
-pub use super::options::{CorrelatorOptions, DEFAULT_STUCK_AFTER_S};
+pub use super::options::{CorrelatorOptions, DEFAULT_STUCK_AFTER_S, KEPT_REQUESTS};
 pub use super::outcome::{Confidence, Hop, Join, Outcome};
 
 /// What one hop did for a request, as far as its log says.
@@ -173,7 +173,7 @@ pub struct Counts {
     /// expiring unread with no decode request tied to it. Run-long.
     #[serde(skip)]
     pub unattributed_misses: u64,
-    /// Traces dropped off the ring. Run-long.
+    /// Traces dropped off the ring (still counted under their outcome). Run-long.
     #[serde(skip)]
     pub evicted: u64,
     /// Read from the logs' past: they happened before pdtop started.
@@ -193,6 +193,16 @@ impl Counts {
 }
 
 impl Counts {
+    /// One trace more: its outcome, whether it got stuck, whether it came
+    /// from before pdtop started reading at `started`.
+    pub fn add_trace(&mut self, t: &Trace, started: Option<f64>) {
+        self.add(t.outcome);
+        self.stuck += u64::from(t.remote_wait.as_ref().is_some_and(|w| w.stuck_at.is_some()));
+        let before = started.is_some_and(|s| t.first_seen < s);
+        self.before_start += u64::from(before);
+        self.silent_miss_before_start += u64::from(before && t.outcome == Outcome::SilentMiss);
+    }
+
     /// One request more, under its outcome.
     pub fn add(&mut self, o: Outcome) {
         self.seen += 1;

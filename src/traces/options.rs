@@ -44,13 +44,20 @@ pub struct CorrelatorOptions {
     pub stuck_after_s: f64,
 }
 
+/// Requests kept whole (phases, ids, reasons) for the Requests view and
+/// `follow`; older ones still count under their outcome. About 30 minutes
+/// of a lab at one request a second, and what bounds pdtop's memory: a
+/// ring that fills within the first hour keeps the dashboard's RSS flat
+/// after it (`scripts/measure-demo-long.sh`).
+pub const KEPT_REQUESTS: usize = 2_000;
+
 /// `VLLM_NIXL_ABORT_REQUEST_TIMEOUT`'s default in vllm/envs.py (older releases: 120).
 pub const DEFAULT_STUCK_AFTER_S: f64 = 480.0;
 
 impl Default for CorrelatorOptions {
     fn default() -> Self {
         CorrelatorOptions {
-            capacity: 10_000,
+            capacity: KEPT_REQUESTS,
             settle_s: 1.5,
             read_every_s: None,
             settle_busy_s: 10.0,

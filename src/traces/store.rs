@@ -104,6 +104,12 @@ pub(crate) struct Store {
     /// Trace per engine-internal id (prefill side), for NIXL params and expiry lines.
     by_engine: HashMap<Box<str>, u64>,
     pub evicted: u64,
+    /// The outcomes of the traces dropped off the ring, so that counts stay
+    /// run-long whatever the ring's size (a trace that old has settled).
+    pub gone: Counts,
+    /// When pdtop began reading: an evicted trace from before it is
+    /// counted so.
+    pub started: Option<f64>,
     /// Bumped by every change to an entry (a push, a `get_mut`), so what is
     /// computed from all traces can be kept until it moves.
     pub rev: u64,
@@ -118,6 +124,8 @@ impl Store {
             by_base: HashMap::new(),
             by_engine: HashMap::new(),
             evicted: 0,
+            gone: Counts::default(),
+            started: None,
             rev: 0,
         }
     }
@@ -152,6 +160,7 @@ impl Store {
                 let s = self.first;
                 self.first += 1;
                 self.evicted += 1;
+                self.gone.add_trace(&old.trace, self.started);
                 self.unindex(&old, s);
             }
         }

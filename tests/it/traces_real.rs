@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use pdtop::feed::LogOrigin;
 use pdtop::logs::vllm::{VllmEvent, parse_vllm_line};
-use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Hop, Join, Outcome, anchor, base_id};
+use pdtop::traces::{Confidence, Correlator, CorrelatorOptions, Counts, Hop, Join, Outcome, anchor, base_id};
 use proptest::prelude::*;
 
 fn capture(rel: &str) -> String {
@@ -204,6 +204,21 @@ fn qwen3_example_connector() {
     assert_eq!(decode.starts, 2, "the restart is seen");
     assert_eq!(decode.connector.as_deref(), Some("ExampleConnector"));
     assert_eq!(st.orphan_hits, 0);
+}
+
+/// A ring far smaller than the run: the requests that dropped off it
+/// still count under the outcome they had, so the totals are the same as
+/// with every trace kept.
+#[test]
+fn a_small_ring_keeps_the_run_long_counts() {
+    let dir = "qwen3-shape-restart";
+    let all = run(full_feeds(dir), CorrelatorOptions::default()).counts();
+    let small = run(full_feeds(dir), CorrelatorOptions { capacity: 12, ..CorrelatorOptions::default() });
+    let n = small.counts();
+    assert_eq!(small.traces().count(), 12);
+    assert!(n.evicted >= 60, "{n:?}");
+    assert_eq!(Counts { evicted: 0, ..n }, Counts { evicted: 0, ..all });
+    assert_eq!(n.silent_miss, 8, "{n:?}");
 }
 
 /// Read after the fact, a miss is called once the decode's log has gone
@@ -416,16 +431,18 @@ fn ring_stays_at_its_cap() {
     }
     c.finish(at + 60.0);
     let n = c.counts();
-    assert_eq!(c.traces().count(), 10_000);
-    assert_eq!(n.seen, 10_000);
-    assert_eq!(n.evicted, 33_000 - 10_000);
+    let kept = pdtop::traces::KEPT_REQUESTS;
+    assert_eq!(c.traces().count(), kept);
+    // Those dropped off the ring still count, under their outcome.
+    assert_eq!(n.seen, 33_000);
+    assert_eq!(n.evicted, 33_000 - kept as u64);
     assert_eq!(n.pending, 0);
     let st = c.stats();
     assert!(st.open <= 10, "{st:?}");
     assert!(st.queued <= 3 * 4096, "{st:?}");
-    assert!(st.index_entries <= 30_000, "{}", st.index_entries);
+    assert!(st.index_entries <= 3 * kept, "{}", st.index_entries);
     assert_eq!(c.drain_new_misses().len(), 1024, "the alert queue is capped too");
-    assert_eq!(n.silent_miss, 909, "one in 11 of the last 10,000: {n:?}");
+    assert_eq!(n.silent_miss, 3_000, "one in 11 of all 33,000: {n:?}");
     assert_eq!(n.unattributed_misses, 0, "{n:?}");
     assert!(c.traces().next_back().is_some_and(|t| t.id == "syn-29999"));
 }
@@ -458,7 +475,7 @@ proptest! {
         }
         c.finish(f64::NAN);
         let n = c.counts();
-        prop_assert!(n.seen <= 8);
+        prop_assert!(n.seen - n.evicted <= 8);
         let _ = (c.silent_miss_ids(), c.drain_new_misses(), c.stats());
     }
 }
