@@ -160,7 +160,12 @@ impl Store {
                 let s = self.first;
                 self.first += 1;
                 self.evicted += 1;
+                // One dropped still open never gets its verdict: unknown.
                 self.gone.add_trace(&old.trace, self.started);
+                if old.trace.outcome == Outcome::Pending {
+                    self.gone.pending -= 1;
+                    self.gone.unknown += 1;
+                }
                 self.unindex(&old, s);
             }
         }

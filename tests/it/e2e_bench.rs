@@ -17,7 +17,7 @@ const SPEED: f64 = 4.0;
 
 #[tokio::test]
 async fn check_live_on_the_bench_run_is_never_sure_and_wrong_and_names_every_id_less_miss() {
-    let _turn = common::REAL_TIME.lock().await;
+    let _turn = common::real_time_turn().await;
     let name = "nixl-1p2d-bench";
     let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 2.0;

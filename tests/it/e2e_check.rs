@@ -137,7 +137,7 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn unreachable_instance_is_degraded_and_exits_1() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     // Port 9 on loopback: nothing listens there.
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
         .args(["check", "--decode", "127.0.0.1:9", "--interval", "0.1", "--duration", "0.5", "--json"])

@@ -14,7 +14,7 @@ const SPEED: f64 = 5.0;
 
 #[tokio::test]
 async fn check_reports_every_trace_of_the_demo_proxy_capture() {
-    let _turn = common::REAL_TIME.lock().await;
+    let _turn = common::real_time_turn().await;
     let name = "demo-proxy-qwen3";
     let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;

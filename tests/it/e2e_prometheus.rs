@@ -100,7 +100,7 @@ fn instances(r: &serde_json::Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
-    let _turn = common::REAL_TIME.lock().await;
+    let _turn = common::real_time_turn().await;
     let Some(bin) = common::prometheus::binary() else {
         eprintln!(
             "SKIPPED: no `prometheus` binary on PATH (apt-get install prometheus, or set PDTOP_PROMETHEUS_BIN)"
@@ -245,7 +245,7 @@ fn prometheus_flags_are_checked() {
 /// stage draws, at a small and a large size, in every view.
 #[test]
 fn the_dashboard_draws_while_the_fleet_is_discovered() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     use pdtop::app::App;
     use pdtop::feed::Role;
     use pdtop::feed::{Endpoint, Msg};
@@ -290,7 +290,7 @@ fn the_dashboard_draws_while_the_fleet_is_discovered() {
 /// scrape time, on pdtop's clock).
 #[tokio::test]
 async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
-    let _turn = common::REAL_TIME.lock().await;
+    let _turn = common::real_time_turn().await;
     let Some(bin) = common::prometheus::binary() else {
         eprintln!("SKIPPED: no `prometheus` binary on PATH");
         return;

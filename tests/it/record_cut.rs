@@ -13,7 +13,7 @@ const SPEED: f64 = 5.0;
 
 #[tokio::test]
 async fn a_recording_killed_mid_run_replays_up_to_its_last_second() {
-    let _turn = common::REAL_TIME.lock().await;
+    let _turn = common::real_time_turn().await;
     let name = "qwen3-shape-restart";
     let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
     let dir = std::env::temp_dir().join(format!("pdtop-cut-{}", std::process::id()));

@@ -189,25 +189,25 @@ fn signal_restores(sig: &str, name: &str) {
 
 #[test]
 fn sigterm_restores_the_terminal() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     signal_restores("TERM", "term");
 }
 
 #[test]
 fn sighup_restores_the_terminal() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     signal_restores("HUP", "hup");
 }
 
 #[test]
 fn sigint_restores_the_terminal() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     signal_restores("INT", "int");
 }
 
 #[test]
 fn a_panic_and_an_error_exit_restore_the_terminal() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     let Some(t) = Tmux::start("panic") else { return };
     let ep = refused();
     t.run_pdtop("PDTOP_TEST_UI_FAULT=panic", &format!("--decode {ep}"));
@@ -254,7 +254,7 @@ fn listening_sockets(pid: u32) -> Vec<String> {
 
 #[test]
 fn a_collector_panic_is_shown_as_that_source_failing_and_pdtop_keeps_running() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     let Some(t) = Tmux::start("collector") else { return };
     let ep = healthy_endpoint();
     let token = "tok-3f9a1c-NEVER-SHOWN";
@@ -284,7 +284,7 @@ fn a_collector_panic_is_shown_as_that_source_failing_and_pdtop_keeps_running() {
 
 #[test]
 fn demo_listens_on_loopback_only_and_check_listens_nowhere() {
-    let _turn = common::REAL_TIME.blocking_lock();
+    let _turn = common::real_time_turn_blocking();
     // `demo --serve-only` runs the lab without a screen.
     let mut demo = Command::new(env!("CARGO_BIN_EXE_pdtop"))
         .args(["demo", "--serve-only", "--speed", "20"])

@@ -52,7 +52,7 @@ pub fn lab_run(capture: &'static str) -> &'static LabRun {
     RUNS[i].get_or_init(|| {
         // A runtime of its own: the lab serves from it, whichever test asked.
         std::thread::spawn(move || {
-            let _turn = super::REAL_TIME.blocking_lock();
+            let _turn = super::real_time_turn_blocking();
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(play(capture))
         })

@@ -250,9 +250,20 @@ pub fn otlp_bodies(capture: &str) -> Vec<(f64, Vec<u8>)> {
 }
 
 /// The tests that play a lab in real time and judge what a live pdtop saw
-/// take turns: run beside each other on a 2-core machine, one starves the
-/// other's scrapes and both judge a slower lab than they played.
-pub static REAL_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// take turns, two at a time: more beside each other on a 2-core machine,
+/// and one starves the others' scrapes, so each judges a slower lab than
+/// it played.
+pub static REAL_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// A turn to play a lab in real time (`REAL_TIME`).
+pub async fn real_time_turn() -> tokio::sync::SemaphorePermit<'static> {
+    REAL_TIME.acquire().await.expect("the semaphore is never closed")
+}
+
+/// [`real_time_turn`] for a test outside any runtime.
+pub fn real_time_turn_blocking() -> tokio::sync::SemaphorePermit<'static> {
+    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(real_time_turn())
+}
 
 /// Lines as pdtop's pipeline gives them to the correlator: each one
 /// (its log, the line, when it was read), dated by its own stamp
