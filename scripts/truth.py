@@ -19,11 +19,15 @@ import sys
 from collections import Counter
 
 FAULTS = {"refused": "error", "engine_dies": "error", "prefill_down": "error", "cancel": "cancelled"}
+# The analyses' own words for what pdtop calls by its outcomes: a load read
+# after the producer's lease ran out still loaded; a failed load the decode
+# recomputed is a miss; one it failed (HTTP 200, no token) an error.
+SAME = {"loaded_stale_kv": "loaded", "recomputed": "silent_miss", "failed": "error"}
 
 
 def truth_of(r):
     if r.get("outcome"):
-        return r["outcome"]
+        return SAME.get(r["outcome"], r["outcome"])
     if r["phase"] in FAULTS:
         return FAULTS[r["phase"]]
     if r.get("mode") == "decode_only":
@@ -64,10 +68,14 @@ def main():
             by_key.setdefault(k, []).append(t)
     outcome, pairing, wrong, sure_wrong = Counter(), Counter(), [], []
     rows = [json.loads(line) for line in open(os.path.join(cap, "requests.jsonl"))]
+    # A router's `/tokenize` call is logged by vLLM but generates nothing.
+    rows = [r for r in rows if r.get("outcome") != "not_generation"]
     matched, used = [], set()
     for r in rows:
         cands = []
-        for k in (r.get("decode_request_id"), r.get("resp_id"), r["id"] if r.get("x_request_id_forwarded", True) else None):
+        # A router that renames requests: the name vLLM logged (`vllm_base_id`).
+        names = (r.get("decode_request_id"), r.get("resp_id"), r.get("vllm_base_id"))
+        for k in names + (r["id"] if r.get("x_request_id_forwarded", True) else None,):
             if k and k in by_key:
                 cands = by_key[k]
                 break

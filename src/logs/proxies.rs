@@ -63,6 +63,27 @@ pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signa
     } else if m.contains("route_completion called") || m.contains("route_chat called") {
         let mode = if target.contains("vllm_pd_router") { "vllm_pd" } else { "regular" };
         Signal::new(K::RouterRoute).text("mode", Some(mode))
+    } else if let Some(r) = m
+        .strip_prefix("Transparent proxy request failed: ")
+        .or_else(|| m.strip_prefix("Two-stage processing failed: "))
+    {
+        // vllm-router's PD mode (`vllm_pd_router.rs`): a request it failed
+        // itself, named by no id, answered 500: `prefill=<url>, decode=<url>,
+        // error=<why>` (the transparent route), or just the why.
+        let error = r.split_once("error=").map_or(r, |(_, e)| e).trim();
+        let leg = if error.contains("Prefill request to ") || error.starts_with("Prefill") {
+            Some("prefill")
+        } else if error.contains("Decode request to ") || error.starts_with("Decode") {
+            Some("decode")
+        } else {
+            None
+        };
+        Signal::new(K::RouterRequestFailed)
+            .text("prefill", word_after(r, "prefill="))
+            .text("decode", word_after(r, "decode="))
+            .text("leg", leg)
+            .text("error", Some(error))
+            .num("status", Some(500.0))
     } else if let Some((leg, r)) = m.split_once(" server returned error status") {
         Signal::new(K::RouterBackendError)
             .text("leg", Some(&leg.to_ascii_lowercase()))

@@ -122,9 +122,10 @@ pub fn describe(l: &VllmLine, raw: &str) -> Option<Signal> {
             .num("status", Some(f64::from(a.status))),
         VllmEvent::ServerStarted { port } => Signal::new(K::ServerStarted).num("port", port.map(f64::from)),
         VllmEvent::Shutdown => Signal::new(K::ServerShutdown),
-        VllmEvent::KvConnectorConfig { role, connector, .. } => {
-            Signal::new(K::KvConfig).text("role", role.as_deref()).text("connector", connector.as_deref())
-        }
+        VllmEvent::KvConnectorConfig { fields: f, .. } => Signal::new(K::KvConfig)
+            .text("role", f.role.as_deref())
+            .text("connector", f.connector.as_deref())
+            .text("failure_policy", f.failure_policy.as_deref()),
         VllmEvent::Traceback | VllmEvent::Exception { .. } | VllmEvent::Other => l.signal.clone()?,
     };
     Some(s.num("tp_rank", l.tp_rank.map(f64::from)))

@@ -25,6 +25,7 @@ use super::outputs::response_done;
 use super::prefix::{peel, split_vllm_header};
 use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicorn};
 pub use super::signal::{Signal, SignalKind, Val};
+pub use super::vllm_params::KvConfigFields;
 pub use super::vllm_params::KvParams;
 use super::vllm_params::{count_token_ids, parse_kv_config, parse_received};
 
@@ -137,9 +138,7 @@ pub enum VllmEvent {
     Shutdown,
     /// From the `KVTransferConfig(...)` line, or the same repr inside `non-default args:`.
     KvConnectorConfig {
-        role: Option<String>,
-        connector: Option<String>,
-        engine_id: Option<String>,
+        fields: KvConfigFields,
         /// `'block_size': N` of the `non-default args` line that carried it.
         block_size: Option<u32>,
     },
@@ -302,6 +301,10 @@ pub fn aborted_echo(msg: &str) -> Option<Signal> {
 /// are `starts_with` on a few distinct first words before anything costlier.
 fn parse_message(msg: &str) -> VllmEvent {
     if let Some(r) = msg.strip_prefix("Received request ") {
+        // `POST /tokenize` (`tokenize-<id>`, no params): nothing generated.
+        if r.starts_with("tokenize-") || r.starts_with("detokenize-") || r.contains(": params: None") {
+            return VllmEvent::Other;
+        }
         let (id, max_tokens, kv_params, prompt_tokens) = parse_received(r);
         return VllmEvent::Received { id, max_tokens, kv_params, prompt_tokens };
     }
@@ -386,20 +389,20 @@ fn parse_message(msg: &str) -> VllmEvent {
         return VllmEvent::Shutdown;
     }
     if let Some(r) = msg.strip_prefix("KVTransferConfig(") {
-        let (role, connector, engine_id) = parse_kv_config(r);
-        return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size: None };
+        let f = parse_kv_config(r);
+        return VllmEvent::KvConnectorConfig { fields: f, block_size: None };
     }
     if msg.starts_with("non-default args: ") {
         // The startup line embeds the same repr; NIXL setups print no other.
         const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
         if let Some(i) = msg.find(CFG) {
-            let (role, connector, engine_id) = parse_kv_config(&msg[i + CFG.len()..]);
+            let fields = parse_kv_config(&msg[i + CFG.len()..]);
             const BS: &str = "'block_size': ";
             let block_size = msg
                 .find(BS)
                 .and_then(|j| leading_u64(&msg[j + BS.len()..]))
                 .and_then(|n| u32::try_from(n).ok());
-            return VllmEvent::KvConnectorConfig { role, connector, engine_id, block_size };
+            return VllmEvent::KvConnectorConfig { fields, block_size };
         }
         return VllmEvent::Other;
     }
@@ -504,6 +507,13 @@ mod tests {
                 prompt_tokens: Some(2)
             }
         );
+    }
+
+    #[test]
+    fn a_tokenize_call_is_no_request() {
+        // vllm-router 0.1.17 before a load, as vLLM 0.26 logged it (router-nixl-1p2d).
+        let l = "(APIServer pid=686) INFO 12-06 06:33:06 [request_logger.py:63] Received request tokenize-___prefill_addr_127.0.0.1:8100___decode_addr_127.0.0.1:8200_d7ce943f188f4b84a6f8d74eeaaf525e: params: None, lora_request: None.";
+        assert_eq!(parse_vllm_line(l).unwrap().event, VllmEvent::Other);
     }
 
     #[test]

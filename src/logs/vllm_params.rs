@@ -124,16 +124,26 @@ fn kv_params_of(extra: &Py) -> Option<KvParams> {
     })
 }
 
+/// What pdtop reads of a `KVTransferConfig(...)`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KvConfigFields {
+    pub role: Option<String>,
+    pub connector: Option<String>,
+    pub engine_id: Option<String>,
+    /// `kv_load_failure_policy` (vLLM ≥ 0.26): `fail` or `recompute`.
+    pub failure_policy: Option<String>,
+}
+
 /// Body of `KVTransferConfig(` up to its `)`.
-/// (`kv_role`, `kv_connector`, `engine_id`).
-pub(super) fn parse_kv_config(r: &str) -> (Option<String>, Option<String>, Option<String>) {
-    let (mut role, mut connector, mut engine_id) = (None, None, None);
+pub(super) fn parse_kv_config(r: &str) -> KvConfigFields {
+    let mut f = KvConfigFields::default();
     let mut c = Cursor::new(r);
     while let Some(key) = c.key_eq() {
         let slot = match key {
-            "kv_role" => &mut role,
-            "kv_connector" => &mut connector,
-            "engine_id" => &mut engine_id,
+            "kv_role" => &mut f.role,
+            "kv_connector" => &mut f.connector,
+            "engine_id" => &mut f.engine_id,
+            "kv_load_failure_policy" => &mut f.failure_policy,
             _ => {
                 if !c.skip_value() {
                     break;
@@ -151,5 +161,5 @@ pub(super) fn parse_kv_config(r: &str) -> (Option<String>, Option<String>, Optio
             break;
         }
     }
-    (role, connector, engine_id)
+    f
 }

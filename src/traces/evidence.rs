@@ -76,6 +76,13 @@ pub(crate) enum FactKind {
         n: f64,
         matched: bool,
     },
+    /// The producer saw a decode read its KV after the lease had run out
+    /// (NIXL's `Potentially invalid KV blocks ... retrieved by a decode
+    /// worker`): read after all, but possibly from reused blocks.
+    StaleRead,
+    /// Its load failed on a decode configured `kv_load_failure_policy:
+    /// recompute`: the scheduler computes such a request itself.
+    PolicyRecompute,
     /// A `KV Transfer metrics` window counted `n` transfers with this one.
     TransferCounted {
         n: u64,
@@ -254,6 +261,11 @@ impl Facts {
 
     pub fn shrink_to_fit(&mut self) {
         self.0.shrink_to_fit();
+    }
+
+    /// Drops the facts a later line proved wrong.
+    pub fn forget(&mut self, pick: impl Fn(&FactKind) -> bool) {
+        self.0.retain(|f| !pick(&f.kind));
     }
 }
 

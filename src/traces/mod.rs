@@ -58,8 +58,8 @@ pub use correlator::Correlator;
 pub use ids::{base_id, external_of_internal, looks_random, response_id};
 pub use instance::notes::InstanceNote;
 pub use model::{
-    Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join, KEPT_REQUESTS,
-    LogEvent, Outcome, Phase, RemoteWait, SourceStats, Trace,
+    Confidence, CorrelatorOptions, CorrelatorStats, Counts, DEFAULT_STUCK_AFTER_S, Death, Hop, Join,
+    KEPT_REQUESTS, LogEvent, Outcome, Phase, RemoteWait, SourceStats, Trace,
 };
 pub use reason::Reason;
 pub use stamp::{anchor, stamp_at, year_of};

@@ -252,6 +252,9 @@ pub struct SourceStats {
     /// `kv_connector` from the instance's `KVTransferConfig`.
     pub connector: Option<String>,
     pub kv_role: Option<String>,
+    /// `kv_load_failure_policy` from the same config (vLLM ≥ 0.26): with
+    /// `recompute`, a load that fails is computed again and answered.
+    pub failure_policy: Option<String>,
     /// Last `External prefix cache hit rate` of the periodic engine line.
     pub external_hit_pct: Option<f64>,
     /// `Waiting: N reqs` of the last periodic engine line.
@@ -281,6 +284,7 @@ impl SourceStats {
             last_death: None,
             connector: None,
             kv_role: None,
+            failure_policy: None,
             external_hit_pct: None,
             waiting: None,
             unattributed_errors: 0,

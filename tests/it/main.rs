@@ -42,6 +42,7 @@ mod recovery_real;
 mod replay_capture;
 mod replay_logs;
 mod router_http;
+mod router_live;
 mod router_ui;
 mod security;
 mod stuck_requests;

@@ -20,7 +20,7 @@ use pdtop::lab::replay::{Reading, initial_state, read_as};
 use pdtop::traces::{Confidence, Join, Outcome};
 
 /// Every capture in `tests/fixtures/lab-captures/`.
-const ALL: [&str; 8] = [
+const ALL: [&str; 10] = [
     "qwen3-shape-restart",
     "nixl-llama-shape",
     "demo-proxy-qwen3",
@@ -29,6 +29,8 @@ const ALL: [&str; 8] = [
     "nixl-1p2d-cascade",
     "example-1p2d-demo-proxy",
     "example-2p1d-demo-proxy",
+    "router-nixl-1p2d",
+    "router-nixl-push-1p1d",
 ];
 
 type Verdicts = BTreeMap<String, (Outcome, Confidence)>;

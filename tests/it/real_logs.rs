@@ -314,12 +314,12 @@ fn nixl_kv_params_link_decode_to_prefill() {
     let prefill_engine = prefill
         .iter()
         .find_map(|l| match &l.event {
-            VllmEvent::KvConnectorConfig { role, connector, engine_id, .. } => {
+            VllmEvent::KvConnectorConfig { fields: f, .. } => {
                 assert_eq!(
-                    (role.as_deref(), connector.as_deref()),
+                    (f.role.as_deref(), f.connector.as_deref()),
                     (Some("kv_producer"), Some("NixlConnector"))
                 );
-                engine_id.clone()
+                f.engine_id.clone()
             }
             _ => None,
         })
@@ -406,8 +406,8 @@ fn roles_ports_and_no_false_deaths() {
         let lines = parse_all(file);
         for l in &lines {
             match &l.event {
-                VllmEvent::KvConnectorConfig { role: r, .. } => {
-                    assert_eq!(r.as_deref(), Some(role), "{file}")
+                VllmEvent::KvConnectorConfig { fields, .. } => {
+                    assert_eq!(fields.role.as_deref(), Some(role), "{file}")
                 }
                 VllmEvent::ServerStarted { port: p } => assert_eq!(*p, Some(port), "{file}"),
                 // The NIXL import-probe tracebacks are WARNINGs, and nothing here died.

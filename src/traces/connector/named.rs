@@ -11,7 +11,7 @@
 //! | `Mooncake transfer failed for request X`, `Failed to transfer KV cache for request X` (vllm-ascend) | either | error at the connector |
 //! | `NIXL transfer failure: notification_failed \| Context: {'request_id': X}` (nixl worker ≥0.14) | decode | not a failure of X: a full prefix-cache hit read nothing; the prefill frees its blocks at the timeout, so its unread expiry is evidence only |
 //! | `Failing N request(s) due to KV load failure ... Request IDs: {'X'}` (scheduler) | decode | error at the connector (the request failed) |
-//! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | error at the connector (decode read freed blocks) |
+//! | `Potentially invalid KV blocks for unrecognized request X were retrieved by a decode worker` (nixl worker) | prefill | read after the lease ran out: the expiry's "unread" is withdrawn; the decode used blocks that may have been reused (said on its verdict) |
 //! | `Releasing expired KV blocks for request X which were retrieved by 0 decode worker(s)` (nixl worker, `lifecycle.rs`), `Request X timed out after N seconds without being sent` (mooncake) | prefill | the KV was never read: a miss where decode ran it, else unknown |
 //! | `Timeout waiting for P side ready: ['X']`, `Request X expired before sending on P side.` (mooncake ≥0.2x) | prefill, the decode's id | error at the connector |
 //! | `KeyError: 'X'` ending a traceback (scheduler), `AssertionError: X not found in recving_metadata list` (nixl worker) | either | error at that instance |
@@ -21,7 +21,10 @@
 //! | `Finished recving\|sending KV transfer for request X` (V1 scheduler, DEBUG) | either | none: the connector is done with it (a failed load finishes too) |
 //! | `Start to transmit X` (Mooncake), `Send request: X to proxy metaserver: URL` (vllm-ascend layerwise) | either | none: the transfer began |
 //!
-//! A failed load may still have been recomputed (`kv_load_failure_policy=recompute`):
+//! A failed load on a decode whose config says `kv_load_failure_policy='recompute'`
+//! was recomputed (the scheduler reschedules every request with invalid
+//! blocks): a silent miss, sure. Where the policy is not known (the log's
+//! start was not read), a failed load may still have been recomputed:
 //! the scheduler's `Recovered from KV load failure: N request(s) rescheduled`
 //! names no request, so it is said on the failed ones when their count is N.
 
@@ -114,10 +117,26 @@ impl Correlator {
                 });
                 continue;
             }
-            // NIXL says "Potentially invalid": the decode may have read
-            // blocks the prefill had freed, or may not.
-            let confidence = if sig.kind == K::InvalidKvRead { Confidence::Likely } else { Confidence::Sure };
-            let x = Failure { hop, what: text.clone(), confidence, generate_failed: false, by_proxy: false };
+            // NIXL says "Potentially invalid": a decode read the blocks
+            // after the lease ran out (`nixl` `lifecycle.rs`). It read
+            // them, so the expiry's "unread" was wrong; the decode used
+            // them (it logs no failure), possibly reused ones.
+            if sig.kind == K::InvalidKvRead {
+                if let Some(e) = self.store.get_mut(s) {
+                    e.facts.forget(|k| *k == FactKind::KvExpiredUnread);
+                }
+                if !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::StaleRead)) {
+                    self.said(s, t, src, FactKind::StaleRead, at);
+                }
+                continue;
+            }
+            let x = Failure {
+                hop,
+                what: text.clone(),
+                confidence: Confidence::Sure,
+                generate_failed: false,
+                by_proxy: false,
+            };
             // One failure is printed by each TP worker, then the scheduler: once.
             if !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::Failed(x.clone()))) {
                 self.fail_with(s, src, x, t, at);
@@ -126,6 +145,15 @@ impl Correlator {
                 && let Some(e) = self.store.get_mut(s)
             {
                 e.track.load_failed = Some((src, t));
+            }
+            let recompute =
+                self.stats.get(&src).and_then(|st| st.failure_policy.as_deref()) == Some("recompute");
+            if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)
+                && matches!(src, LogOrigin::Decode(_))
+                && recompute
+                && !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::PolicyRecompute))
+            {
+                self.said(s, t, src, FactKind::PolicyRecompute, at);
             }
         }
         any

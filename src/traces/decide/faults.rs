@@ -145,6 +145,12 @@ fn error(e: &Entry, cx: &Ctx, fails: &[(usize, &Fact, &Failure)], base: Verdict)
             _ => {}
         }
     }
+    // The decode's policy is to recompute a failed load: it did (vLLM's
+    // scheduler reschedules every request with invalid blocks).
+    if let Some((rf, _)) = facts.last(|k| (*k == F::PolicyRecompute).then_some(())) {
+        reasons.push(R::RecomputedByPolicy { src: rf.src });
+        return Verdict::new(Outcome::SilentMiss, Confidence::Sure, reasons);
+    }
     // The scheduler recomputed the failed load: the KV moved was not used.
     if let Some((rf, n)) = facts.last(|k| match k {
         F::LoadRecovered { n, matched: true } => Some(*n),

@@ -44,6 +44,9 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
     for f in e.facts.iter() {
         match &f.kind {
             F::Stuck { .. } if v.outcome != Outcome::Unknown => v.reasons.extend(verdict::stuck(&f.kind)),
+            F::StaleRead if !v.reasons.iter().any(|r| matches!(r, R::StaleKv { .. })) => {
+                v.reasons.push(R::StaleKv { src: f.src });
+            }
             F::WaitingAtEnd { secs, limit } => v.reasons.push(R::WaitingAtEnd { secs: *secs, limit: *limit }),
             F::NotifyFailed { text }
                 if !v.reasons.iter().any(|r| matches!(r, R::Notify { .. } | R::NotifyExplains { .. })) =>

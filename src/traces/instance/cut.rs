@@ -85,8 +85,11 @@ impl Correlator {
         }
     }
 
-    /// The decode read this request's KV (its hit, its tensor): the
-    /// prefill's part was over, whatever its stream's end looked like.
+    /// The prefill's part was over, whatever its stream's end looked
+    /// like: the decode read this request's KV (its hit, its tensor, a
+    /// transfer counted), or got the `kv_transfer_params` that only the
+    /// prefill's answer carries. What its death does to a read still to
+    /// come is the connector's failure, said by the decode.
     fn kv_read(&self, s: u64) -> bool {
         self.store.get(s).is_some_and(|e| {
             e.facts.has(|k| {
@@ -95,6 +98,8 @@ impl Correlator {
                     FactKind::Hit { .. }
                         | FactKind::GroupSettled { hit: true, .. }
                         | FactKind::TensorReceived { .. }
+                        | FactKind::Params { .. }
+                        | FactKind::TransferCounted { .. }
                 )
             })
         })

@@ -141,17 +141,19 @@ impl Correlator {
                 self.stat(src).shutdowns += 1;
                 self.inflight.stopping(src, super::inflight::Stop::Orderly);
             }
-            (VllmEvent::KvConnectorConfig { role, connector, block_size, .. }, _) => {
+            (VllmEvent::KvConnectorConfig { fields: f, block_size }, _) => {
                 if let Some(b) = block_size {
                     self.logs.blocks.insert(src, *b);
                 }
                 let st = self.stat(src);
-                if connector.is_some() {
-                    st.connector.clone_from(connector);
+                if f.connector.is_some() {
+                    st.connector.clone_from(&f.connector);
                 }
-                if role.is_some() {
-                    st.kv_role.clone_from(role);
+                if f.role.is_some() {
+                    st.kv_role.clone_from(&f.role);
                 }
+                // Printed whole at each start: absent is vLLM's default (fail).
+                st.failure_policy.clone_from(&f.failure_policy);
             }
             (VllmEvent::EngineStats(s), _) => {
                 self.on_engine_progress(src, s, t);

@@ -95,6 +95,13 @@ impl Correlator {
                 let text = format!("{} server returned error status", leg.as_deref().unwrap_or("a backend"));
                 (self.router.key(r), failed_at(leg.as_deref()), Some(text), status)
             }
+            (K::RouterRequestFailed, None) => {
+                if let Some(Val::Text(why)) = sig.get("error") {
+                    let why = why.clone();
+                    self.on_router_refused(sig, &why, leg.as_deref(), t, at);
+                }
+                return;
+            }
             (K::RouterRequestFailed, Some(r)) => {
                 // The id-less backend error just before says which leg
                 // failed, and with what status. None is made up.
@@ -142,6 +149,44 @@ impl Correlator {
 
 fn leg_stage(leg: &str) -> Stage {
     if leg == "prefill" { Stage::PrefillDone } else { Stage::DecodeFirstByte }
+}
+
+impl Correlator {
+    /// vLLM-router failed a request itself (`Transparent proxy request
+    /// failed: prefill=P, decode=D, error=E`, answered 500) and names no id:
+    /// a request of its own, an error at the hop the error names, at the
+    /// time the router logged it. A network error never reached vLLM, so
+    /// no instance line is its; an error status came from an instance that
+    /// logged the request, so only the event is kept.
+    fn on_router_refused(&mut self, sig: &Signal, why: &str, leg: Option<&str>, t: f64, at: f64) {
+        let reached = !(why.contains("Network error") || why.contains("error sending request"));
+        if reached {
+            self.stat(LogOrigin::Proxy).unattributed_errors += 1;
+            return;
+        }
+        let hop = match leg {
+            Some("prefill") => Hop::Producer,
+            Some("decode") => Hop::Consumer,
+            _ => Hop::Proxy,
+        };
+        let url = |k: &str| match sig.get(k) {
+            Some(Val::Text(u)) => u.clone(),
+            _ => "?".to_string(),
+        };
+        let id = self.synthetic_id("router-error");
+        let s = self.new_trace(id, at);
+        if let Some(e) = self.store.get_mut(s) {
+            e.track.proxy_seen = true;
+        }
+        let (p, d) = (url("prefill"), url("decode"));
+        self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, t, |ph| {
+            ph.detail = format!("vllm-router chose prefill {p}, decode {d}; answered 500");
+            ph.end = Some(t);
+        });
+        let why: String = why.chars().take(240).collect();
+        let what = format!("the router failed it before any instance saw it: {why}");
+        self.fail(s, hop, LogOrigin::Proxy, what, t, at);
+    }
 }
 
 #[cfg(test)]

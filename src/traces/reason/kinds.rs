@@ -140,6 +140,14 @@ pub enum Reason {
         src: LogOrigin,
         n: f64,
     },
+    /// The decode read the KV after the producer's lease had run out.
+    StaleKv {
+        src: LogOrigin,
+    },
+    /// The load failed on a decode whose policy is to recompute.
+    RecomputedByPolicy {
+        src: LogOrigin,
+    },
     // ---- joins
     PairedByTokens {
         n: u32,

@@ -25,6 +25,8 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::ExpiryConfirms { .. }
             | R::GroupMiss { .. }
             | R::Recomputed { .. }
+            | R::RecomputedByPolicy { .. }
+            | R::StaleKv { .. }
             | R::PairedByTokens { .. }
             | R::PairedAmong { .. }
             | R::RepairedCopy { .. }
@@ -127,6 +129,14 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         R::Recomputed { src, n } => write!(
             f,
             "{src} then recomputed it (`Recovered from KV load failure`: {n} rescheduled): the transferred KV was not used"
+        ),
+        R::RecomputedByPolicy { src } => write!(
+            f,
+            "{src} recomputed it: its kv_load_failure_policy is recompute, so the failed load was computed again and answered 200"
+        ),
+        R::StaleKv { src } => write!(
+            f,
+            "but {src} had already released these blocks (its lease ran out) when the decode read them: they may have been reused, so the answer may be wrong (`Potentially invalid KV blocks`)"
         ),
         R::PairedByTokens { n } => write!(f, "(prefill paired by prompt length: {n} tokens)"),
         R::PairedAmong { n, copies, unknown_length } => {
