@@ -13,8 +13,15 @@ const TIMEOUT_SECS: f64 = 2.0;
 
 pub fn doctor(args: &DoctorArgs) -> Result<Report> {
     let i = &args.inputs;
-    if i.prefill.is_empty() || i.decode.is_empty() {
-        return Err(Error::Usage("doctor needs --prefill HOST:PORT and --decode HOST:PORT".into()));
+    // Pasted logs alone, as `check --from-logs` reads them: each log is an
+    // instance named by its file; nothing live is read.
+    let logs_only =
+        i.prefill.is_empty() && i.decode.is_empty() && !(i.prefill_log.is_empty() && i.decode_log.is_empty());
+    if !logs_only && (i.prefill.is_empty() || i.decode.is_empty()) {
+        return Err(Error::Usage(
+            "doctor needs --prefill HOST:PORT and --decode HOST:PORT, or only the logs (--prefill-log, --decode-log)"
+                .into(),
+        ));
     }
     if i.prometheus.is_some() {
         return Err(Error::Usage(
@@ -23,9 +30,12 @@ pub fn doctor(args: &DoctorArgs) -> Result<Report> {
     }
     let proc_root = args.proc_root.clone().unwrap_or_else(|| PathBuf::from("/proc"));
     let timeout = Duration::from_secs_f64(i.timeout.unwrap_or(TIMEOUT_SECS).clamp(0.1, 60.0));
+    let named = |eps: &Vec<String>, logs: &Vec<String>| -> Vec<String> {
+        if logs_only { logs.iter().map(|l| log_name(l)).collect() } else { eps.clone() }
+    };
     let sources = Sources {
-        prefill: i.prefill.clone(),
-        decode: i.decode.clone(),
+        prefill: named(&i.prefill, &i.prefill_log),
+        decode: named(&i.decode, &i.decode_log),
         proxy: args.proxy.clone(),
         prefill_log: i.prefill_log.clone(),
         decode_log: i.decode_log.clone(),
@@ -40,10 +50,22 @@ pub fn doctor(args: &DoctorArgs) -> Result<Report> {
         own_pid: None,
     };
     let mut facts = gather::read_logs(&sources)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("doctor runtime")?;
-    rt.block_on(gather::fetch_http(&mut facts, timeout));
-    sources.add_host(&mut facts);
-    gather::read_kv_dirs(&mut facts, &sources.proc_root);
+    if logs_only {
+        // What the lines show is all there is: the checks on the servers,
+        // their processes and this host did not run.
+        for n in facts.instances.iter().map(|x| x.name()).collect::<Vec<_>>() {
+            facts.unread(
+                format!("endpoints, process and host of {n}"),
+                "logs only: no --prefill/--decode given",
+            );
+        }
+    } else {
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("doctor runtime")?;
+        rt.block_on(gather::fetch_http(&mut facts, timeout));
+        sources.add_host(&mut facts);
+        gather::read_kv_dirs(&mut facts, &sources.proc_root);
+    }
     let mut report = diagnose(&facts);
     report.findings.extend(unread_instances(&facts, &report));
     report.findings.sort_by_key(|f| f.severity);
@@ -88,4 +110,11 @@ fn unread_instances(facts: &crate::doctor::PairFacts, report: &Report) -> Vec<cr
             f
         })
         .collect()
+}
+
+/// An instance known only by its log: the file's name (`-` is stdin).
+fn log_name(path: &str) -> String {
+    let name =
+        std::path::Path::new(path).file_name().map_or(path.to_string(), |n| n.to_string_lossy().into_owned());
+    format!("log:{name}")
 }

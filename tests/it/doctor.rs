@@ -848,3 +848,33 @@ fn pdtops_own_lab_is_no_source_missed() {
     pdtop::doctor::host::add_host_facts(&mut f, &proc, &sys, None, None);
     assert!(f.unread.iter().any(|u| u.source.starts_with("process behind")), "{:?}", f.unread);
 }
+
+/// Pasted logs alone, no endpoint: the doctor names what the lines show
+/// (a decode that handshook with the wrong engine: the side-channel host
+/// left where another instance answers) and says the live checks did not
+/// run; a clean pair's logs are therefore "not clean" (exit 4), never clean.
+#[test]
+fn doctor_on_logs_alone_names_what_the_lines_show() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pdtop")).arg("doctor").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let pasted = fixture("vllm-27083-self-handshake.log");
+    let (code, text) = run(&["--decode-log", &pasted.display().to_string()]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("[side_channel_wrong_engine]"), "{text}");
+    assert!(text.contains("logs only"), "{text}");
+    let dir = capture_dir("router-nixl-1p2d");
+    let p = |f: &str| dir.join(f).display().to_string();
+    let (code, text) = run(&[
+        "--prefill-log",
+        &p("vllm-prefill.log"),
+        "--decode-log",
+        &p("vllm-decode.log"),
+        &p("vllm-decode2.log"),
+    ]);
+    assert_eq!(code, Some(4), "{text}");
+    assert!(text.contains("decode log:vllm-decode2.log"), "{text}");
+    // One endpoint without the other is still bad usage.
+    assert_eq!(run(&["--prefill", "127.0.0.1:9"]).0, Some(2));
+}
