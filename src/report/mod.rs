@@ -1,6 +1,7 @@
 //! The `pdtop check --json` report: pdtop's machine interface. Field names
 //! are stable; new fields may be added.
 
+pub mod arrival;
 pub mod kv;
 pub mod kv_bytes;
 pub mod kv_folders;

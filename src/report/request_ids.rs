@@ -25,6 +25,9 @@ pub enum IdKind {
     SpanTrace,
     /// The request id a span carries (`gen_ai.request.id`) that no log gave.
     SpanRequest,
+    /// Found by when it arrived (`@HH:MM:SS TOKENS`, `arrival.rs`): its
+    /// rank by nearness, and for the nearest how sure it is the one.
+    Arrival { rank: usize, confidence: Option<crate::traces::Confidence> },
 }
 
 impl IdKind {
@@ -35,6 +38,10 @@ impl IdKind {
             IdKind::VllmBoth(a, b) => format!("{a} and {b} vLLM id"),
             IdKind::SpanTrace => "span trace id".into(),
             IdKind::SpanRequest => "span request id".into(),
+            IdKind::Arrival { rank: 0, confidence: Some(c) } => {
+                format!("arrival: the nearest, {} the request sent then", c.word())
+            }
+            IdKind::Arrival { rank, .. } => format!("arrival: {} nearest", ordinal(rank + 1)),
         }
     }
 }
@@ -129,6 +136,17 @@ pub fn find_in(spans: &SpanStore, t: &Trace, needles: &[String]) -> Option<Reque
 /// `lab-steady-31`.
 pub fn search<'a>(state: &'a AppState, query: &str) -> Vec<(&'a Trace, Option<RequestId>)> {
     let Some(logs) = &state.logs else { return Vec::new() };
+    if let Some(q) = super::arrival::parse(query) {
+        let (found, confidence) = super::arrival::candidates(state, &q);
+        return found
+            .into_iter()
+            .enumerate()
+            .map(|(rank, (t, _))| {
+                let kind = IdKind::Arrival { rank, confidence: confidence.filter(|_| rank == 0) };
+                (t, Some(RequestId { kind, id: t.id.clone() }))
+            })
+            .collect();
+    }
     let needles = needles(query);
     let all = logs.correlator.traces().rev();
     if needles.is_empty() {
@@ -146,6 +164,16 @@ pub fn search<'a>(state: &'a AppState, query: &str) -> Vec<(&'a Trace, Option<Re
     // Stable: newest first within each group.
     found.sort_by_key(|(t, _)| !whole(t));
     found
+}
+
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, x) if x != 11 => "st",
+        (2, x) if x != 12 => "nd",
+        (3, x) if x != 13 => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 #[cfg(test)]

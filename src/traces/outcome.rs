@@ -122,3 +122,14 @@ pub enum Confidence {
     /// Built on a guess (an order join); never enough for a miss on its own.
     Unsure,
 }
+
+impl Confidence {
+    /// How sure, in a word.
+    pub fn word(self) -> &'static str {
+        match self {
+            Confidence::Sure => "sure",
+            Confidence::Likely => "likely",
+            Confidence::Unsure => "unsure",
+        }
+    }
+}

@@ -259,9 +259,17 @@ fn filter_title(
     }
     let cursor = if view.searching { "▏" } else { "" };
     let q = cut_id(&view.search, (width as usize / 3).max(8));
+    let arrival = crate::report::arrival::parse(&view.search).is_some();
     let by = rows
         .get(selected)
-        .and_then(|t| request_ids::find_in(&state.spans, t, &request_ids::needles(&view.search)))
+        .and_then(|t| match arrival {
+            // Found by arrival: the rank the search gave it.
+            true => request_ids::search(state, &view.search)
+                .into_iter()
+                .find(|(f, _)| f.serial == t.serial)
+                .and_then(|(_, m)| m),
+            false => request_ids::find_in(&state.spans, t, &request_ids::needles(&view.search)),
+        })
         .filter(|m| m.kind != IdKind::Request)
         .map(|m| format!(", this one by its {}", m.kind.label()))
         .unwrap_or_default();
@@ -348,7 +356,7 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, view
     lines.push(Line::from(vec![
         Span::styled(" verdict: ", theme.dim()),
         Span::styled(t.outcome.label(), outcome_style(t.outcome, theme)),
-        Span::styled(format!("  ({}, {}) ", t.join.words(), confidence_words(t.confidence)), theme.dim()),
+        Span::styled(format!("  ({}, {}) ", t.join.words(), Confidence::word(t.confidence)), theme.dim()),
     ]));
     lines.push(Line::styled(format!(" {}", t.evidence()), theme.text()));
     if let Some(w) = &t.remote_wait {
@@ -408,14 +416,5 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, view
         frame.render_widget(p.scroll((scroll, 0)).block(block), area);
     } else {
         frame.render_widget(p.block(block), area);
-    }
-}
-
-/// How sure a verdict is, in words.
-fn confidence_words(c: Confidence) -> &'static str {
-    match c {
-        Confidence::Sure => "sure",
-        Confidence::Likely => "likely",
-        Confidence::Unsure => "unsure",
     }
 }
