@@ -15,7 +15,11 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
     match first {
         b'N' => nixl(m).or_else(|| mooncake_progress(m)),
         b's' => start_load_kv(m).or_else(|| storage_to_mem(m)),
-        b'F' => failing(m).or_else(|| mooncake_failed(m)).or_else(|| transmit_done(m)),
+        b'F' => failing(m)
+            .or_else(|| mooncake_failed(m))
+            .or_else(|| transmit_done(m))
+            .or_else(|| super::mooncake::store_get_failed(m))
+            .or_else(|| super::mooncake::force_freed(m)),
         b'R' => recovered(m).or_else(|| mooncake_expired(m)).or_else(|| offload(m)),
         b'H' => handshake(m),
         b'P' => invalid_read(m).or_else(|| parent_exit(m)),
@@ -24,7 +28,7 @@ pub(crate) fn parse_connector(msg: &str) -> Option<Signal> {
         b'I' => init_nixl(m),
         b'S' => sync_timeout(m).or_else(|| transmit(m)),
         b'T' => mooncake_key(m).or_else(|| mooncake_p_timeout(m)),
-        b'M' => mooncake_transfer(m),
+        b'M' => mooncake_transfer(m).or_else(|| super::mooncake::finish_unknown(m)),
         b'p' | b'E' => mooncake_pull_failed(m),
         b'L' => ascend_llmdd(m),
         b'[' => redo(m),
@@ -321,8 +325,14 @@ fn mooncake_failed(m: &str) -> Option<Signal> {
 }
 
 fn mooncake_transfer(m: &str) -> Option<Signal> {
-    if let Some(r) = m.strip_prefix("MooncakeAgentMetadata transfer failed for ") {
-        let (ids, err) = r.find("]: ").map_or((r, ""), |i| (&r[..=i], &r[i + 3..]));
+    // `MooncakeAgentMetadata ... for ['X']` (older), `MooncakeXferMetadata
+    // ... for {'X', 'Y'}` (0.26: a set of the decode's ids).
+    let r = m
+        .strip_prefix("MooncakeAgentMetadata transfer failed for ")
+        .or_else(|| m.strip_prefix("MooncakeXferMetadata transfer failed for "));
+    if let Some(r) = r {
+        let end = r.find("]: ").or_else(|| r.find("}: "));
+        let (ids, err) = end.map_or((r, ""), |i| (&r[..=i], &r[i + 3..]));
         let s = ids_of(Signal::new(K::TransferFailed), ids);
         return Some(s.text("connector", Some("MooncakeConnector")).text("reason", Some(err)));
     }

@@ -15,8 +15,16 @@ pub(crate) fn parse_lmcache(msg: &str) -> Option<Signal> {
         b'P' => prefetch(m),
         b'L' => versions(m),
         b'Z' => zmq(m),
+        b'F' => alloc_retry(m),
         _ => None,
     }
+}
+
+/// LMCache's PD receiver on the decode (`pd_backend.py`): no room for
+/// an incoming transfer, tried again every 10 ms; every transfer into this
+/// decode, and its prefill, waits meanwhile. Names no request.
+fn alloc_retry(m: &str) -> Option<Signal> {
+    m.starts_with("Failed to allocate memory object, retrying").then(|| Signal::new(K::LmcachePdAllocRetry))
 }
 
 /// `Reqid: ID, Total tokens N, LMCache hit tokens: M, need to load: K`

@@ -84,6 +84,24 @@ pub(crate) fn parse_router(spans: &str, target: &str, msg: &str) -> Option<Signa
             .text("leg", leg)
             .text("error", Some(error))
             .num("status", Some(500.0))
+    } else if let Some(body) = m.strip_prefix("Prefill response body content: ") {
+        // Printed for every body under 1 KiB: only an error body says
+        // anything (the router goes on to the decode regardless, in the
+        // direct-URL mode). Its JSON holds a Python repr: nothing but the
+        // code and the type is read from it.
+        if !body.contains("\"error\"") {
+            return None;
+        }
+        let kind = body.split_once("\"type\":\"").and_then(|(_, t)| t.split('"').next());
+        Signal::new(K::RouterPrefillErrorBody)
+            .num("status", num_after(body, "\"code\":"))
+            .text("error", kind)
+            .text("leg", Some("prefill"))
+    } else if m.starts_with("No kv_transfer_params found in prefill response")
+        || (m.starts_with("No kv_transfer_params for prefill ")
+            && m.contains("decode will proceed without them"))
+    {
+        Signal::new(K::RouterKvParamsMissing)
     } else if let Some((leg, r)) = m.split_once(" server returned error status") {
         Signal::new(K::RouterBackendError)
             .text("leg", Some(&leg.to_ascii_lowercase()))

@@ -100,6 +100,9 @@ kinds! {
     RouterDecodeResponse => "router_decode_response",
     RouterForwardedId => "router_forwarded_id",
     RouterBookkeeping => "router_bookkeeping",
+    RouterPrefillErrorBody => "router_prefill_error_body",
+    RouterKvParamsMissing => "router_kv_params_missing",
+    LmcachePdAllocRetry => "lmcache_pd_alloc_retry",
 }
 
 impl SignalKind {
@@ -128,6 +131,8 @@ impl SignalKind {
                 | ProxyError
                 | RouterBackendError
                 | RouterRequestFailed
+                | RouterPrefillErrorBody
+                | LmcachePdAllocRetry
                 | SidecarMissingKvField
                 | RequestFailed
         )
@@ -202,10 +207,14 @@ pub fn join_id(printed: &str) -> String {
     if s.contains("...") {
         return s.to_string();
     }
+    // A child of an `n > 1` request: vLLM's `parallel_sampling.py` names
+    // each `f"{index}_{request_id}"`, whatever the parent's id looks like
+    // (a Dynamo uuid, `cmpl-...`).
     if let Some((n, rest)) = s.split_once('_')
         && !n.is_empty()
+        && n.len() <= 4
         && n.bytes().all(|b| b.is_ascii_digit())
-        && (rest.starts_with("cmpl-") || rest.starts_with("chatcmpl-"))
+        && rest.contains('-')
     {
         s = rest;
     }

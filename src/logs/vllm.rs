@@ -27,7 +27,7 @@ use super::proxies::{parse_proxy_text, parse_router, parse_sidecar, parse_uvicor
 pub use super::signal::{Signal, SignalKind, Val};
 pub use super::vllm_params::KvConfigFields;
 pub use super::vllm_params::KvParams;
-use super::vllm_params::{count_token_ids, parse_kv_config, parse_received};
+use super::vllm_params::{count_token_ids, kv_config, parse_received};
 
 pub use super::line::{AccessLine, Level};
 pub use super::prompt::{MAX_PROMPT_CHARS, prompt_of, redact_prompt};
@@ -308,6 +308,16 @@ fn parse_message(msg: &str) -> VllmEvent {
         let (id, max_tokens, kv_params, prompt_tokens) = parse_received(r);
         return VllmEvent::Received { id, max_tokens, kv_params, prompt_tokens };
     }
+    // Dynamo's vLLM worker (`handlers.py`, DEBUG): the id it gives vLLM,
+    // which vLLM's children of an `n > 1` request carry as `<i>_<id>`.
+    if let Some(id) = msg.strip_prefix("Decode Request ID: ").map(str::trim).filter(|i| !i.contains(' ')) {
+        return VllmEvent::Received {
+            id: id.to_string(),
+            max_tokens: None,
+            kv_params: None,
+            prompt_tokens: None,
+        };
+    }
     if let Some(r) = msg.strip_prefix("Added request ") {
         let internal = r.trim_end().trim_end_matches('.');
         return VllmEvent::Added {
@@ -388,23 +398,10 @@ fn parse_message(msg: &str) -> VllmEvent {
     if msg.starts_with("[shutdown]") || msg.starts_with("Shutting down FastAPI HTTP server") {
         return VllmEvent::Shutdown;
     }
-    if let Some(r) = msg.strip_prefix("KVTransferConfig(") {
-        let f = parse_kv_config(r);
-        return VllmEvent::KvConnectorConfig { fields: f, block_size: None };
-    }
-    if msg.starts_with("non-default args: ") {
-        // The startup line embeds the same repr; NIXL setups print no other.
-        const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
-        if let Some(i) = msg.find(CFG) {
-            let fields = parse_kv_config(&msg[i + CFG.len()..]);
-            const BS: &str = "'block_size': ";
-            let block_size = msg
-                .find(BS)
-                .and_then(|j| leading_u64(&msg[j + BS.len()..]))
-                .and_then(|n| u32::try_from(n).ok());
-            return VllmEvent::KvConnectorConfig { fields, block_size };
-        }
-        return VllmEvent::Other;
+    if msg.starts_with("KVTransferConfig(") || msg.starts_with("non-default args: ") {
+        return kv_config(msg).map_or(VllmEvent::Other, |(fields, block_size)| {
+            VllmEvent::KvConnectorConfig { fields, block_size }
+        });
     }
     if let Some((name, text)) = exception_line(msg) {
         let dead = name.ends_with("EngineDeadError") || text.starts_with("Engine core initialization failed");

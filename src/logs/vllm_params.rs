@@ -163,3 +163,20 @@ pub(super) fn parse_kv_config(r: &str) -> KvConfigFields {
     }
     f
 }
+
+/// `KVTransferConfig(...)` alone, or inside the start-up line's
+/// `non-default args` (NIXL setups print no other), with its block size.
+pub(super) fn kv_config(msg: &str) -> Option<(KvConfigFields, Option<u32>)> {
+    if let Some(r) = msg.strip_prefix("KVTransferConfig(") {
+        return Some((parse_kv_config(r), None));
+    }
+    const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
+    let i = msg.find(CFG)?;
+    let fields = parse_kv_config(&msg[i + CFG.len()..]);
+    const BS: &str = "'block_size': ";
+    let block_size = msg
+        .find(BS)
+        .and_then(|j| super::line::leading_u64(&msg[j + BS.len()..]))
+        .and_then(|n| u32::try_from(n).ok());
+    Some((fields, block_size))
+}

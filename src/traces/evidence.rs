@@ -76,6 +76,9 @@ pub(crate) enum FactKind {
         n: f64,
         matched: bool,
     },
+    /// Its prefill died after answering (the decode got its params) and
+    /// before any sign that the decode read its KV: the KV died with it.
+    KvLost,
     /// The producer saw a decode read its KV after the lease had run out
     /// (NIXL's `Potentially invalid KV blocks ... retrieved by a decode
     /// worker`): read after all, but possibly from reused blocks.
@@ -177,6 +180,19 @@ pub(crate) enum FactKind {
     ProxyAnswered {
         status: u16,
     },
+}
+
+impl FactKind {
+    /// A sign that the decode read the request's KV.
+    pub fn is_read(&self) -> bool {
+        matches!(
+            self,
+            FactKind::Hit { .. }
+                | FactKind::GroupSettled { hit: true, .. }
+                | FactKind::TensorReceived { .. }
+                | FactKind::TransferCounted { .. }
+        )
+    }
 }
 
 /// A request's facts, in the order they were read.

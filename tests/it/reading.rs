@@ -20,7 +20,7 @@ use pdtop::lab::replay::{Reading, initial_state, read_as};
 use pdtop::traces::{Confidence, Join, Outcome};
 
 /// Every capture in `tests/fixtures/lab-captures/`.
-const ALL: [&str; 10] = [
+const ALL: [&str; 11] = [
     "qwen3-shape-restart",
     "nixl-llama-shape",
     "demo-proxy-qwen3",
@@ -31,6 +31,7 @@ const ALL: [&str; 10] = [
     "example-2p1d-demo-proxy",
     "router-nixl-1p2d",
     "router-nixl-push-1p1d",
+    "mooncake-tcp-1p1d",
 ];
 
 type Verdicts = BTreeMap<String, (Outcome, Confidence)>;

@@ -179,3 +179,19 @@ fn a_client_request_is_found_by_its_send_time_and_length() {
     // within the window).
     assert!(right * 100 >= total * 95, "{right} of {total}");
 }
+
+/// MooncakeConnector over TCP behind the router, the prefill killed and
+/// restarted: the router kept sending the dead engine's id, so each decode
+/// after the restart waited for KV that its prefill freed unread 30 s
+/// later, until the client gave up (Mooncake fails nothing itself). Those
+/// are errors at the connector, not cancels; the two decode steps whose
+/// prefill died holding their KV too.
+#[test]
+fn mooncake_behind_the_router_is_decided_right() {
+    let j = judge("mooncake-tcp-1p1d");
+    assert_eq!((j.refused, j.unlogged), (111, 0));
+    refusals_are_requests(&j);
+    let q = &j.report["requests"];
+    assert_eq!((q["loaded"].as_u64(), q["error"].as_u64()), (Some(45), Some(111 + 19)), "{q}");
+    assert_eq!((q["cancelled"].as_u64(), q["unknown"].as_u64()), (Some(0), Some(0)), "{q}");
+}

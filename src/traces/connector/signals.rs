@@ -20,7 +20,15 @@ impl Correlator {
 
     /// Returns whether the signal meant anything to the correlator.
     pub(crate) fn on_signal(&mut self, src: LogOrigin, sig: &Signal, t: f64, at: f64) -> bool {
-        if sig.kind.is_failure() {
+        // LMCache's receiver retries every 10 ms: one event per 10 s of it.
+        let repeat = sig.kind == K::LmcachePdAllocRetry
+            && self
+                .log_events
+                .iter()
+                .rev()
+                .take(8)
+                .any(|e| e.kind == sig.kind && e.source == src && t - e.t < 10.0);
+        if sig.kind.is_failure() && !repeat {
             self.push_log_event(src, sig.kind, summary(sig), t);
         }
         match sig.kind {

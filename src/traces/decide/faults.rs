@@ -18,6 +18,16 @@ pub(super) fn faults(e: &Entry, cx: &Ctx, base: Verdict) -> Verdict {
     if fails.is_empty() && abort.is_none() {
         return base;
     }
+    // The client gave up on a decode that was waiting for KV that could
+    // no longer come: the load failed, whatever the connector printed
+    // after (Mooncake's decode waits on; nothing fails it).
+    if let Some((_, c)) = abort
+        && let Some(r) = never_came(facts, c.t)
+    {
+        let mut v = Verdict::new(Outcome::Error, Confidence::Likely, vec![r, R::Cancelled { src: c.src }]);
+        v.error_at = Some(Hop::Connector);
+        return v;
+    }
     let before = || match base.outcome {
         Outcome::Pending | Outcome::Error | Outcome::Cancelled => Vec::new(),
         Outcome::Loaded | Outcome::SilentMiss => {
@@ -162,4 +172,17 @@ fn error(e: &Entry, cx: &Ctx, fails: &[(usize, &Fact, &Failure)], base: Verdict)
     let mut v = Verdict::new(Outcome::Error, conf, reasons);
     v.error_at = Some(hop);
     v
+}
+
+/// The decode was to load (it got params) and read nothing, and before
+/// the abort its KV was gone: died with its prefill, or freed unread.
+fn never_came(facts: &crate::traces::evidence::Facts, abort_t: f64) -> Option<R> {
+    if !facts.has(|k| matches!(k, F::Params { .. })) || facts.has(F::is_read) {
+        return None;
+    }
+    facts.iter().find_map(|f| match f.kind {
+        F::KvLost if f.t <= abort_t => Some(R::KvNeverCame { src: f.src, lost: true }),
+        F::KvExpiredUnread if f.t <= abort_t => Some(R::KvNeverCame { src: f.src, lost: false }),
+        _ => None,
+    })
 }

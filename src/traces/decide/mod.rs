@@ -37,6 +37,13 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
     // as sure as the join, and so is what they conclude.
     let base = capped(e, cx, pair::pair(e, cx));
     let mut v = capped(e, cx, faults::faults(e, cx, base));
+    // A decode read its KV (the producer saw it, after the lease): loaded,
+    // whatever the decode's own log could have added; possibly from
+    // reused blocks, which the reason says.
+    if v.outcome == Outcome::Unknown && e.facts.has(|k| *k == F::StaleRead) {
+        v.outcome = Outcome::Loaded;
+        v.confidence = Confidence::Likely;
+    }
     if v.outcome != Outcome::Pending {
         v.reasons.extend(pair::join_note(e));
     }

@@ -41,8 +41,13 @@ impl Correlator {
         let open = taken.iter().filter(|o| !ended(self, o.serial)).count();
         let mut undated_streams = Vec::new();
         for o in taken {
-            let done =
-                ended(self, o.serial) || (matches!(src, LogOrigin::Prefill(_)) && self.kv_read(o.serial));
+            let prefill = matches!(src, LogOrigin::Prefill(_));
+            if prefill && !ended(self, o.serial) && !self.kv_read(o.serial) && self.answered(o.serial) {
+                // Its part was over, but its KV died with it unread.
+                self.said(o.serial, t, src, FactKind::KvLost, at);
+                continue;
+            }
+            let done = ended(self, o.serial) || (prefill && self.kv_read(o.serial));
             if done || (o.streaming && !streams) {
                 continue;
             }
@@ -85,24 +90,17 @@ impl Correlator {
         }
     }
 
-    /// The prefill's part was over, whatever its stream's end looked
-    /// like: the decode read this request's KV (its hit, its tensor, a
-    /// transfer counted), or got the `kv_transfer_params` that only the
-    /// prefill's answer carries. What its death does to a read still to
-    /// come is the connector's failure, said by the decode.
+    /// The decode read this request's KV (its hit, its tensor, a transfer
+    /// counted): the prefill's part was over, whatever its stream's end
+    /// looked like.
     fn kv_read(&self, s: u64) -> bool {
-        self.store.get(s).is_some_and(|e| {
-            e.facts.has(|k| {
-                matches!(
-                    k,
-                    FactKind::Hit { .. }
-                        | FactKind::GroupSettled { hit: true, .. }
-                        | FactKind::TensorReceived { .. }
-                        | FactKind::Params { .. }
-                        | FactKind::TransferCounted { .. }
-                )
-            })
-        })
+        self.store.get(s).is_some_and(|e| e.facts.has(FactKind::is_read))
+    }
+
+    /// The prefill answered: the decode got the `kv_transfer_params` that
+    /// only the prefill's answer carries.
+    fn answered(&self, s: u64) -> bool {
+        self.store.get(s).is_some_and(|e| e.facts.has(|k| matches!(k, FactKind::Params { .. })))
     }
 
     /// Kills read before the proxy's undated lines: their echoes are

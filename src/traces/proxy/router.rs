@@ -37,6 +37,8 @@ pub(crate) fn is_router_kind(k: K) -> bool {
             | K::RouterRoute
             | K::RouterForwardedId
             | K::RouterBookkeeping
+            | K::RouterPrefillErrorBody
+            | K::RouterKvParamsMissing
             | K::SidecarPrefillSent
             | K::SidecarMissingKvField
     )
@@ -89,6 +91,16 @@ impl Correlator {
             (K::RouterBackendError, None) => {
                 self.router.last_leg = leg.map(|l| (l, status, t));
                 return;
+            }
+            // The prefill answered an error and the router went on to the
+            // decode (direct-URL mode): a failed prefill hidden from the
+            // client, on that request.
+            (K::RouterPrefillErrorBody, Some(r)) => {
+                let what = match sig.get("error") {
+                    Some(Val::Text(e)) => format!("prefill answered {e}; the router went on to the decode"),
+                    _ => "prefill answered an error; the router went on to the decode".to_string(),
+                };
+                (self.router.key(r), leg_stage("prefill"), Some(what), status)
             }
             (K::RouterBackendError, Some(r)) => {
                 // No leg printed: a failure of the request, no hop guessed.

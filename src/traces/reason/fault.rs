@@ -43,6 +43,7 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::ExpiredAfterAbort { .. }
             | R::ExpiredAsNotified { .. }
             | R::Cancelled { .. }
+            | R::KvNeverCame { .. }
             | R::CancelledAfter { .. }
             | R::AbortEcho { .. }
             | R::SameSecond { .. }
@@ -220,6 +221,14 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         R::ExpiredAsNotified { src } => {
             write!(f, "then {src} released its KV unread (lease expired), as the failed notification left it")
         }
+        R::KvNeverCame { src, lost: true } => write!(
+            f,
+            "{src} died holding its KV after answering, before the decode read it: the decode waited for KV that could not come"
+        ),
+        R::KvNeverCame { src, lost: false } => write!(
+            f,
+            "{src} freed its KV unread (its lease ran out) while the decode still waited for it: the load could not complete"
+        ),
         R::Cancelled { src } => {
             write!(f, "the client closed the stream: {src} aborted the request (`Aborted request(s)`)")
         }

@@ -276,6 +276,12 @@ pub enum Reason {
     Cancelled {
         src: LogOrigin,
     },
+    /// The decode waited for KV that could no longer come (freed unread,
+    /// or died with its prefill) until the client gave up.
+    KvNeverCame {
+        src: LogOrigin,
+        lost: bool,
+    },
     CancelledAfter {
         outcome: Outcome,
         reasons: Vec<Reason>,
