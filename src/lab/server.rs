@@ -357,10 +357,9 @@ fn append(path: &Path, lines: &[(f64, String)], when: impl Fn(f64) -> f64) {
     let mut text = String::new();
     for (lt, line) in lines {
         let at = when(*lt);
-        match crate::logs::vllm::restamp(line, |_| crate::traces::stamp_at(at)) {
-            Some(l) => text.push_str(&l),
-            None => text.push_str(line),
-        }
+        let moved = crate::logs::vllm::restamp(line, |_| crate::traces::stamp_at(at))
+            .or_else(|| crate::logs::restamp_dated(line, at));
+        text.push_str(moved.as_deref().unwrap_or(line));
         text.push('\n');
     }
     if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {

@@ -166,6 +166,40 @@ fn glog(s: &str) -> Option<Foreign<'_>> {
     Some(Foreign { level: Some(level), year, stamp, spans: "", target: "", msg: &s[close + 2..] })
 }
 
+/// A line stamped with a full date (a router's `tracing` output, Dynamo's
+/// RFC 3339: `2026-12-06 06:33:43`, `2026-03-02T10:21:44.518Z`, ANSI codes
+/// around it) with that date and time replaced by `t`'s in UTC, to the
+/// second (a fraction kept as printed); `None` when the first 48 bytes hold
+/// no such stamp. The demo's lab prints a router's lines on its own clock
+/// with it, as it does vLLM's (`vllm::restamp`).
+pub fn restamp_dated(line: &str, t: f64) -> Option<String> {
+    let b = line.as_bytes();
+    let fits = |i: usize| {
+        let d = |k: usize| b.get(i + k).is_some_and(u8::is_ascii_digit);
+        (0..4).all(d)
+            && b.get(i + 4) == Some(&b'-')
+            && d(5)
+            && d(6)
+            && b.get(i + 7) == Some(&b'-')
+            && d(8)
+            && d(9)
+            && matches!(b.get(i + 10), Some(b' ' | b'T'))
+            && d(11)
+            && d(12)
+            && b.get(i + 13) == Some(&b':')
+            && d(14)
+            && d(15)
+            && b.get(i + 16) == Some(&b':')
+            && d(17)
+            && d(18)
+    };
+    let i = (0..b.len().min(48)).find(|&i| fits(i))?;
+    let (mo, d, h, mi, s) = crate::traces::stamp_at(t);
+    let sep = b[i + 10] as char;
+    let stamp = format!("{:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{s:02}", crate::traces::year_of(t));
+    Some(format!("{}{stamp}{}", &line[..i], &line[i + 19..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +224,23 @@ mod tests {
         .unwrap();
         assert_eq!(f.msg, "read rpc body failed");
         assert!(split_foreign("Initialized 1 prefill clients").is_none());
+    }
+
+    #[test]
+    fn a_dated_stamp_is_moved_to_another_time() {
+        let l = "\x1b[2m2026-12-06 06:33:43\x1b[0m \x1b[31mERROR\x1b[0m x: Transparent proxy request failed";
+        let t = 1_796_540_400.0; // 2026-12-06 07:00:00 UTC
+        assert_eq!(
+            restamp_dated(l, t).unwrap(),
+            "\x1b[2m2026-12-06 07:00:00\x1b[0m \x1b[31mERROR\x1b[0m x: Transparent proxy request failed"
+        );
+        assert_eq!(
+            restamp_dated("2026-03-02T10:21:44.518203Z DEBUG a", t).unwrap(),
+            "2026-12-06T07:00:00.518203Z DEBUG a"
+        );
+        assert_eq!(
+            restamp_dated("INFO:     127.0.0.1:1 - \"POST /v1/completions HTTP/1.1\" 200 OK", t),
+            None
+        );
     }
 }

@@ -23,3 +23,5 @@ pub mod startup;
 pub mod vllm;
 mod vllm_params;
 mod vllm_stats;
+
+pub use header::restamp_dated;
