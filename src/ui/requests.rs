@@ -32,7 +32,10 @@ use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
 pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
     let mut rows: Vec<&Trace> =
         request_ids::search(state, &view.search).into_iter().map(|(t, _)| t).collect();
-    super::waterfall::sort(&mut rows, &state.spans, view.req_sort);
+    // A search ranks its own (a whole id first, the nearest arrival first).
+    if view.search.trim().is_empty() || view.req_sort != super::waterfall::RequestSort::Newest {
+        super::waterfall::sort(&mut rows, &state.spans, view.req_sort);
+    }
     rows
 }
 

@@ -174,7 +174,13 @@ impl RequestSort {
 /// Sorts rows (newest first already) slowest first by `by`; rows without
 /// the figure keep their order after the others.
 pub fn sort(rows: &mut [&Trace], spans: &SpanStore, by: RequestSort) {
-    if by == RequestSort::Newest || spans.is_empty() {
+    if by == RequestSort::Newest {
+        // By when each was first seen: logs read apart (a router's, an
+        // instance's) make traces in another order than their time.
+        rows.sort_by(|a, b| b.first_seen.total_cmp(&a.first_seen));
+        return;
+    }
+    if spans.is_empty() {
         return;
     }
     rows.sort_by(|a, b| {
