@@ -114,8 +114,15 @@ pub fn by_interface_only(state: &AppState, traces: &[&Trace], ledger: &mut Ledge
         let w = (d - GUESS_WINDOW.0, d + GUESS_WINDOW.1);
         let bytes = state.link.wires.bytes_in_windows(&name, &[w]);
         let r = &mut ledger.requests[i];
-        set_observed(r, bytes, &format!("interface:{name}"), "unsure");
         r.window = Some([w.0, w.1]);
+        if bytes <= 0.0 {
+            // A loaded request moved its KV: a guessed window with no bytes
+            // in it missed the transfer, it is no sign of none.
+            r.verdict = "unknown";
+            r.note = "no connector count, and the interface counted nothing in the guessed window around the decode start".into();
+            continue;
+        }
+        set_observed(r, bytes, &format!("interface:{name}"), "unsure");
         r.note = "no connector count: the interface's bytes around the decode start".into();
         ledger.windows.push(w);
         ledger.moved += r.predicted.unwrap_or(0.0);

@@ -194,4 +194,11 @@ fn mooncake_behind_the_router_is_decided_right() {
     let q = &j.report["requests"];
     assert_eq!((q["loaded"].as_u64(), q["error"].as_u64()), (Some(45), Some(111 + 19)), "{q}");
     assert_eq!((q["cancelled"].as_u64(), q["unknown"].as_u64()), (Some(0), Some(0)), "{q}");
+    // No connector count here: a loaded request whose guessed window on
+    // `lo` caught no bytes is unknown, never "moved nothing".
+    for t in j.report["traces"].as_array().unwrap() {
+        if t["outcome"] == "loaded" {
+            assert_ne!(t["kv_bytes"]["verdict"], "moved_nothing", "{}", t["id"]);
+        }
+    }
 }
