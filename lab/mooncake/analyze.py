@@ -30,7 +30,7 @@
 # to both instances (vLLM logs cmpl-<that>-0-<8 hex>); a bench request is tied
 # to its router id by arrival time and prompt length (`router_id_how`).
 import datetime, json, lzma, os, re, subprocess, sys, collections
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2p1d"))  # otlp_read
 import otlp_read
 CAP, OUT = sys.argv[1], sys.argv[2]; PD = sys.argv[3] if len(sys.argv) > 3 else None
 os.makedirs(OUT, exist_ok=True)

@@ -22,7 +22,7 @@ cp $H/logging.json $LAB/logging.json; rm -f $LAB/nologcfg
 export LAB; . $H/env.sh; grep -o "export .*" $H/env.sh > $CAP/instances.env; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" >> $CAP/instances.env
 python3 -c "import vllm, torch; from vllm.logger import init_logger; from mooncake.engine import TransferEngine; print('vllm', vllm.__version__, 'torch', torch.__version__, 'mooncake engine ok')" 2>&1 | tail -3
 python3 -c "import vllm.logger" 2>/dev/null || { echo "logging.json refused: running without it"; unset VLLM_LOGGING_CONFIG_PATH; touch $LAB/nologcfg; }
-OTLP_FORWARD=http://127.0.0.1:4319/v1/traces,http://127.0.0.1:4320/v1/traces setsid nohup python3 $H/otlp_sink.py $CAP/otlp.bin > $LAB/otlp.log 2>&1 &
+OTLP_FORWARD=http://127.0.0.1:4319/v1/traces,http://127.0.0.1:4320/v1/traces setsid nohup python3 $H/../2p1d/otlp_sink.py $CAP/otlp.bin > $LAB/otlp.log 2>&1 &
 KVCFG() { echo "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"$1\",\"kv_connector_extra_config\":{\"mooncake_protocol\":\"tcp\"}}"; }
 COMMON="--served-model-name lab-8b --block-size 16 --load-format dummy --enforce-eager --max-model-len 8192 --gpu-memory-utilization ${GPU_UTIL:-0.29} --enable-log-requests --enable-prompt-tokens-details --host 127.0.0.1 --chat-template $S/chat-template.jinja --otlp-traces-endpoint http://127.0.0.1:4318/v1/traces"
 cd $LAB

@@ -22,7 +22,7 @@ fi
 export LAB; . $H/env.sh; grep -o "export .*" $H/env.sh > $CAP/instances.env
 python3 -c "import vllm, torch, nixl; print('vllm', vllm.__version__, 'torch', torch.__version__, 'nixl ok')" 2>&1 | tail -2
 # the sink keeps every export body and forwards a copy to pdtop's receivers (check 4319, record 4320; started in drive.sh)
-OTLP_FORWARD=http://127.0.0.1:4319/v1/traces,http://127.0.0.1:4320/v1/traces setsid nohup python3 $H/otlp_sink.py $CAP/otlp.bin > $LAB/otlp.log 2>&1 &
+OTLP_FORWARD=http://127.0.0.1:4319/v1/traces,http://127.0.0.1:4320/v1/traces setsid nohup python3 $H/../2p1d/otlp_sink.py $CAP/otlp.bin > $LAB/otlp.log 2>&1 &
 CONNECTOR=${CONNECTOR:-NixlConnector}; TOPO=${TOPO:-1p2d}   # TOPO=1p1d: no decode2 (the NixlPushConnector run)
 KVCFG() { # role [extra json]
   echo "{\"kv_connector\":\"$CONNECTOR\",\"kv_role\":\"$1\"${2:+,$2}}"; }

@@ -96,6 +96,22 @@ fn every_request_behind_the_router_is_decided_right_and_its_refusals_are_counted
     let j = judge("router-nixl-1p2d");
     assert_eq!((j.refused, j.unlogged), (167, 0));
     refusals_are_requests(&j);
+    // The recording made live holds the router's Prometheus too: its own
+    // count of the requests it failed is the number of such requests.
+    let rec = common::capture_dir("router-nixl-1p2d").join("pdtop.pdrec");
+    let out = Command::new(env!("CARGO_BIN_EXE_pdtop"))
+        .args(["check", "--json", "--replay"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let live: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(live["router"]["errors"]["prefill"].as_f64(), Some(167.0), "{}", live["router"]);
+    let ids = live["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with("router-error-"));
+    assert_eq!(ids.count(), 167);
     let q = &j.report["requests"];
     assert_eq!(q["error"].as_u64(), Some(167 + 27), "{q}");
     assert_eq!(q["silent_miss"].as_u64(), Some(21), "the recomputed loads: {q}");
