@@ -266,7 +266,8 @@ impl App {
 #[derive(Debug)]
 pub enum Input {
     Key(KeyEvent),
-    Resize,
+    /// The terminal's new width and height.
+    Resize(u16, u16),
     /// SIGTERM, SIGHUP or SIGINT from outside.
     Signal,
 }
@@ -329,7 +330,7 @@ pub async fn run<B: Backend>(
         match &mut feed {
             Feed::Live(live) => tokio::select! {
                 biased;
-                ev = input.recv() => dirty |= app.on_input(ev, None),
+                ev = input.recv() => dirty |= on_input(terminal, app, ev, None)?,
                 msg = live.rx.recv() => {
                     let Some(msg) = msg else { break };
                     let alerts = app.state.alerts.rev;
@@ -351,7 +352,7 @@ pub async fn run<B: Backend>(
             },
             Feed::Recording(player) => tokio::select! {
                 biased;
-                ev = input.recv() => dirty |= app.on_input(ev, Some(player.as_mut())),
+                ev = input.recv() => dirty |= on_input(terminal, app, ev, Some(player.as_mut()))?,
                 _ = play.tick() => {
                     let dt = last_play.elapsed().as_secs_f64();
                     last_play = Instant::now();
@@ -366,12 +367,27 @@ pub async fn run<B: Backend>(
     Ok(stats)
 }
 
+/// A terminal event, a resize taken by the terminal first: the screen's
+/// viewport is fixed (asking the terminal its size before every frame
+/// cost three system calls a second) and follows the resize events.
+fn on_input<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    ev: Option<Input>,
+    player: Option<&mut Player>,
+) -> Result<bool, B::Error> {
+    if let Some(Input::Resize(w, h)) = ev {
+        terminal.resize(ratatui::layout::Rect::new(0, 0, w, h))?;
+    }
+    Ok(app.on_input(ev, player))
+}
+
 impl App {
     /// A terminal event; `None` (every input gone) and signals quit.
     fn on_input(&mut self, ev: Option<Input>, player: Option<&mut Player>) -> bool {
         match ev {
             Some(Input::Key(k)) => self.on_key_with(&k, player),
-            Some(Input::Resize) => true,
+            Some(Input::Resize(..)) => true,
             Some(Input::Signal) | None => {
                 self.quit = true;
                 false
@@ -386,7 +402,7 @@ pub fn spawn_input_thread(tx: tokio::sync::mpsc::UnboundedSender<Input>) {
         while let Ok(ev) = ratatui::crossterm::event::read() {
             let input = match ev {
                 Event::Key(k) => Input::Key(k),
-                Event::Resize(..) => Input::Resize,
+                Event::Resize(w, h) => Input::Resize(w, h),
                 _ => continue,
             };
             if tx.send(input).is_err() {

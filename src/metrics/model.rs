@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use super::histogram::Histogram;
-use super::parse::{Exposition, Sample, parse};
+use super::parse::{Exposition, Sample, parse_names};
 
 pub use super::counter::Counter;
 
@@ -160,7 +160,17 @@ pub struct InstanceSample {
 impl InstanceSample {
     /// Parses a scrape body and extracts the sample.
     pub fn from_text(text: &str) -> InstanceSample {
-        InstanceSample::from_exposition(&parse(text))
+        let mut vllm = 0;
+        // A histogram's lines come together under one name: asked once.
+        let mut last = ("", false);
+        let e = parse_names(text, |name| {
+            vllm += usize::from(name.starts_with("vllm:"));
+            if name != last.0 {
+                last = (name, is_read(name));
+            }
+            last.1
+        });
+        InstanceSample { vllm_samples: vllm, ..InstanceSample::read(&e, |_| true) }
     }
 
     pub fn from_exposition(e: &Exposition<'_>) -> InstanceSample {

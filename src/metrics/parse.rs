@@ -117,6 +117,14 @@ impl<'a> Exposition<'a> {
 
 /// Parses a whole exposition. Never fails: bad lines are skipped and counted.
 pub fn parse(text: &str) -> Exposition<'_> {
+    parse_names(text, |_| true)
+}
+
+/// [`parse`], keeping only the samples whose name `keep` admits: the rest
+/// are skipped at their name, their labels and value unread (a bad one
+/// among them goes uncounted). A vLLM scrape is mostly series pdtop does
+/// not read, and it is parsed every second for each instance.
+pub fn parse_names<'a>(text: &'a str, mut keep: impl FnMut(&'a str) -> bool) -> Exposition<'a> {
     let mut out = Exposition {
         // A vLLM scrape has about one sample per 70 bytes.
         samples: Vec::with_capacity(text.len() / 64 + 1),
@@ -129,6 +137,11 @@ pub fn parse(text: &str) -> Exposition<'_> {
         }
         if let Some(rest) = line.strip_prefix('#') {
             parse_comment(rest, &mut out);
+            continue;
+        }
+        if let Some(name) = sample_name(line)
+            && !keep(name)
+        {
             continue;
         }
         match parse_sample(line) {
@@ -169,6 +182,16 @@ const NAME_CHARS: [bool; 256] = {
 
 fn is_name_char(b: u8) -> bool {
     NAME_CHARS[b as usize]
+}
+
+/// The name a sample line starts with, if it starts with one.
+fn sample_name(line: &str) -> Option<&str> {
+    let bytes = line.as_bytes();
+    if !is_name_start(bytes[0]) {
+        return None;
+    }
+    let end = bytes.iter().position(|b| !is_name_char(*b)).unwrap_or(bytes.len());
+    Some(&line[..end])
 }
 
 fn parse_sample(line: &str) -> Result<Sample<'_>, &'static str> {
@@ -385,6 +408,23 @@ vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\
         assert_eq!(names, ["good", "fine"]);
         assert_eq!(e.bad_line_count, 4);
         assert_eq!(e.bad_lines[0].line_no, 2);
+    }
+
+    #[test]
+    fn lines_of_names_not_kept_are_skipped_unread() {
+        let text =
+            "kept{a=\"1\"} 1\nskipped{a=\"unterminated} 2\nkept{a=\"unterminated} 3\n{bad} 4\nskipped 5\n";
+        let mut asked = Vec::new();
+        let e = parse_names(text, |n| {
+            asked.push(n.to_string());
+            n == "kept"
+        });
+        assert_eq!(asked, ["kept", "skipped", "kept", "skipped"]);
+        let values: Vec<_> = e.samples.iter().map(|s| s.value).collect();
+        assert_eq!(values, [1.0]);
+        // The kept family's bad line and the nameless one count; the
+        // skipped family's is never read.
+        assert_eq!(e.bad_line_count, 2);
     }
 
     #[test]

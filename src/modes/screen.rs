@@ -25,8 +25,15 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
     let restore = RestoreOnDrop;
     drop(ratatui::try_init().runtime("cannot set up the terminal")?);
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
-    let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(out))
-        .runtime("cannot set up the terminal")?;
+    // A fixed viewport, resized on the terminal's resize events (`app::run`):
+    // a full-screen one asks the terminal its size before every frame.
+    let (w, h) = ratatui::crossterm::terminal::size().runtime("cannot read the terminal's size")?;
+    let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, w, h));
+    let mut terminal = ratatui::Terminal::with_options(
+        ratatui::backend::CrosstermBackend::new(out),
+        ratatui::TerminalOptions { viewport },
+    )
+    .runtime("cannot set up the terminal")?;
     let hook = std::panic::take_hook();
     // Only a panic of this (the drawing) thread ends the dashboard, so only
     // it restores the terminal. A collector's panic is caught by its runtime

@@ -204,7 +204,9 @@ pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) ->
     if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
     }
-    let mut body = Vec::new();
+    // Sized once when the server says how long (vLLM's does), not grown
+    // chunk by chunk.
+    let mut body = Vec::with_capacity(resp.content_length().map_or(0, |n| n as usize));
     while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));

@@ -193,23 +193,27 @@ pub fn spawn_link_sources(
         return;
     }
     let c = clock.clone();
+    let mut sys = sys.map(super::sysnet::SysNet::new);
+    let mut text = String::new();
     let round = move || {
         let scan = kv_dir.as_deref().map(kvdir::scan);
         let read = netdev.as_ref().map(|p| match p {
-            NetDevPath::Proc { netns_pid } => netdev::read_net_dev(*netns_pid).map_err(|e| e.to_string()),
+            NetDevPath::Proc { netns_pid } => {
+                netdev::read_net_dev_into(*netns_pid, &mut text).map_err(|e| e.to_string())
+            }
             NetDevPath::File(f) => std::fs::read_to_string(f)
                 .map_err(|e| format!("{}: {e}", f.display()))
                 .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
         });
+        let at = c.now();
         let read = read.map(|r| {
             r.map(|mut snap| {
-                if let Some(roots) = &sys {
-                    super::sysnet::annotate(&mut snap, roots);
+                if let Some(sys) = &mut sys {
+                    sys.annotate(&mut snap, at);
                 }
                 snap
             })
         });
-        let at = c.now();
         let msgs = scan
             .map(|scan| Msg::KvDir { at, scan })
             .into_iter()

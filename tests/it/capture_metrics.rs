@@ -146,8 +146,10 @@ fn metrics_detector_never_cries_wolf_whatever_the_scrape_timing() {
 
 /// Reading only the names pdtop lists (`read_names`: all the Prometheus
 /// query asks for, all a scrape's model keeps) reads the same as reading
-/// every series: no name the model uses is missing from the list. Every
-/// real scrape of every capture, and every connector's recorded families.
+/// every series: no name the model uses is missing from the list; and
+/// skipping the other lines unparsed (`from_text`) reads the same again.
+/// Every real scrape of every capture, and every connector's recorded
+/// families.
 #[test]
 fn read_names_cover_everything_a_real_scrape_is_read_for() {
     use pdtop::metrics::model::is_read;
@@ -162,7 +164,9 @@ fn read_names_cover_everything_a_real_scrape_is_read_for() {
     let (mut kept, mut all) = (0, 0);
     for body in &bodies {
         let e = parse(body);
-        assert_eq!(InstanceSample::from_exposition(&e), InstanceSample::from_exposition_unfiltered(&e));
+        let whole = InstanceSample::from_exposition_unfiltered(&e);
+        assert_eq!(InstanceSample::from_exposition(&e), whole);
+        assert_eq!(InstanceSample::from_text(body), whole);
         all += e.samples.len();
         kept += e.samples.iter().filter(|s| is_read(s.name)).count();
     }

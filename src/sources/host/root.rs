@@ -118,7 +118,15 @@ impl fmt::Display for Unreadable {
 
 /// Reads a file as bytes, classifying a failure.
 pub fn read_bytes(path: &Path, pid_dir: Option<&Path>) -> Result<Vec<u8>, Unreadable> {
-    std::fs::read(path).map_err(|e| Unreadable::from_io(path, pid_dir, &e))
+    use std::io::Read;
+    // procfs gives no size: `fs::read` would start at 32 bytes and double,
+    // a read each, and each read of `net/tcp` has the kernel walk its whole
+    // connection table again. One page takes most of these files at once.
+    let mut out = Vec::with_capacity(8 * 1024);
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut out))
+        .map_err(|e| Unreadable::from_io(path, pid_dir, &e))?;
+    Ok(out)
 }
 
 /// Reads a text file (lossy: `/proc` text is ASCII, a stray byte is no error).
