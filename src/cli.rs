@@ -283,6 +283,11 @@ pub struct Inputs {
     /// seconds).
     #[arg(long, value_name = "X", hide = true)]
     pub clock_speed: Option<f64>,
+    /// With --clock-speed: the Unix time the lab's clock started (its
+    /// stamps run at its speed from then), so that pdtop keeps the lab's
+    /// time whenever it starts.
+    #[arg(long, value_name = "UNIX_S", hide = true, requires = "clock_speed")]
+    pub clock_origin: Option<f64>,
 }
 
 #[derive(Debug, Args, Clone, Default)]

@@ -44,6 +44,16 @@ impl ScaledClock {
             speed: if speed.is_finite() && speed > 0.0 { speed } else { 1.0 },
         }
     }
+
+    /// The sped-up clock a lab started at Unix time `wall0` prints its
+    /// stamps on: `wall0 + speed x (real time since wall0)`, the same
+    /// whenever the watcher starts. A clock started at the watcher's own
+    /// start would lag the lab's stamps by `(speed - 1) x` its delay.
+    pub fn of_lab(wall0: f64, speed: f64) -> ScaledClock {
+        let mut c = ScaledClock::new(wall0, speed);
+        c.origin = wall0 + (SystemClock.now() - wall0) * c.speed;
+        c
+    }
 }
 
 impl Clock for ScaledClock {
@@ -68,5 +78,20 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let dt = c.now() - t0;
         assert!(dt >= 0.5, "{dt}");
+    }
+
+    #[test]
+    fn watchers_of_one_lab_keep_its_time_whenever_they_start() {
+        let wall0 = SystemClock.now() - 2.0;
+        let early = ScaledClock::of_lab(wall0, 5.0);
+        std::thread::sleep(Duration::from_millis(200));
+        let late = ScaledClock::of_lab(wall0, 5.0);
+        // Two seconds and more since the lab started, at 5x: ten and more.
+        let (a, b) = (early.now(), late.now());
+        assert!((a - b).abs() < 0.05, "{a} {b}");
+        assert!(b - wall0 >= 11.0, "{}", b - wall0);
+        // One started at the watcher's own start lags (5 - 1) x 2 s behind.
+        let own = ScaledClock::new(SystemClock.now(), 5.0);
+        assert!(early.now() - own.now() > 8.0);
     }
 }

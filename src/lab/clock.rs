@@ -54,6 +54,12 @@ impl LabClock {
         self.wall0 + loop_no as f64 * span + (t - self.t0)
     }
 
+    /// The Unix time its clock started: the stamps it prints run at its
+    /// speed from then (a watcher's clock: `ScaledClock::of_lab`).
+    pub fn stamp_origin(&self) -> f64 {
+        self.wall0
+    }
+
     /// The recording has been played once (and the lab does not loop).
     pub fn finished(&self) -> bool {
         !self.looping && self.now().1 > self.t_end

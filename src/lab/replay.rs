@@ -57,6 +57,7 @@ impl Session {
             kv_cache_dtype: None,
             window_secs: 60.0,
             clock_speed: 1.0,
+            clock_origin: None,
             show_prompts: false,
             collect: None,
         }

@@ -1,13 +1,11 @@
 //! `pdtop demo`: the embedded lab on loopback, and the dashboard on it.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::screen::run_screen;
 use crate::app::App;
 use crate::cli::{DemoArgs, Inputs};
-use crate::clock::{Clock, ScaledClock};
 use crate::error::{Error, Result};
 use crate::feed::{Endpoint, LogOrigin, Role};
 use crate::lab::{self, Capture, LabHandle, LabOptions};
@@ -47,8 +45,8 @@ pub fn demo(args: DemoArgs) -> Result<()> {
     if let Some(c) = session.collect.as_mut() {
         c.otlp.http = otlp_to;
     }
-    // pdtop's clock follows the recording: its time of day, at its speed.
-    let clock: Arc<dyn Clock> = Arc::new(ScaledClock::new(t0, args.speed));
+    // pdtop's clock is the lab's: the time its stamps run on, at its speed.
+    let clock = session.clock();
     let mut feed = Feed::live(&session, clock)?;
     if let Feed::Live(live) = &mut feed {
         live.lab = Some(LabInfo { capture: name, speed: args.speed, clock: handle.clock.clone() });
@@ -140,6 +138,7 @@ pub fn lab_session(
         kv_cache_dtype: None,
         window_secs,
         clock_speed: speed,
+        clock_origin: Some(handle.clock.stamp_origin()),
         show_prompts: false,
         collect: Some(Collect {
             scrape: ScrapeOptions { interval, timeout, bearer_token: None },
@@ -176,7 +175,11 @@ fn print_lab(name: &str, speed: f64, handle: &LabHandle, otlp_to: Option<std::ne
     let log = |i: &crate::lab::LabInstance| i.log.display().to_string();
     // The lab's clock runs at its speed, and so do the stamps it prints: a
     // pdtop watching it keeps the same time (a hidden flag, for this).
-    let clock = if speed == 1.0 { String::new() } else { format!(" --clock-speed {speed}") };
+    let clock = if speed == 1.0 {
+        String::new()
+    } else {
+        format!(" --clock-speed {speed} --clock-origin {:.3}", handle.clock.stamp_origin())
+    };
     println!(
         "pdtop demo lab ({name}, x{speed}):\n  --prefill {} --decode {}{clock}\n  --prefill-log {} --decode-log {} --proxy-log {}\n  link: --kv-dir {} --iface lo --net-dev-file {}",
         of(Role::Prefill, &addr),

@@ -176,6 +176,7 @@ impl LogFiles {
             kv_cache_dtype: None,
             window_secs,
             clock_speed: 1.0,
+            clock_origin: None,
             show_prompts: false,
             collect: None,
         };

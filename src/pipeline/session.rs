@@ -51,6 +51,10 @@ pub struct Session {
     /// How fast pdtop's clock runs against the wall (a sped-up lab).
     #[serde(default = "one")]
     pub clock_speed: f64,
+    /// When the sped-up lab's clock started (Unix seconds): pdtop's clock
+    /// is then the lab's, whenever pdtop started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_origin: Option<f64>,
     /// `--show-prompts`: traces keep the prompt text the logs print.
     #[serde(default)]
     pub show_prompts: bool,
@@ -157,6 +161,7 @@ impl Session {
             kv_cache_dtype: dtype.map(|d| d.to_string()),
             window_secs: settings.window_secs,
             clock_speed: inputs.clock_speed.filter(|s| s.is_finite() && *s > 0.0).unwrap_or(1.0),
+            clock_origin: inputs.clock_origin.filter(|t| t.is_finite()),
             show_prompts: inputs.show_prompts,
             collect: Some(collect),
         })
@@ -176,7 +181,9 @@ impl Session {
 
     /// The system clock, or a faster one for a sped-up lab.
     pub fn clock(&self) -> Arc<dyn Clock> {
-        if self.clock_speed != 1.0 {
+        if let Some(wall0) = self.clock_origin {
+            Arc::new(ScaledClock::of_lab(wall0, self.clock_speed))
+        } else if self.clock_speed != 1.0 {
             Arc::new(ScaledClock::new(SystemClock.now(), self.clock_speed))
         } else {
             Arc::new(SystemClock)

@@ -311,6 +311,7 @@ mod tests {
             kv_cache_dtype: Some("fp8".into()),
             window_secs: 60.0,
             clock_speed: 2.0,
+            clock_origin: None,
             show_prompts: false,
             collect: None,
         }

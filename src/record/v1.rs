@@ -59,6 +59,7 @@ impl Header {
             kv_cache_dtype: None,
             window_secs: self.window_secs,
             clock_speed: 1.0,
+            clock_origin: None,
             show_prompts: false,
             collect: None,
         })

@@ -43,6 +43,7 @@ async fn check_live_on_the_bench_run_is_never_sure_and_wrong_and_names_every_id_
         ("--interval", "0.1".into()),
         ("--timeout", "1".into()),
         ("--clock-speed", SPEED.to_string()),
+        ("--clock-origin", lab.clock.stamp_origin().to_string()),
         ("--duration", secs.to_string()),
     ] {
         args.extend([k.to_string(), v]);

@@ -30,6 +30,7 @@ async fn check_reports_every_trace_of_the_demo_proxy_capture() {
         ("--interval", "0.1".into()),
         ("--timeout", "1".into()),
         ("--clock-speed", SPEED.to_string()),
+        ("--clock-origin", lab.clock.stamp_origin().to_string()),
         ("--duration", secs.to_string()),
         ("--prefill-log", path(&lab.prefill_log)),
         ("--decode-log", path(&lab.decode_log)),

@@ -138,7 +138,17 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     // Both watch the whole replay, from the same moment.
     tokio::time::sleep_until(play_at).await;
     let secs = (span / SPEED + 1.5).to_string();
-    let common_args = strings(["check", "--clock-speed", &SPEED.to_string(), "--duration", &secs, "--json"]);
+    let origin = labs[0].clock.stamp_origin().to_string();
+    let common_args = strings([
+        "check",
+        "--clock-speed",
+        &SPEED.to_string(),
+        "--clock-origin",
+        &origin,
+        "--duration",
+        &secs,
+        "--json",
+    ]);
     let mut direct_args = common_args.clone();
     direct_args.extend(strings(["--interval", "0.1", "--timeout", "1", "--prefill"]));
     direct_args.extend(prefill.iter().cloned());
@@ -320,7 +330,17 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     if let Some(p) = &lab.proxy_log {
         logs.extend(["--proxy-log".to_string(), path(p)]);
     }
-    let base = strings(["check", "--clock-speed", &SPEED.to_string(), "--duration", &secs, "--json"]);
+    let origin = lab.clock.stamp_origin().to_string();
+    let base = strings([
+        "check",
+        "--clock-speed",
+        &SPEED.to_string(),
+        "--clock-origin",
+        &origin,
+        "--duration",
+        &secs,
+        "--json",
+    ]);
     let mut direct = base.clone();
     direct.extend(strings(["--interval", "0.1", "--timeout", "1", "--prefill", &lab.prefill.to_string()]));
     direct.extend(strings(["--decode", &lab.decode.to_string()]));

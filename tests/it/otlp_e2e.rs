@@ -69,6 +69,8 @@ async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
         "0.1".into(),
         "--clock-speed".into(),
         SPEED.to_string(),
+        "--clock-origin".into(),
+        lab.clock.stamp_origin().to_string(),
         "--duration".into(),
         secs.to_string(),
         "--prefill-log".into(),

@@ -177,7 +177,8 @@ pub fn read_request(s: &mut TcpStream) -> Vec<u8> {
     seen
 }
 
-/// `--prefill`, `--decode` of a lab and a fast polling pace on its clock.
+/// `--prefill`, `--decode` of a lab and a fast polling pace on its clock
+/// (the lab's own: its speed and when it started).
 pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<String> {
     [
         "--prefill",
@@ -190,6 +191,8 @@ pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<
         "1",
         "--clock-speed",
         &speed.to_string(),
+        "--clock-origin",
+        &lab.clock.stamp_origin().to_string(),
         "--duration",
         &secs.to_string(),
     ]
