@@ -204,7 +204,12 @@ async fn answer(mut stream: TcpStream, k: usize, capture: Arc<Capture>, clock: L
         let (_, t) = clock.now();
         let (status, ctype, body) = match path {
             "/metrics" => match row_at(&capture, k, t) {
-                Ok(body) => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", body.to_string()),
+                Ok(body) => (
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    // Started once, whichever loop plays: a loop is no restart.
+                    restamp_start(body, |t| clock.stamp_time(0, t)),
+                ),
                 Err(()) => return,
             },
             "/v1/models" => ("200 OK", "application/json", models_json(&capture, k)),
@@ -222,6 +227,23 @@ async fn answer(mut stream: TcpStream, k: usize, capture: Arc<Capture>, clock: L
         if stream.write_all(resp.as_bytes()).await.is_err() {
             return;
         }
+    }
+}
+
+/// The scrape with `process_start_time_seconds` moved to the lab's clock,
+/// as its log stamps are: an uptime is then the recording's, whenever the
+/// lab plays it.
+fn restamp_start(body: &str, when: impl Fn(f64) -> f64) -> String {
+    const NAME: &str = "process_start_time_seconds ";
+    let Some((at, _)) = body.match_indices(NAME).find(|&(i, _)| i == 0 || body.as_bytes()[i - 1] == b'\n')
+    else {
+        return body.to_string();
+    };
+    let from = at + NAME.len();
+    let end = body[from..].find('\n').map_or(body.len(), |e| from + e);
+    match body[from..end].trim().parse::<f64>() {
+        Ok(v) => format!("{}{:.2}{}", &body[..from], when(v), &body[end..]),
+        Err(_) => body.to_string(),
     }
 }
 
@@ -364,5 +386,24 @@ fn append(path: &Path, lines: &[(f64, String)], when: impl Fn(f64) -> f64) {
     }
     if let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) {
         let _ = f.write_all(text.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_start_moves_to_the_lab_clock_and_nothing_else_does() {
+        let body = "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1.7960198006e+09\nvllm:num_requests_running{engine=\"0\"} 1.0\n";
+        let moved = restamp_start(body, |t| t + 100.0);
+        assert_eq!(
+            moved,
+            "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1796019900.60\nvllm:num_requests_running{engine=\"0\"} 1.0\n"
+        );
+        // No such line, or a value that is no number: the body as it was.
+        assert_eq!(restamp_start("vllm:x 1\n", |t| t + 1.0), "vllm:x 1\n");
+        let bad = "process_start_time_seconds NaNx\n";
+        assert_eq!(restamp_start(bad, |t| t + 1.0), bad);
     }
 }

@@ -122,9 +122,7 @@ fn a_looped_recording_is_no_restart_and_no_new_miss() {
 /// each loop restarted the prefill.
 #[test]
 fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
-    use pdtop::clock::{Clock, ScaledClock};
     use pdtop::pipeline::Feed;
-    use std::sync::Arc;
     let cap = Capture::embedded().unwrap();
     let (t0, model) = (cap.t0, cap.model_config.clone());
     let speed = 10.0;
@@ -133,7 +131,7 @@ fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
     let lab = pdtop::modes::demo::start_lab(cap, opts).unwrap();
     let timeout = std::time::Duration::from_secs(2);
     let session = pdtop::modes::demo::lab_session(&lab, t0, model.as_deref(), speed, 60.0, timeout);
-    let clock = Arc::new(ScaledClock::new(t0, speed));
+    let clock = session.clock();
     let Feed::Live(mut live) = Feed::live(&session, clock.clone()).unwrap() else {
         unreachable!("a live feed")
     };
