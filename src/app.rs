@@ -304,9 +304,12 @@ pub async fn run<B: Backend>(
     // the data that came since. One wake-up for both.
     let mut next_tick = Instant::now() + refresh;
     while !app.quit {
-        if let Feed::Live(live) = &feed
+        if let Feed::Live(live) = &mut feed
             && Instant::now() >= next_tick
         {
+            if live.wake.is_some() && !take_queued(app, live, &mut stats) {
+                break;
+            }
             app.on_msg(Msg::Tick { at: live.clock.now() });
             next_tick = Instant::now() + refresh;
             dirty = true;
@@ -331,7 +334,14 @@ pub async fn run<B: Backend>(
             Feed::Live(live) => tokio::select! {
                 biased;
                 ev = input.recv() => dirty |= on_input(terminal, app, ev, None)?,
-                msg = live.rx.recv() => {
+                _ = crate::sources::Wake::woken(live.wake.as_ref()) => {
+                    let alerts = app.state.alerts.rev;
+                    if !take_queued(app, live, &mut stats) {
+                        break;
+                    }
+                    dirty |= app.state.alerts.rev != alerts;
+                }
+                msg = live.rx.recv(), if live.wake.is_none() => {
                     let Some(msg) = msg else { break };
                     let alerts = app.state.alerts.rev;
                     app.on_msg(msg);
@@ -365,6 +375,28 @@ pub async fn run<B: Backend>(
         }
     }
     Ok(stats)
+}
+
+/// Applies what the feed queued, in the order sent, a batch at a time (a
+/// key is served between batches); false once every source is gone and
+/// nothing is left.
+fn take_queued(app: &mut App, live: &mut LiveFeed, stats: &mut RunStats) -> bool {
+    use tokio::sync::mpsc::error::TryRecvError;
+    for _ in 0..DRAIN_BATCH {
+        match live.rx.try_recv() {
+            Ok(m) => {
+                app.on_msg(m);
+                stats.messages += 1;
+            }
+            Err(TryRecvError::Empty) => return true,
+            Err(TryRecvError::Disconnected) => return false,
+        }
+    }
+    // More than a batch: the rest at the next turn, after any key.
+    if let Some(w) = &live.wake {
+        w.now();
+    }
+    true
 }
 
 /// A terminal event, a resize taken by the terminal first: the screen's

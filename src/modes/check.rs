@@ -38,7 +38,7 @@ pub fn check(args: &CheckArgs) -> Result<Report> {
     let state = rt.block_on(async {
         let clock = session.clock();
         let (tx, rx) = mpsc::channel(CHANNEL);
-        spawn_collectors(&session, clock.clone(), tx)?;
+        spawn_collectors(&session, clock.clone(), tx, None)?;
         let mut state = session.state();
         super::setup::stuck_after(&mut state, &settings);
         fold_for(&mut state, rx, Duration::from_secs_f64(duration)).await;

@@ -23,7 +23,7 @@ pub fn record(args: &RecordArgs) -> Result<String> {
     let started = std::time::Instant::now();
     rt.block_on(async {
         let (tx, mut rx) = mpsc::channel(CHANNEL);
-        spawn_collectors(&session, session.clock(), tx)?;
+        spawn_collectors(&session, session.clock(), tx, None)?;
         let stop = stop_signal(args.duration);
         tokio::pin!(stop);
         let mut flush = tokio::time::interval(Duration::from_secs(1));

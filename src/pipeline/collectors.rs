@@ -19,8 +19,13 @@ pub const COLLECTOR_THREAD: &str = "pdtop-collectors";
 /// Starts every collector the session asks for, on the current runtime:
 /// log tailers, the connector directory and interface, and the scrapers
 /// (or a Prometheus server's), and the OTLP span receiver. A session without live inputs (a replay)
-/// starts nothing.
-pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg>) -> Result<()> {
+/// starts nothing. `wake` is told of the logs' news (the screen's loop).
+pub fn spawn_collectors(
+    session: &Session,
+    clock: Arc<dyn Clock>,
+    tx: Sender<Msg>,
+    wake: Option<sources::Wake>,
+) -> Result<()> {
     let Some(c) = &session.collect else {
         return Ok(());
     };
@@ -32,7 +37,7 @@ pub fn spawn_collectors(session: &Session, clock: Arc<dyn Clock>, tx: Sender<Msg
             logs.feed(path, lines, reset, state)
         }) as sources::LinesRead
     });
-    sources::spawn_log_tailers(&session.logs, c.log_poll, also, clock.clone(), tx.clone());
+    sources::spawn_log_tailers(&session.logs, c.log_poll, also, clock.clone(), (tx.clone(), wake));
     sources::spawn_link_sources(
         c.kv_dir.clone(),
         c.net_dev.clone(),

@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::feed::Msg;
 use crate::lab::LabClock;
+use crate::sources::Wake;
 
 /// The messages a sink folds into its state.
 pub enum Feed {
@@ -29,6 +30,9 @@ pub struct LiveFeed {
     /// How often new data is drawn: the scrape interval, so a frame shows
     /// one refresh of every source rather than each message as it lands.
     pub refresh: std::time::Duration,
+    /// Told of news that may settle a verdict (the logs'): with it, the
+    /// queue is taken at each refresh and when woken, not at each message.
+    pub wake: Option<Wake>,
 }
 
 /// What the title bar says about a demo lab.
@@ -49,15 +53,17 @@ impl Feed {
     /// The session's collectors on a thread of their own.
     pub fn live(session: &Session, clock: Arc<dyn Clock>) -> Result<Feed> {
         let (tx, rx) = mpsc::channel(CHANNEL);
-        let (session2, clock2) = (session.clone(), clock.clone());
+        let wake = Wake::default();
+        let (session2, clock2, wake2) = (session.clone(), clock.clone(), wake.clone());
         run_on_thread(COLLECTOR_THREAD, move || async move {
-            if let Err(e) = spawn_collectors(&session2, clock2.clone(), tx.clone()) {
+            if let Err(e) = spawn_collectors(&session2, clock2.clone(), tx.clone(), Some(wake2.clone())) {
                 let msg = Msg::SourceFailed { source: "http".into(), at: clock2.now(), error: e.to_string() };
                 let _ = tx.send(msg).await;
+                wake2.now();
             }
         })?;
         let refresh = session.collect.as_ref().map_or(REFRESH, |c| c.scrape.interval).min(REFRESH);
-        Ok(Feed::Live(LiveFeed { rx, clock, lab: None, refresh }))
+        Ok(Feed::Live(LiveFeed { rx, clock, lab: None, refresh, wake: Some(wake) }))
     }
 
     /// The player, for the keys that steer it.

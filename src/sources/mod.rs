@@ -17,4 +17,5 @@ pub mod sysnet;
 mod poller;
 mod spawn;
 
+pub use poller::Wake;
 pub use spawn::{LinesRead, NetDevPath, spawn_link_sources, spawn_log_tailers, spawn_scrapers, supervise};

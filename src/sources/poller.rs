@@ -18,18 +18,47 @@ use crate::feed::Msg;
 pub struct Round {
     pub msgs: Vec<Msg>,
     pub more: bool,
+    /// What it sent may settle a verdict now: the screen is woken for it
+    /// rather than at its next refresh.
+    pub news: bool,
+}
+
+/// Wakes the screen's loop for a source's news. The screen applies queued
+/// messages, in the order sent, at its refresh or when woken: a scrape or
+/// a counter read a second is no reason to wake it, a log line may be.
+#[derive(Clone, Default)]
+pub struct Wake(Arc<tokio::sync::Notify>);
+
+impl Wake {
+    /// After the news is sent (a wake before it would find nothing).
+    pub fn now(&self) {
+        self.0.notify_one();
+    }
+
+    /// Until a source has news (or a wake came since the last wait).
+    pub async fn notified(&self) {
+        self.0.notified().await
+    }
+
+    /// As `notified`; never, for a feed without a wake.
+    pub async fn woken(wake: Option<&Wake>) {
+        match wake {
+            Some(w) => w.notified().await,
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// Runs `round` on a thread named `thread`, then again `interval` later
-/// (at once when it has more), until the receiver is gone. A round that
-/// panics ends the poller with a [`Msg::SourceFailed`] naming `source`,
-/// as a supervised task does.
+/// (at once when it has more), until the receiver is gone; `wake` is told
+/// of a round's news. A round that panics ends the poller with a
+/// [`Msg::SourceFailed`] naming `source`, as a supervised task does.
 pub fn spawn_poller<F>(
     thread: &str,
     source: String,
     interval: Duration,
     clock: Arc<dyn Clock>,
-    tx: Sender<Msg>,
+    (tx, wake): (Sender<Msg>, Option<Wake>),
     mut round: F,
 ) -> std::io::Result<std::thread::JoinHandle<()>>
 where
@@ -38,11 +67,14 @@ where
     std::thread::Builder::new().name(thread.into()).spawn(move || {
         let polled = catch_unwind(AssertUnwindSafe(|| {
             loop {
-                let Round { msgs, more } = round();
+                let Round { msgs, more, news } = round();
                 for msg in msgs {
                     if tx.blocking_send(msg).is_err() {
                         return;
                     }
+                }
+                if let Some(w) = wake.as_ref().filter(|_| news) {
+                    w.now();
                 }
                 if !more {
                     std::thread::sleep(interval);
@@ -60,6 +92,9 @@ where
                 at: clock.now(),
                 error: format!("stopped: {error}"),
             });
+            if let Some(w) = &wake {
+                w.now();
+            }
         }
     })
 }
@@ -74,13 +109,19 @@ mod tests {
         let clock = Arc::new(ScaledClock::new(100.0, 1.0));
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
         let mut n = 0;
-        let thread =
-            spawn_poller("pdtop-test-poller", "test files".into(), Duration::ZERO, clock, tx, move || {
+        let thread = spawn_poller(
+            "pdtop-test-poller",
+            "test files".into(),
+            Duration::ZERO,
+            clock,
+            (tx, None),
+            move || {
                 n += 1;
                 assert!(n < 3, "round {n}");
-                Round { msgs: vec![Msg::LogsPolled { at: n as f64 }], more: false }
-            })
-            .unwrap();
+                Round { msgs: vec![Msg::LogsPolled { at: n as f64 }], more: false, news: false }
+            },
+        )
+        .unwrap();
         assert_eq!(rx.recv().await, Some(Msg::LogsPolled { at: 1.0 }));
         assert_eq!(rx.recv().await, Some(Msg::LogsPolled { at: 2.0 }));
         match rx.recv().await {
@@ -93,5 +134,32 @@ mod tests {
         }
         assert_eq!(rx.recv().await, None, "the thread ended and dropped its sender");
         thread.join().unwrap();
+    }
+
+    #[tokio::test]
+    async fn only_a_round_with_news_wakes_and_after_its_messages() {
+        let clock = Arc::new(ScaledClock::new(100.0, 1.0));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let wake = Wake::default();
+        let mut n = 0;
+        let every = Duration::from_millis(300);
+        let _thread = spawn_poller(
+            "pdtop-test-wake",
+            "test".into(),
+            every,
+            clock,
+            (tx, Some(wake.clone())),
+            move || {
+                n += 1;
+                Round { msgs: vec![Msg::LogsPolled { at: n as f64 }], more: false, news: n == 2 }
+            },
+        )
+        .unwrap();
+        let quick = Duration::from_millis(100);
+        assert_eq!(rx.recv().await, Some(Msg::LogsPolled { at: 1.0 }));
+        assert!(tokio::time::timeout(quick, wake.notified()).await.is_err(), "round 1 had no news");
+        tokio::time::timeout(Duration::from_secs(5), wake.notified()).await.expect("round 2 wakes");
+        // Woken, its message is there to take.
+        assert_eq!(rx.try_recv().ok(), Some(Msg::LogsPolled { at: 2.0 }));
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::poller::{Round, spawn_poller};
+use super::poller::{Round, Wake, spawn_poller};
 use super::{kvdir, logtail, netdev, scrape};
 use crate::clock::Clock;
 use crate::feed::{Endpoint, LogOrigin, Msg};
@@ -78,13 +78,14 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 /// the decode's line, the prefill's line is already in the file and read
 /// first: the correlator never sees a decode request before its prefill
 /// just because one file happened to be polled later. Stdin (`-`) is read
-/// on its own.
+/// on its own. `wake` is told of lines read, and of every round for a
+/// while after: a miss is called on a read that finds no hit.
 pub fn spawn_log_tailers(
     logs: &[(LogOrigin, String)],
     interval: std::time::Duration,
     also: Option<LinesRead>,
     clock: std::sync::Arc<dyn crate::clock::Clock>,
-    tx: tokio::sync::mpsc::Sender<Msg>,
+    (tx, wake): (tokio::sync::mpsc::Sender<Msg>, Option<Wake>),
 ) {
     let rank = |s: &LogOrigin| match s {
         LogOrigin::Prefill(_) => 0,
@@ -95,9 +96,14 @@ pub fn spawn_log_tailers(
     files.sort_by_key(|(s, _)| rank(s));
     if !files.is_empty() {
         let round = tail_files(files, also, clock.clone());
-        if let Err(e) =
-            spawn_poller("pdtop-logs", "log tailer".into(), interval, clock.clone(), tx.clone(), round)
-        {
+        if let Err(e) = spawn_poller(
+            "pdtop-logs",
+            "log tailer".into(),
+            interval,
+            clock.clone(),
+            (tx.clone(), wake.clone()),
+            round,
+        ) {
             let _ = tx.try_send(Msg::SourceFailed {
                 source: "log tailer".into(),
                 at: clock.now(),
@@ -133,6 +139,11 @@ pub fn spawn_log_tailers(
 /// The lines are read once.
 pub type LinesRead = Box<dyn FnMut(&str, &[String], bool, &crate::feed::TailState) + Send>;
 
+/// How long after lines are read a round that reads none is still news:
+/// verdicts wait on the reads that follow a line for at most the hit
+/// settle (1.5 s) and a read or two; a later one is judged at the refresh.
+const READS_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// One polling round after another over every file, in the given order.
 fn tail_files(
     files: Vec<(LogOrigin, String)>,
@@ -142,6 +153,7 @@ fn tail_files(
     use crate::feed::TailState;
     use logtail::{ChangeFilter, TailBatch, Tailer};
     let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
+    let mut last_lines: Option<std::time::Instant> = None;
     let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
         .into_iter()
         .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
@@ -154,9 +166,12 @@ fn tail_files(
             .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
             .collect();
         let at = clock.now();
-        let mut round = Round { msgs: Vec::new(), more: false };
+        let mut round = Round { msgs: Vec::new(), more: false, news: false };
         for (((source, _, news), b), path) in tailers.iter_mut().zip(batches).zip(&paths) {
             round.more |= b.more;
+            if !b.lines.is_empty() {
+                last_lines = Some(std::time::Instant::now());
+            }
             if let Some(f) = also.as_mut() {
                 f(path, &b.lines, b.counts.truncations + b.counts.rotations > 0, &b.state);
             }
@@ -167,6 +182,7 @@ fn tail_files(
             }
         }
         round.msgs.push(Msg::LogsPolled { at: read_from });
+        round.news = last_lines.is_some_and(|t| t.elapsed() < READS_SETTLE);
         round
     }
 }
@@ -218,10 +234,12 @@ pub fn spawn_link_sources(
             .map(|scan| Msg::KvDir { at, scan })
             .into_iter()
             .chain(read.map(|read| Msg::NetDev { at, read }));
-        Round { msgs: msgs.collect(), more: false }
+        Round { msgs: msgs.collect(), more: false, news: false }
     };
     let source = "kv-dir / interface".to_string();
-    if let Err(e) = spawn_poller("pdtop-link", source.clone(), interval, clock.clone(), tx.clone(), round) {
+    if let Err(e) =
+        spawn_poller("pdtop-link", source.clone(), interval, clock.clone(), (tx.clone(), None), round)
+    {
         let _ = tx.try_send(Msg::SourceFailed { source, at: clock.now(), error: e.to_string() });
     }
 }
@@ -279,9 +297,15 @@ mod tests {
             }
         });
         let round = tail_files(files, Some(also), clock.clone());
-        let thread =
-            spawn_poller("pdtop-test-logs", "log tailer".into(), Duration::from_millis(5), clock, tx, round)
-                .unwrap();
+        let thread = spawn_poller(
+            "pdtop-test-logs",
+            "log tailer".into(),
+            Duration::from_millis(5),
+            clock,
+            (tx, None),
+            round,
+        )
+        .unwrap();
         // A round: each file's news in the given order, then its end.
         let lines = |m: Msg| match m {
             Msg::LogLines { source, lines, at, .. } if at >= 5000.0 => (source, lines),
@@ -323,6 +347,27 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         thread.join().expect("no panic");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn lines_read_are_news_and_an_untouched_file_is_not() {
+        let dir = std::env::temp_dir().join(format!("pdtop-tail-news-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (quiet, busy) = (dir.join("quiet.log"), dir.join("busy.log"));
+        std::fs::write(&quiet, "").unwrap();
+        std::fs::write(&busy, "").unwrap();
+        let clock = Arc::new(ScaledClock::new(5000.0, 1.0));
+        let mut q =
+            tail_files(vec![(LogOrigin::Decode(0), quiet.display().to_string())], None, clock.clone());
+        let mut b = tail_files(vec![(LogOrigin::Decode(0), busy.display().to_string())], None, clock);
+        assert!(!q().news && !b().news);
+        std::fs::write(&busy, "INFO 12-01 10:00:00 Added request x\n").unwrap();
+        assert!(b().news, "a line read");
+        // The read after it finds nothing, and may be what calls a miss.
+        assert!(b().news, "a round soon after a line");
+        assert!(!q().news);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

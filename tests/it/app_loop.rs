@@ -40,6 +40,7 @@ fn live(rx: mpsc::Receiver<Msg>) -> Feed {
         clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)),
         lab: None,
         refresh: FRAME,
+        wake: None,
     })
 }
 
@@ -179,6 +180,7 @@ async fn a_steady_watch_draws_once_per_refresh_and_keys_at_once() {
         clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)),
         lab: None,
         refresh: pdtop::pipeline::REFRESH,
+        wake: None,
     });
     let stats = run(&mut app, &mut term, feed, in_rx).await;
     let secs = started.elapsed().as_secs();
@@ -186,4 +188,43 @@ async fn a_steady_watch_draws_once_per_refresh_and_keys_at_once() {
     // One per refresh (and the first), where each message used to draw one.
     assert!(stats.frames <= secs + 2, "{stats:?} in {secs} s");
     assert!(stats.frames >= secs.saturating_sub(1), "{stats:?} in {secs} s");
+}
+
+/// With a wake (the live collectors' feed), what the sources queue waits
+/// for the refresh, unless one says it has news: a scrape a second wakes
+/// nothing, a log line does.
+#[tokio::test]
+async fn queued_data_waits_for_the_refresh_unless_a_source_wakes() {
+    for news in [false, true] {
+        let (tx, rx) = mpsc::channel(1024);
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let wake = pdtop::sources::Wake::default();
+        let w = wake.clone();
+        let scrape = body();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            for i in 0..5u32 {
+                let msg =
+                    Msg::Scrape { instance: 0, at: 1_796_110_151.0 + f64::from(i), body: scrape.clone() };
+                tx.send(msg).await.unwrap();
+            }
+            if news {
+                w.now();
+            }
+            // Well before the first refresh (1 s).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            in_tx.send(key('q')).unwrap();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let feed = Feed::Live(LiveFeed {
+            rx,
+            clock: Arc::new(ScaledClock::new(1_796_110_151.0, 1.0)),
+            lab: None,
+            refresh: pdtop::pipeline::REFRESH,
+            wake: Some(wake),
+        });
+        let mut term = Terminal::new(TestBackend::new(120, 40)).unwrap();
+        let stats = run(&mut app(), &mut term, feed, in_rx).await;
+        assert_eq!(stats.messages, if news { 5 } else { 0 }, "news {news}: {stats:?}");
+    }
 }

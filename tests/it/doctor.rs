@@ -760,7 +760,7 @@ async fn tailed_doctor(dir: &std::path::Path, prefill: &PathBuf, decode: &PathBu
             feed.feed(p, lines, reset, state)
         })),
         clock.clone(),
-        tx.clone(),
+        (tx.clone(), None),
     );
     let sources = pdtop::doctor::gather::Sources {
         prefill: vec!["127.0.0.1:8100".into()],

@@ -56,7 +56,7 @@ impl Watch {
     fn start(path: &std::path::Path) -> Watch {
         let logs = vec![(LogOrigin::Decode(0), path.display().to_string())];
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        sources::spawn_log_tailers(&logs, Duration::from_millis(20), None, Arc::new(SystemClock), tx);
+        sources::spawn_log_tailers(&logs, Duration::from_millis(20), None, Arc::new(SystemClock), (tx, None));
         let eps = vec![Endpoint::parse(Role::Decode, "127.0.0.1:8200").unwrap()];
         Watch { state: AppState::new(eps, 60.0).with_logs(&logs), rx }
     }
