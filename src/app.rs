@@ -1,7 +1,8 @@
 //! The dashboard's event loop. Input wins over data (`biased`), data is
-//! drained in batches, and a frame is drawn once a refresh (with the
-//! clock's tick, so ages move) or sooner for a key or a new alert, at most
-//! [`FRAME`] apart: an idle dashboard costs almost nothing.
+//! taken in batches (the live collectors' at each refresh, or when the
+//! logs' news wakes the loop), and a frame is drawn once a refresh (with
+//! the clock's tick, so ages move) or sooner for a key or a new alert, at
+//! most [`FRAME`] apart: an idle dashboard costs almost nothing.
 
 use std::time::Duration;
 
