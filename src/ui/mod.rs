@@ -48,7 +48,7 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
     // Instances view has the rows).
     let header_rows =
         if state.instances.len() <= header::MAX_INSTANCE_ROWS { state.instances.len() as u16 } else { 2 };
-    let alerts = state.alerts(crate::report::kv::wire_warning_of(state));
+    let alerts = state.alerts(view.wire_warning(state));
     // What alerts is the state's call (`AppState::alerts`); it takes
     // `header::alert_height` rows.
     let banner = header::alert_height(&alerts, area.height);

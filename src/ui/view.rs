@@ -85,6 +85,32 @@ pub struct ViewState {
     pub said: Option<String>,
     /// Lines the trace pane is scrolled down (`J` / `K`).
     pub trace_scroll: usize,
+    /// The wrong-wire warning and the state time it was built at
+    /// ([`ViewState::wire_warning`]).
+    pub wire: std::cell::RefCell<Option<(f64, Option<String>)>>,
+}
+
+/// How often (state seconds) the banner's wrong-wire warning is built
+/// again: it reads the whole link ledger (every request's bytes and
+/// folders), a sixth of a frame where speeds are known, and the wire that
+/// carried the KV is a judgement over a window, not a second.
+const WIRE_EVERY_S: f64 = 5.0;
+
+impl ViewState {
+    /// The wrong-wire warning for the banner, built again when
+    /// `WIRE_EVERY_S` of the state's time has passed or time went back
+    /// (a replay sought back).
+    pub fn wire_warning(&self, state: &AppState) -> Option<String> {
+        let mut memo = self.wire.borrow_mut();
+        match &*memo {
+            Some((at, w)) if state.now >= *at && state.now - *at < WIRE_EVERY_S => w.clone(),
+            _ => {
+                let w = crate::report::kv::wire_warning_of(state);
+                *memo = Some((state.now, w.clone()));
+                w
+            }
+        }
+    }
 }
 
 /// What a panel that needs metrics says when there are none.
@@ -114,6 +140,7 @@ impl Default for ViewState {
             page: std::cell::Cell::new(10),
             said: None,
             trace_scroll: 0,
+            wire: Default::default(),
         }
     }
 }
@@ -143,5 +170,29 @@ impl SortKey {
             SortKey::KvUsage => "KV usage",
             SortKey::TtftP90 => "TTFT p90",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wire_warning_is_built_again_after_its_interval_or_a_seek_back() {
+        let mut state = AppState::new(Vec::new(), 60.0);
+        state.now = 1000.0;
+        let view = ViewState::default();
+        // What an earlier build said is kept within the interval...
+        *view.wire.borrow_mut() = Some((1000.0, Some("earlier".into())));
+        state.now = 1000.0 + WIRE_EVERY_S - 0.5;
+        assert_eq!(view.wire_warning(&state).as_deref(), Some("earlier"));
+        // ...and built again from the state after it (no link read: none).
+        state.now = 1000.0 + WIRE_EVERY_S;
+        assert_eq!(view.wire_warning(&state), None);
+        assert_eq!(*view.wire.borrow(), Some((1000.0 + WIRE_EVERY_S, None)));
+        // A replay sought back builds it again at once.
+        *view.wire.borrow_mut() = Some((1000.0, Some("later".into())));
+        state.now = 990.0;
+        assert_eq!(view.wire_warning(&state), None);
     }
 }
