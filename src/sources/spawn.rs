@@ -116,7 +116,7 @@ pub fn spawn_log_tailers(
         let (btx, mut brx) = tokio::sync::mpsc::channel(64);
         let task = tokio::spawn(logtail::run_reader(std::io::stdin(), logtail::TailOptions::default(), btx));
         supervise(format!("log {source} (stdin)"), task, clock.clone(), tx.clone());
-        let (clock, tx) = (clock.clone(), tx.clone());
+        let (clock, tx, wake) = (clock.clone(), tx.clone(), wake.clone());
         tokio::spawn(async move {
             while let Some(b) = brx.recv().await {
                 let msg = Msg::LogLines {
@@ -128,6 +128,9 @@ pub fn spawn_log_tailers(
                 };
                 if tx.send(msg).await.is_err() {
                     return;
+                }
+                if let Some(w) = &wake {
+                    w.now();
                 }
             }
         });
