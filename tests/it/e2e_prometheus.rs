@@ -82,6 +82,21 @@ fn report(child: Child) -> (i32, serde_json::Value) {
     (out.status.code().unwrap_or(-1), json)
 }
 
+/// `check --json` for `secs` on a lab's own clock (its speed and start).
+fn check_args(lab: &pdtop::lab::LabHandle, secs: &str) -> Vec<String> {
+    let origin = lab.clock.stamp_origin().to_string();
+    strings([
+        "check",
+        "--clock-speed",
+        &SPEED.to_string(),
+        "--clock-origin",
+        &origin,
+        "--duration",
+        secs,
+        "--json",
+    ])
+}
+
 fn strings(v: impl IntoIterator<Item = impl ToString>) -> Vec<String> {
     v.into_iter().map(|s| s.to_string()).collect()
 }
@@ -138,17 +153,7 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     // Both watch the whole replay, from the same moment.
     tokio::time::sleep_until(play_at).await;
     let secs = (span / SPEED + 1.5).to_string();
-    let origin = labs[0].clock.stamp_origin().to_string();
-    let common_args = strings([
-        "check",
-        "--clock-speed",
-        &SPEED.to_string(),
-        "--clock-origin",
-        &origin,
-        "--duration",
-        &secs,
-        "--json",
-    ]);
+    let common_args = check_args(&labs[0], &secs);
     let mut direct_args = common_args.clone();
     direct_args.extend(strings(["--interval", "0.1", "--timeout", "1", "--prefill"]));
     direct_args.extend(prefill.iter().cloned());
@@ -330,17 +335,7 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     if let Some(p) = &lab.proxy_log {
         logs.extend(["--proxy-log".to_string(), path(p)]);
     }
-    let origin = lab.clock.stamp_origin().to_string();
-    let base = strings([
-        "check",
-        "--clock-speed",
-        &SPEED.to_string(),
-        "--clock-origin",
-        &origin,
-        "--duration",
-        &secs,
-        "--json",
-    ]);
+    let base = check_args(&lab, &secs);
     let mut direct = base.clone();
     direct.extend(strings(["--interval", "0.1", "--timeout", "1", "--prefill", &lab.prefill.to_string()]));
     direct.extend(strings(["--decode", &lab.decode.to_string()]));
