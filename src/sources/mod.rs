@@ -9,6 +9,7 @@ pub mod kvdir;
 pub mod logtail;
 pub mod netdev;
 pub mod otlp;
+pub mod plain_http;
 pub mod prometheus;
 pub mod router;
 pub mod scrape;

@@ -22,7 +22,7 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const VERSION_TRIES: u32 = 3;
 /// How [`fetch`] begins the error for a server that answered with a status
 /// that is not 2xx.
-const STATUS_ERROR: &str = "HTTP ";
+pub(crate) const STATUS_ERROR: &str = "HTTP ";
 
 #[derive(Debug, Clone)]
 pub struct ScrapeOptions {
@@ -107,9 +107,11 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     tx: Sender<Msg>,
 ) {
-    let metrics_url = format!("{}/metrics", endpoint.base_url);
-    let models_url = format!("{}/v1/models", endpoint.base_url);
-    let version_url = format!("{}/version", endpoint.base_url);
+    // A plain http:// endpoint is asked over one kept connection of pdtop's
+    // own; anything else through reqwest.
+    let mut plain = super::plain_http::PlainGet::for_base(&endpoint.base_url);
+    let base = endpoint.base_url.as_str();
+    let client = &client;
     let mut failures = 0u32;
     let mut need_models = true;
     let mut need_version = true;
@@ -117,7 +119,7 @@ pub async fn run(
     loop {
         // Real time: the interval is a real wait even on a sped-up clock.
         let started = tokio::time::Instant::now();
-        let msg = match fetch(&client, &metrics_url, &opts).await {
+        let msg = match get(client, plain.as_mut(), base, "/metrics", &opts).await {
             Ok(body) => {
                 failures = 0;
                 Msg::Scrape { instance, at: clock.now(), body }
@@ -140,7 +142,7 @@ pub async fn run(
         }
         if ok
             && need_models
-            && let Ok(body) = fetch(&client, &models_url, &opts).await
+            && let Ok(body) = get(client, plain.as_mut(), base, "/v1/models", &opts).await
             && let Some(mut info) = parse_models(&body)
         {
             info.config_json = local_config(info.root.as_deref()).await;
@@ -157,7 +159,7 @@ pub async fn run(
         // until the next reconnect.
         if ok && need_version {
             version_tries += 1;
-            let answer = fetch(&client, &version_url, &opts).await;
+            let answer = get(client, plain.as_mut(), base, "/version", &opts).await;
             let answered = answer.as_ref().map_or_else(|e| e.starts_with(STATUS_ERROR), |_| true);
             if answered || version_tries >= VERSION_TRIES {
                 need_version = false;
@@ -186,6 +188,20 @@ fn test_panic_once() {
     static FIRED: AtomicBool = AtomicBool::new(false);
     if std::env::var_os("PDTOP_TEST_PANIC_SCRAPER").is_some() && !FIRED.swap(true, Ordering::SeqCst) {
         panic!("test hook PDTOP_TEST_PANIC_SCRAPER");
+    }
+}
+
+/// One GET of `path` under `base`: over the plain connection where there is one.
+async fn get(
+    client: &reqwest::Client,
+    plain: Option<&mut super::plain_http::PlainGet>,
+    base: &str,
+    path: &str,
+    opts: &ScrapeOptions,
+) -> Result<String, String> {
+    match plain {
+        Some(p) => p.get(path, opts).await,
+        None => fetch(client, &format!("{base}{path}"), opts).await,
     }
 }
 
