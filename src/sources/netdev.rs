@@ -111,17 +111,55 @@ pub fn read_net_dev(netns_pid: Option<u32>) -> Result<NetDevSnapshot, NetDevErro
 /// size, so a fresh string grows from 32 bytes over seven reads, every
 /// second; a kept one takes the file in one.
 pub fn read_net_dev_into(netns_pid: Option<u32>, text: &mut String) -> Result<NetDevSnapshot, NetDevError> {
-    use std::io::Read;
-    let path = match netns_pid {
-        Some(pid) => PathBuf::from(format!("/proc/{pid}/net/dev")),
-        None => PathBuf::from("/proc/net/dev"),
-    };
-    text.clear();
-    text.reserve(16 * 1024);
-    std::fs::File::open(&path)
-        .and_then(|mut f| f.read_to_string(text))
-        .map_err(|source| NetDevError::Io { path, source })?;
-    parse_net_dev(text)
+    NetDevReader::new(netns_pid).read_with(text)
+}
+
+/// Reads one namespace's `/proc/.../net/dev` again and again. This
+/// process's own stays open and is read again from its start (procfs makes
+/// the text anew on each read from 0): opening it walked `/proc/self` and
+/// built the file, half of a read's cost. Another process's is opened each
+/// time, so a process gone or a pid reused is seen as such.
+#[derive(Debug)]
+pub struct NetDevReader {
+    netns_pid: Option<u32>,
+    open: Option<std::fs::File>,
+    text: String,
+}
+
+impl NetDevReader {
+    pub fn new(netns_pid: Option<u32>) -> NetDevReader {
+        NetDevReader { netns_pid, open: None, text: String::new() }
+    }
+
+    pub fn read(&mut self) -> Result<NetDevSnapshot, NetDevError> {
+        let mut text = std::mem::take(&mut self.text);
+        let read = self.read_with(&mut text);
+        self.text = text;
+        read
+    }
+
+    fn read_with(&mut self, text: &mut String) -> Result<NetDevSnapshot, NetDevError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let path = match self.netns_pid {
+            Some(pid) => PathBuf::from(format!("/proc/{pid}/net/dev")),
+            None => PathBuf::from("/proc/net/dev"),
+        };
+        text.clear();
+        text.reserve(16 * 1024);
+        let mut file = match self.open.take() {
+            Some(f) => f,
+            None => {
+                std::fs::File::open(&path).map_err(|source| NetDevError::Io { path: path.clone(), source })?
+            }
+        };
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_string(text))
+            .map_err(|source| NetDevError::Io { path, source })?;
+        if self.netns_pid.is_none() {
+            self.open = Some(file);
+        }
+        parse_net_dev(text)
+    }
 }
 
 /// Change of one counter between two reads.
@@ -361,6 +399,29 @@ mod tests {
         assert_eq!(byte_delta(9_791_442_389, 5), ByteDelta::Reset { since_reset: 5 });
         assert_eq!(ByteDelta::Wrapped(3).bytes(), Some(3));
         assert_eq!(ByteDelta::Reset { since_reset: 3 }.bytes(), None);
+    }
+
+    #[test]
+    fn the_kept_file_reads_fresh_counters_each_time() {
+        use std::io::{Read, Write};
+        let mut r = NetDevReader::new(None);
+        let before = r.read().expect("first read").get("lo").map(|b| b.rx_bytes);
+        assert!(r.open.is_some(), "this namespace's file is kept open");
+        // Traffic on loopback between the reads.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        c.write_all(&[7u8; 64 * 1024]).unwrap();
+        s.read_exact(&mut [0u8; 64 * 1024]).unwrap();
+        let after = r.read().expect("second read").get("lo").map(|b| b.rx_bytes);
+        match (before, after) {
+            (Some(b), Some(a)) => assert!(a >= b + 64 * 1024, "{b} -> {a}: the second read was not fresh"),
+            // A namespace without a loopback counter to watch: still two good reads.
+            _ => assert_eq!(before, after),
+        }
+        let mut other = NetDevReader::new(Some(std::process::id()));
+        assert!(other.read().is_ok());
+        assert!(other.open.is_none(), "another process's file is opened each time");
     }
 
     #[test]

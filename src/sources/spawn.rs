@@ -157,10 +157,12 @@ fn tail_files(
     use logtail::{ChangeFilter, TailBatch, Tailer};
     let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
     let mut last_lines: Option<std::time::Instant> = None;
-    let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
-        .into_iter()
-        .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
-        .collect();
+    // Rounds come four times a second; a rotation seen a second late loses
+    // nothing (the old file is drained first), a path lookup per file per
+    // round was a fifth of this thread's time.
+    let opts = logtail::TailOptions { path_check: std::time::Duration::from_secs(1), ..Default::default() };
+    let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> =
+        files.into_iter().map(|(s, p)| (s, Tailer::new(p, opts.clone()), ChangeFilter::default())).collect();
     move || {
         // Taken before reading: everything written before it is read below.
         let read_from = clock.now();
@@ -213,14 +215,19 @@ pub fn spawn_link_sources(
     }
     let c = clock.clone();
     let mut sys = sys.map(super::sysnet::SysNet::new);
-    let mut text = String::new();
+    enum Counters {
+        Proc(netdev::NetDevReader),
+        File(std::path::PathBuf),
+    }
+    let mut counters = netdev.map(|p| match p {
+        NetDevPath::Proc { netns_pid } => Counters::Proc(netdev::NetDevReader::new(netns_pid)),
+        NetDevPath::File(f) => Counters::File(f),
+    });
     let round = move || {
         let scan = kv_dir.as_deref().map(kvdir::scan);
-        let read = netdev.as_ref().map(|p| match p {
-            NetDevPath::Proc { netns_pid } => {
-                netdev::read_net_dev_into(*netns_pid, &mut text).map_err(|e| e.to_string())
-            }
-            NetDevPath::File(f) => std::fs::read_to_string(f)
+        let read = counters.as_mut().map(|c| match c {
+            Counters::Proc(reader) => reader.read().map_err(|e| e.to_string()),
+            Counters::File(f) => std::fs::read_to_string(&*f)
                 .map_err(|e| format!("{}: {e}", f.display()))
                 .and_then(|text| netdev::parse_net_dev(&text).map_err(|e| e.to_string())),
         });
