@@ -119,6 +119,54 @@ pub fn is_read(name: &str) -> bool {
         .any(|suffix| name.strip_suffix(suffix).is_some_and(|f| names.hists.binary_search(&f).is_ok()))
 }
 
+/// The last scrape read and what it gave. A scrape that differs from it
+/// only in series pdtop does not read (the server process's CPU seconds,
+/// memory and GC counts move every second; an idle engine's `vllm:`
+/// series do not) gives the same sample, so it is not parsed again.
+#[derive(Clone, Default)]
+pub struct LastScrape {
+    body: String,
+    sample: InstanceSample,
+}
+
+impl std::fmt::Debug for LastScrape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LastScrape({} bytes)", self.body.len())
+    }
+}
+
+impl LastScrape {
+    /// The sample of `body`, as [`InstanceSample::from_text`] gives it.
+    pub fn read(&mut self, body: String) -> InstanceSample {
+        if self.body.is_empty() || !reads_the_same(&self.body, &body) {
+            self.sample = InstanceSample::from_text(&body);
+        }
+        self.body = body;
+        self.sample.clone()
+    }
+}
+
+/// Line for line, what [`parse_names`] reads of `a` is in `b`: every line
+/// that differs is a sample of an unread name, the same name on both sides.
+fn reads_the_same(a: &str, b: &str) -> bool {
+    fn name(l: &str) -> Option<&str> {
+        let l = l.strip_suffix('\r').unwrap_or(l).trim_start();
+        (!l.is_empty() && !l.starts_with('#')).then(|| crate::metrics::parse::sample_name(l)).flatten()
+    }
+    let (mut x, mut y) = (a.split('\n'), b.split('\n'));
+    loop {
+        match (x.next(), y.next()) {
+            (None, None) => return true,
+            (Some(l), Some(m)) if l == m => {}
+            (Some(l), Some(m)) => match (name(l), name(m)) {
+                (Some(p), Some(q)) if p == q && !is_read(p) => {}
+                _ => return false,
+            },
+            _ => return false,
+        }
+    }
+}
+
 /// A scrape's samples by series name, of the names pdtop reads.
 #[derive(Default)]
 struct ByName<'s, 'a>(BTreeMap<&'a str, Vec<&'s Sample<'a>>>);
@@ -353,5 +401,56 @@ fn parse_le(s: &str) -> Option<f64> {
     match s {
         "+Inf" | "Inf" => Some(f64::INFINITY),
         _ => s.parse().ok().filter(|v: &f64| v.is_finite()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(name: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart/");
+        std::fs::read_to_string(format!("{dir}{name}")).unwrap()
+    }
+
+    /// `body` with line `i`'s last word (a sample's value) replaced.
+    fn with_value(body: &str, i: usize, value: &str) -> String {
+        let mut lines: Vec<String> = body.split('\n').map(str::to_owned).collect();
+        if let Some((head, _)) = lines[i].rsplit_once(' ') {
+            lines[i] = format!("{head} {value}");
+        }
+        lines.join("\n")
+    }
+
+    #[test]
+    fn a_scrape_read_after_another_gives_what_a_fresh_parse_gives_whatever_line_moved() {
+        // Every line of a real vLLM scrape in turn, a served value changed:
+        // the memo's answer is always the full parse's.
+        let body = capture("decode-metrics-end.txt");
+        let mut skipped = 0;
+        for i in 0..body.split('\n').count() {
+            let moved = with_value(&body, i, "12345.5");
+            let mut last = LastScrape::default();
+            assert_eq!(last.read(body.clone()), InstanceSample::from_text(&body));
+            assert_eq!(last.read(moved.clone()), InstanceSample::from_text(&moved), "line {i}");
+            skipped += usize::from(reads_the_same(&body, &moved));
+        }
+        // The process's own series (CPU seconds, memory, GC) are most of what is skipped.
+        assert!(skipped > 20, "{skipped}");
+    }
+
+    #[test]
+    fn only_unread_series_may_differ() {
+        let body = capture("decode-metrics-idle.txt");
+        let line_of = |prefix: &str| body.split('\n').position(|l| l.starts_with(prefix)).unwrap();
+        let cpu = line_of("process_cpu_seconds_total");
+        assert!(reads_the_same(&body, &with_value(&body, cpu, "99.9")));
+        let running = line_of("vllm:num_requests_running");
+        assert!(!reads_the_same(&body, &with_value(&body, running, "3.0")));
+        // A line more or less, or a comment changed: parsed again.
+        assert!(!reads_the_same(&body, &format!("{body}\nprocess_open_fds 3.0")));
+        assert!(!reads_the_same(&body, &body.replacen("# TYPE", "# TYPO", 1)));
+        // A line that is no sample where there was one: parsed again.
+        assert!(!reads_the_same(&body, &body.replacen("process_cpu_seconds_total ", "{ ", 1)));
     }
 }

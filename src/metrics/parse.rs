@@ -185,7 +185,7 @@ fn is_name_char(b: u8) -> bool {
 }
 
 /// The name a sample line starts with, if it starts with one.
-fn sample_name(line: &str) -> Option<&str> {
+pub(crate) fn sample_name(line: &str) -> Option<&str> {
     let bytes = line.as_bytes();
     if !is_name_start(bytes[0]) {
         return None;

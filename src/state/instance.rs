@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::feed::{Endpoint, ModelInfo};
 use crate::logs::startup::StartupConfig;
 use crate::metrics::histogram::Histogram;
-use crate::metrics::model::{Counter, Hist, InstanceSample};
+use crate::metrics::model::{Counter, Hist, InstanceSample, LastScrape};
 
 pub use super::interval::Interval;
 use super::interval::{Counters, Hists, share_bounds};
@@ -57,6 +57,8 @@ pub struct InstanceState {
     pub total_hists: BTreeMap<Hist, Histogram>,
     /// The bucket bounds the history's histograms share, per histogram.
     bounds: BTreeMap<Hist, Option<Arc<[f64]>>>,
+    /// The last scrape's text, so one that reads the same is not parsed again.
+    pub last_scrape: LastScrape,
 }
 
 impl Health {
@@ -98,6 +100,7 @@ impl InstanceState {
             total_counters: BTreeMap::new(),
             total_hists: BTreeMap::new(),
             bounds: BTreeMap::new(),
+            last_scrape: LastScrape::default(),
         }
     }
 

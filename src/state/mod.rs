@@ -149,7 +149,10 @@ impl AppState {
         match msg {
             Msg::Scrape { instance, at, body } => {
                 self.tick(at);
-                let sample = InstanceSample::from_text(&body);
+                let sample = match self.instances.get_mut(instance) {
+                    Some(inst) => inst.last_scrape.read(body),
+                    None => InstanceSample::from_text(&body),
+                };
                 self.on_sample(instance, at, sample);
             }
             Msg::ScrapeFailed { instance, at, error } => {
