@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::{HistWindow, ViewState, fmt};
 use crate::feed::Role;
@@ -82,7 +82,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             ),
             theme.fg("title"),
         ));
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    super::text::draw_in(frame, area, block, &lines);
 }
 
 /// A figure in its unit, read from its name.

@@ -7,7 +7,7 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::{ViewState, fmt};
 use crate::state::alerts::AlertKind;
@@ -102,7 +102,7 @@ fn list(
         (true, false) => vec![Line::styled(format!(" no event names \"{filter}\" (Esc: all)"), theme.dim())],
         _ => lines,
     };
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    super::text::draw_in(frame, area, block, &lines);
 }
 
 /// A problem as an error, a warning as a warning, a note dim.

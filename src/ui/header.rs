@@ -26,7 +26,7 @@ pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
     if state.instances.len() > MAX_INSTANCE_ROWS {
         let lines: Vec<Line> =
             [Role::Prefill, Role::Decode].into_iter().map(|r| role_summary(state, r, theme)).collect();
-        frame.render_widget(Paragraph::new(lines), area);
+        super::text::draw(frame, area, &lines);
         return;
     }
     let endpoint_w =
@@ -37,7 +37,7 @@ pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         .take(area.height as usize)
         .map(|i| instance_line(i, state.now, area.width, endpoint_w, block_differs(state), theme))
         .collect();
-    frame.render_widget(Paragraph::new(lines), area);
+    super::text::draw(frame, area, &lines);
 }
 
 fn block_differs(state: &AppState) -> bool {
@@ -263,7 +263,7 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: boo
         }
         fmt::keep_whole(segments, cols)
     };
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    super::text::draw(frame, area, &[Line::from(spans)]);
 }
 
 fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> Vec<Span<'static>> {
@@ -319,7 +319,7 @@ pub fn notes_line(frame: &mut Frame, area: Rect, notes: &[String], theme: &Theme
     let mut notes: Vec<&String> = notes.iter().collect();
     notes.sort_by_key(|n| !n.contains("not used"));
     let text = notes.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" · ");
-    frame.render_widget(Paragraph::new(Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))), area);
+    super::text::draw(frame, area, &[Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))]);
 }
 
 /// The newest collector failure, kept on screen: a collector that stopped
@@ -331,7 +331,7 @@ pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme
     let more = state.source_errors.len() - 1;
     let more = if more > 0 { format!(" (+{more} earlier, see Events)") } else { String::new() };
     let text = format!(" ✖ {source}: {error}{more}");
-    frame.render_widget(Paragraph::new(Line::styled(text, theme.fg("error"))), area);
+    super::text::draw(frame, area, &[Line::styled(text, theme.fg("error"))]);
 }
 
 /// `pdtop doctor`'s word on the pair: its counts, and the first problem.
@@ -356,5 +356,5 @@ pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
         .or_else(|| r.unread.first().map(|u| format!(" · not read: {}: {}", u.source, u.why)))
         .unwrap_or_default();
     let head = r.short_headline().replacen("doctor:", "DOCTOR ", 1);
-    frame.render_widget(Paragraph::new(Line::styled(format!(" {head}{first}"), style)), area);
+    super::text::draw(frame, area, &[Line::styled(format!(" {head}{first}"), style)]);
 }

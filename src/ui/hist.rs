@@ -13,7 +13,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::metrics::histogram::Histogram;
@@ -64,7 +64,7 @@ pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>;
                 lines.push(bar_line(&row.label, row.counts[i], max, inner.width, side.color, theme));
             }
         }
-        frame.render_widget(Paragraph::new(lines), inner);
+        super::text::draw(frame, inner, &lines);
     }
 }
 

@@ -14,7 +14,7 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::{ViewState, fmt, hist::bar};
 use crate::feed::Role;
@@ -208,5 +208,5 @@ fn table(
         }
         lines.push(line);
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    super::text::draw(frame, inner, &lines);
 }

@@ -168,10 +168,7 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
         // No axis with made-up bounds: the title says there is nothing yet.
         return;
     }
-    frame.render_widget(
-        ratatui::widgets::Paragraph::new(legend(&roles_shown, legend_area.width, theme)),
-        legend_area,
-    );
+    super::text::draw(frame, legend_area, &[legend(&roles_shown, legend_area.width, theme)]);
     let mid = (since + state.now) / 2.0;
     let x = Axis::default()
         .bounds([since, state.now.max(since + 1.0)])

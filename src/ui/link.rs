@@ -48,7 +48,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         size_panel(frame, size, state, theme);
     }
     let title = table_title(state, view);
-    frame.render_widget(Paragraph::new(table_lines).block(block(&title, theme)), table);
+    super::text::draw_in(frame, table, block(&title, theme), &table_lines);
     if spark_h > 0 {
         throughput(frame, spark, state, theme);
     } else {
@@ -119,7 +119,7 @@ fn size_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             ),
         ],
     };
-    frame.render_widget(Paragraph::new(lines).block(block(" KV size the model predicts ", theme)), area);
+    super::text::draw_in(frame, area, block(" KV size the model predicts ", theme), &lines);
 }
 
 fn group(n: u64) -> String {

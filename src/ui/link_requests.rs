@@ -5,7 +5,7 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::report::kv::KvRequests;
@@ -139,5 +139,5 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     );
     let block =
         Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    super::text::draw_in(frame, area, block, &lines);
 }

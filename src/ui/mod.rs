@@ -26,6 +26,7 @@ pub mod requests;
 pub mod router;
 pub mod sources_chart;
 pub mod svg;
+mod text;
 mod view;
 pub mod waterfall;
 
@@ -171,14 +172,14 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     }
     let right_w: u16 = right.iter().map(|s| s.width() as u16).sum();
     let [l, r] = Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
-    frame.render_widget(Paragraph::new(Line::from(spans)), l);
-    frame.render_widget(Paragraph::new(Line::from(right)), r);
+    text::draw(frame, l, &[Line::from(spans)]);
+    text::draw(frame, r, &[Line::from(right)]);
 }
 
 fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, said: Option<&str>, theme: &Theme) {
     // What the last key changed, said until the next key.
     if let Some(said) = said {
-        frame.render_widget(Paragraph::new(Line::styled(format!(" {said}"), theme.fg("accent"))), area);
+        text::draw(frame, area, &[Line::styled(format!(" {said}"), theme.fg("accent"))]);
         return;
     }
     let live = [("space", "freeze"), ("w", "window")];
@@ -199,7 +200,7 @@ fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, said: Option<&str>, t
         spans.push(Span::styled(key, theme.fg("accent")));
         spans.push(Span::styled(word, theme.dim()));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    text::draw(frame, area, &[Line::from(spans)]);
 }
 
 fn help_overlay(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {

@@ -10,7 +10,7 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
@@ -102,7 +102,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         if tpot.width > w + 2 {
             let at =
                 Rect { x: tpot.right() - w - 1, y: tpot.bottom().saturating_sub(1), width: w, height: 1 };
-            frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), at);
+            super::text::draw(frame, at, &[Line::from(Span::styled(hint, theme.dim()))]);
         }
     }
     bottom_panels(frame, bottom, state, view, theme);
@@ -183,7 +183,7 @@ fn requests_panel(
             lines.retain(|l| rank(l) != Some(r));
         }
     }
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    super::text::draw_in(frame, area, block, &lines);
 }
 
 /// The request panel's title and lines: the counts, the metrics

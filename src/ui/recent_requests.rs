@@ -4,7 +4,7 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use super::requests::outcome_style;
@@ -36,5 +36,5 @@ pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {
             ])
         })
         .collect();
-    frame.render_widget(Paragraph::new(lines).block(block), area);
+    super::text::draw_in(frame, area, block, &lines);
 }

@@ -233,7 +233,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         };
         lines.push(Line::styled(msg, theme.dim()));
     }
-    frame.render_widget(Paragraph::new(lines), inner);
+    super::text::draw(frame, inner, &lines);
 
     if let (Some(serial), Some(area)) = (detail_id, detail_area) {
         match logs.correlator.trace(serial) {

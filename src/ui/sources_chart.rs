@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::feed::Role;
@@ -79,7 +79,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
     let legend = legend(&totals, inner.width as usize, theme);
     let legend_h = (legend.len() as u16).min(inner.height);
     let plot = Rect { y: inner.y + legend_h, height: inner.height - legend_h, ..inner };
-    frame.render_widget(Paragraph::new(legend), inner);
+    super::text::draw(frame, inner, &legend);
     draw_columns(frame.buffer_mut(), plot, &columns, theme);
 }
 
