@@ -148,23 +148,45 @@ impl LastScrape {
 
 /// Line for line, what [`parse_names`] reads of `a` is in `b`: every line
 /// that differs is a sample of an unread name, the same name on both sides.
+/// Runs of equal bytes are compared a block at a time; only the few lines
+/// that differ are looked at.
 fn reads_the_same(a: &str, b: &str) -> bool {
     fn name(l: &str) -> Option<&str> {
         let l = l.strip_suffix('\r').unwrap_or(l).trim_start();
         (!l.is_empty() && !l.starts_with('#')).then(|| crate::metrics::parse::sample_name(l)).flatten()
     }
-    let (mut x, mut y) = (a.split('\n'), b.split('\n'));
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    // Where the current line starts in each (the same lines so far).
+    let (mut i, mut j) = (0, 0);
     loop {
-        match (x.next(), y.next()) {
-            (None, None) => return true,
-            (Some(l), Some(m)) if l == m => {}
-            (Some(l), Some(m)) => match (name(l), name(m)) {
-                (Some(p), Some(q)) if p == q && !is_read(p) => {}
-                _ => return false,
-            },
+        let n = common_prefix(&x[i..], &y[j..]);
+        if i + n == x.len() && j + n == y.len() {
+            return true;
+        }
+        // The line that differs starts after the last newline both share.
+        let start = x[i..i + n].iter().rposition(|&c| c == b'\n').map_or(0, |k| k + 1);
+        let (li, lj) = (i + start, j + start);
+        let ei = x[li..].iter().position(|&c| c == b'\n').map_or(x.len(), |k| li + k);
+        let ej = y[lj..].iter().position(|&c| c == b'\n').map_or(y.len(), |k| lj + k);
+        match (name(&a[li..ei]), name(&b[lj..ej])) {
+            (Some(p), Some(q)) if p == q && !is_read(p) => {}
             _ => return false,
         }
+        if ei == x.len() || ej == y.len() {
+            return ei == x.len() && ej == y.len();
+        }
+        (i, j) = (ei + 1, ej + 1);
     }
+}
+
+/// How many leading bytes `a` and `b` share.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut k = 0;
+    while k + 64 <= n && a[k..k + 64] == b[k..k + 64] {
+        k += 64;
+    }
+    k + a[k..n].iter().zip(&b[k..n]).take_while(|(p, q)| p == q).count()
 }
 
 /// A scrape's samples by series name, of the names pdtop reads.

@@ -211,7 +211,8 @@ impl PlainGet {
             let n = n as usize;
             let mut body = Vec::with_capacity(n);
             let take = self.buf.len().min(n);
-            body.extend(self.buf.drain(..take));
+            body.extend_from_slice(&self.buf[..take]);
+            self.buf.drain(..take);
             while body.len() < n {
                 match read_more(conn, &mut body).await {
                     Ok(0) => return Err(Closed::Other("body cut short".into())),
