@@ -12,7 +12,11 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::scrape::{MAX_BODY_BYTES, STATUS_ERROR, ScrapeOptions};
+/// A body larger than this is refused (a vLLM scrape is about 50 KB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// How an error for a server that answered with a status that is not 2xx
+/// begins.
+pub(crate) const STATUS_ERROR: &str = "HTTP ";
 
 /// Longest response head read (status line and headers).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -63,10 +67,15 @@ impl PlainGet {
         Some(PlainGet { authority, prefix: prefix.to_string(), conn: None, buf: Vec::new() })
     }
 
-    /// GETs `path` (`/metrics`) under the base URL: the body of a 2xx
-    /// answer as text, or why not.
-    pub async fn get(&mut self, path: &str, opts: &ScrapeOptions) -> Result<String, String> {
-        let got = tokio::time::timeout(opts.timeout, self.follow(path, opts)).await;
+    /// GETs `path` (`/metrics`) under the base URL, all of it within
+    /// `timeout`: the body of a 2xx answer as text, or why not.
+    pub async fn get(
+        &mut self,
+        path: &str,
+        timeout: std::time::Duration,
+        token: Option<&str>,
+    ) -> Result<String, String> {
+        let got = tokio::time::timeout(timeout, self.follow(path, token)).await;
         let got = got.unwrap_or_else(|_| Err("timed out".into()));
         if got.is_err() {
             self.conn = None;
@@ -75,10 +84,10 @@ impl PlainGet {
         String::from_utf8(body).map_err(|_| "body is not UTF-8 text".to_string())
     }
 
-    async fn follow(&mut self, path: &str, opts: &ScrapeOptions) -> Result<Vec<u8>, String> {
+    async fn follow(&mut self, path: &str, token: Option<&str>) -> Result<Vec<u8>, String> {
         let mut target = format!("{}{path}", self.prefix);
         for _ in 0..=MAX_REDIRECTS {
-            let a = self.exchange(&target, opts.bearer_token.as_deref()).await?;
+            let a = self.exchange(&target, token).await?;
             if !a.reusable {
                 self.conn = None;
             }

@@ -14,15 +14,12 @@ use tokio::sync::mpsc::Sender;
 use crate::clock::Clock;
 use crate::feed::{Endpoint, ModelInfo, Msg};
 
-/// A body larger than this is refused (a vLLM scrape is about 50 KB).
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub use super::plain_http::MAX_BODY_BYTES;
+use super::plain_http::STATUS_ERROR;
 /// The longest wait between attempts while an instance is failing.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// `/version` requests that got no answer before pdtop stops asking.
 const VERSION_TRIES: u32 = 3;
-/// How [`fetch`] begins the error for a server that answered with a status
-/// that is not 2xx.
-pub(crate) const STATUS_ERROR: &str = "HTTP ";
 
 #[derive(Debug, Clone)]
 pub struct ScrapeOptions {
@@ -200,7 +197,7 @@ async fn get(
     opts: &ScrapeOptions,
 ) -> Result<String, String> {
     match plain {
-        Some(p) => p.get(path, opts).await,
+        Some(p) => p.get(path, opts.timeout, opts.bearer_token.as_deref()).await,
         None => fetch(client, &format!("{base}{path}"), opts).await,
     }
 }

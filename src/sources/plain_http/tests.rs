@@ -15,13 +15,8 @@ fn capture_body() -> String {
     std::fs::read_to_string(p).expect("capture")
 }
 
-fn opts(token: Option<&str>) -> ScrapeOptions {
-    ScrapeOptions {
-        interval: Duration::from_secs(1),
-        timeout: Duration::from_secs(5),
-        bearer_token: token.map(str::to_owned),
-    }
-}
+/// Time for one GET in these tests.
+const T: Duration = Duration::from_secs(5);
 
 /// Reads one request head; `None` once the client has gone.
 fn read_head(s: &mut TcpStream) -> Option<String> {
@@ -91,12 +86,12 @@ async fn many_scrapes_go_over_one_connection_and_read_as_reqwest_reads_them() {
     let (addr, accepted) = serve(usize::MAX, move |_| with_length(&b));
     let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
     for _ in 0..3 {
-        assert_eq!(get.get("/metrics", &opts(None)).await.unwrap(), body);
+        assert_eq!(get.get("/metrics", T, None).await.unwrap(), body);
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "one kept connection");
     let client = crate::sources::scrape::http_client(Duration::from_secs(5)).unwrap();
-    let by_reqwest =
-        crate::sources::scrape::fetch(&client, &format!("http://{addr}/metrics"), &opts(None)).await;
+    let opts = crate::sources::scrape::ScrapeOptions { interval: T, timeout: T, bearer_token: None };
+    let by_reqwest = crate::sources::scrape::fetch(&client, &format!("http://{addr}/metrics"), &opts).await;
     assert_eq!(by_reqwest.unwrap(), body);
 }
 
@@ -115,7 +110,7 @@ async fn vllms_redirect_to_the_slash_path_is_followed_and_a_chunked_body_read() 
         }
     });
     let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
-    assert_eq!(get.get("/metrics", &opts(None)).await.unwrap(), body);
+    assert_eq!(get.get("/metrics", T, None).await.unwrap(), body);
 }
 
 #[tokio::test]
@@ -123,7 +118,7 @@ async fn a_kept_connection_the_server_closed_is_opened_again_once() {
     let (addr, accepted) = serve(1, |_| with_length("vllm:num_requests_running 0.0\n"));
     let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
     for _ in 0..3 {
-        assert_eq!(get.get("/metrics", &opts(None)).await.unwrap(), "vllm:num_requests_running 0.0\n");
+        assert_eq!(get.get("/metrics", T, None).await.unwrap(), "vllm:num_requests_running 0.0\n");
         // The server has closed its side by the next request.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -140,10 +135,10 @@ async fn the_token_is_sent_and_a_refusal_reads_as_its_status() {
         }
     });
     let mut get = PlainGet::for_base(&format!("http://{addr}/")).unwrap();
-    assert_eq!(get.get("/metrics", &opts(Some("s3cret"))).await.unwrap(), "ok");
-    assert_eq!(get.get("/metrics", &opts(None)).await.unwrap_err(), "HTTP 401 Unauthorized");
+    assert_eq!(get.get("/metrics", T, Some("s3cret")).await.unwrap(), "ok");
+    assert_eq!(get.get("/metrics", T, None).await.unwrap_err(), "HTTP 401 Unauthorized");
     // The connection went on after the refusal.
-    assert_eq!(get.get("/metrics", &opts(Some("s3cret"))).await.unwrap(), "ok");
+    assert_eq!(get.get("/metrics", T, Some("s3cret")).await.unwrap(), "ok");
 }
 
 #[tokio::test]
@@ -152,13 +147,13 @@ async fn a_refused_port_cannot_connect_and_a_redirect_elsewhere_is_not_followed(
     let gone = l.local_addr().unwrap().to_string();
     drop(l);
     let mut get = PlainGet::for_base(&format!("http://{gone}")).unwrap();
-    let err = get.get("/metrics", &opts(None)).await.unwrap_err();
+    let err = get.get("/metrics", T, None).await.unwrap_err();
     assert!(err.starts_with("cannot connect: "), "{err}");
     let (addr, _) = serve(usize::MAX, |_| {
         b"HTTP/1.1 302 Found\r\nlocation: http://example.invalid/login\r\ncontent-length: 0\r\n\r\n".to_vec()
     });
     let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
-    let err = get.get("/metrics", &opts(None)).await.unwrap_err();
+    let err = get.get("/metrics", T, None).await.unwrap_err();
     assert_eq!(err, "redirected to another server: http://example.invalid/login");
 }
 
