@@ -76,44 +76,54 @@ impl PlainGet {
         token: Option<&str>,
     ) -> Result<String, String> {
         let got = tokio::time::timeout(timeout, self.follow(path, token)).await;
-        let got = got.unwrap_or_else(|_| Err("timed out".into()));
-        if got.is_err() {
-            self.conn = None;
-        }
-        let body = got?;
+        // An answer that is an error (a 401 from `/v1/models` on a server
+        // with an API key) keeps the connection; a failed exchange does not.
+        let got = got.unwrap_or_else(|_| Err(Failed::Transport("timed out".into())));
+        let body = got.map_err(|e| match e {
+            Failed::Status(s) => s,
+            Failed::Transport(s) => {
+                self.conn = None;
+                s
+            }
+        })?;
         String::from_utf8(body).map_err(|_| "body is not UTF-8 text".to_string())
     }
 
-    async fn follow(&mut self, path: &str, token: Option<&str>) -> Result<Vec<u8>, String> {
+    async fn follow(&mut self, path: &str, token: Option<&str>) -> Result<Vec<u8>, Failed> {
         let mut target = format!("{}{path}", self.prefix);
         for _ in 0..=MAX_REDIRECTS {
-            let a = self.exchange(&target, token).await?;
+            let a = self.exchange(&target, token).await.map_err(Failed::Transport)?;
             if !a.reusable {
                 self.conn = None;
             }
             match a.status {
                 200..=299 => return Ok(a.body),
                 301 | 302 | 303 | 307 | 308 => {
-                    let loc =
-                        a.location.ok_or_else(|| format!("{STATUS_ERROR}{} without a Location", a.status))?;
+                    let loc = a.location.ok_or_else(|| {
+                        Failed::Status(format!("{STATUS_ERROR}{} without a Location", a.status))
+                    })?;
                     target = self
                         .same_server(&loc)
-                        .ok_or_else(|| format!("redirected to another server: {loc}"))?;
+                        .ok_or_else(|| Failed::Status(format!("redirected to another server: {loc}")))?;
                 }
                 s => {
                     let reason = reqwest::StatusCode::from_u16(s).ok().and_then(|c| c.canonical_reason());
-                    return Err(format!(
+                    return Err(Failed::Status(format!(
                         "{STATUS_ERROR}{s}{}",
                         reason.map(|r| format!(" {r}")).unwrap_or_default()
-                    ));
+                    )));
                 }
             }
         }
-        Err("request failed: too many redirects".into())
+        Err(Failed::Status("request failed: too many redirects".into()))
     }
 
     /// The path a `Location` names on this server, or `None` for another one.
     fn same_server(&self, loc: &str) -> Option<String> {
+        // It goes into the request line as it is.
+        if loc.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return None;
+        }
         if loc.starts_with('/') && !loc.starts_with("//") {
             return Some(loc.to_string());
         }
@@ -160,38 +170,29 @@ impl PlainGet {
             self.conn = None;
             return Err(Closed::BeforeAnswer.or_io(e));
         }
-        let head_end = loop {
-            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
-                break i + 4;
-            }
-            if self.buf.len() > MAX_HEAD_BYTES {
-                return Err(Closed::Other("request failed: response head too large".into()));
-            }
-            let before = self.buf.len();
-            match read_more(conn, &mut self.buf).await {
-                Ok(0) if before == 0 => return Err(Closed::BeforeAnswer),
-                Ok(0) => {
-                    return Err(Closed::Other(
-                        "request failed: connection closed in the answer's head".into(),
-                    ));
-                }
-                Ok(_) => {}
-                Err(e) if before == 0 => return Err(Closed::BeforeAnswer.or_io(e)),
-                Err(e) => return Err(Closed::Other(format!("request failed: {e}"))),
+        // An interim answer (100 Continue, 103 Early Hints) is passed over.
+        let (status, head) = loop {
+            let head_end = read_head(conn, &mut self.buf).await?;
+            let head = std::str::from_utf8(&self.buf[..head_end])
+                .map_err(|_| Closed::Other("request failed: not an HTTP answer".into()))?
+                .to_string();
+            self.buf.drain(..head_end);
+            let status = head
+                .split("\r\n")
+                .next()
+                .and_then(|l| l.strip_prefix("HTTP/1."))
+                .filter(|l| l.len() == 5 || l.as_bytes().get(5) == Some(&b' '))
+                .and_then(|l| l.get(2..5).filter(|_| l.as_bytes().get(1) == Some(&b' ')))
+                .and_then(|c| c.parse::<u16>().ok())
+                .filter(|c| *c >= 100)
+                .ok_or_else(|| Closed::Other("request failed: not an HTTP answer".into()))?;
+            if !(100..200).contains(&status) || status == 101 {
+                break (status, head);
             }
         };
-        let head = std::str::from_utf8(&self.buf[..head_end])
-            .map_err(|_| Closed::Other("request failed: not an HTTP answer".into()))?;
-        let mut lines = head.split("\r\n");
-        let status = lines
-            .next()
-            .and_then(|l| l.strip_prefix("HTTP/1."))
-            .and_then(|l| l.get(2..5).filter(|_| l.as_bytes().get(1) == Some(&b' ')))
-            .and_then(|c| c.parse::<u16>().ok())
-            .ok_or_else(|| Closed::Other("request failed: not an HTTP answer".into()))?;
         let (mut length, mut chunked, mut close, mut location) =
             (None, false, head.starts_with("HTTP/1.0"), None);
-        for l in lines {
+        for l in head.split("\r\n").skip(1) {
             let Some((k, v)) = l.split_once(':') else { continue };
             let v = v.trim();
             if k.eq_ignore_ascii_case("content-length") {
@@ -202,14 +203,21 @@ impl PlainGet {
             } else if k.eq_ignore_ascii_case("transfer-encoding") {
                 chunked = v.to_ascii_lowercase().ends_with("chunked");
             } else if k.eq_ignore_ascii_case("connection") {
-                close |= v.eq_ignore_ascii_case("close");
+                close |= v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"));
             } else if k.eq_ignore_ascii_case("location") {
                 location = Some(v.to_string());
             }
         }
-        self.buf.drain(..head_end);
-        let no_body = (100..200).contains(&status) || status == 204 || status == 304;
-        let body = if no_body {
+        // Both framings at once: read as chunked, as the RFC says, and not
+        // trusted after; a switched protocol is no HTTP to go on with.
+        close |= (chunked && length.is_some()) || status == 101;
+        let wanted = (200..400).contains(&status);
+        let body = if status == 101 || status == 204 || status == 304 {
+            Vec::new()
+        } else if !wanted && length.is_none_or(|n| n > MAX_HEAD_BYTES as u64) {
+            // An error's body is not read unless short and sized: the status
+            // is the answer, and the connection is not kept.
+            close = true;
             Vec::new()
         } else if chunked {
             read_chunked(conn, &mut self.buf).await?
@@ -217,22 +225,7 @@ impl PlainGet {
             if n > MAX_BODY_BYTES as u64 {
                 return Err(Closed::Other(too_large()));
             }
-            let n = n as usize;
-            let mut body = Vec::with_capacity(n);
-            let take = self.buf.len().min(n);
-            body.extend_from_slice(&self.buf[..take]);
-            self.buf.drain(..take);
-            while body.len() < n {
-                match read_more(conn, &mut body).await {
-                    Ok(0) => return Err(Closed::Other("body cut short".into())),
-                    Ok(_) => {}
-                    Err(e) => return Err(Closed::Other(format!("body cut short: {e}"))),
-                }
-            }
-            // A server that sent more than it said: the rest is not an answer.
-            let extra = body.split_off(n);
-            self.buf.extend(extra);
-            body
+            read_sized(conn, &mut self.buf, n as usize).await?
         } else {
             // No length: the body runs to the connection's end.
             close = true;
@@ -249,8 +242,19 @@ impl PlainGet {
             }
             body
         };
+        // A large chunked body grew the read-ahead: not kept for every scrape after.
+        if self.buf.capacity() > 4 * 64 * 1024 {
+            self.buf.shrink_to(64 * 1024);
+        }
         Ok(Answer { status, body, location, reusable: !close && self.buf.is_empty() })
     }
+}
+
+/// Why a GET gave no body: the server's answer (the connection may go
+/// on), or the exchange itself (the connection is dropped).
+enum Failed {
+    Status(String),
+    Transport(String),
 }
 
 /// How an exchange failed: before any byte of the answer (a kept
@@ -285,6 +289,48 @@ fn too_large() -> String {
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Reads until `buf` holds a whole answer head; its length.
+async fn read_head(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Closed> {
+    let mut from = 0;
+    loop {
+        if let Some(i) = find(&buf[from..], b"\r\n\r\n") {
+            return Ok(from + i + 4);
+        }
+        if buf.len() > MAX_HEAD_BYTES {
+            return Err(Closed::Other("request failed: response head too large".into()));
+        }
+        let before = buf.len();
+        from = before.saturating_sub(3);
+        match read_more(conn, buf).await {
+            Ok(0) if before == 0 => return Err(Closed::BeforeAnswer),
+            Ok(0) => {
+                return Err(Closed::Other("request failed: connection closed in the answer's head".into()));
+            }
+            Ok(_) => {}
+            Err(e) if before == 0 => return Err(Closed::BeforeAnswer.or_io(e)),
+            Err(e) => return Err(Closed::Other(format!("request failed: {e}"))),
+        }
+    }
+}
+
+/// A body of `n` bytes, the first of them already in `buf`, read into
+/// one allocation of its size.
+async fn read_sized(conn: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec<u8>, Closed> {
+    let mut body = vec![0u8; n];
+    let mut filled = buf.len().min(n);
+    body[..filled].copy_from_slice(&buf[..filled]);
+    buf.drain(..filled);
+    while filled < n {
+        match conn.read(&mut body[filled..]).await {
+            Ok(0) => return Err(Closed::Other("body cut short".into())),
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Closed::Other(format!("body cut short: {e}"))),
+        }
+    }
+    Ok(body)
 }
 
 /// One read appended to `buf` (grown in 64 KiB steps).
@@ -325,8 +371,31 @@ async fn read_chunked(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>
         if body.len().saturating_add(size) > MAX_BODY_BYTES {
             return Err(Closed::Other(too_large()));
         }
-        // The chunk and its CRLF (the last, empty chunk: the final CRLF;
-        // trailers are not sent by the servers pdtop reads).
+        if size == 0 {
+            // Trailer lines, if any, to the empty line that ends the body.
+            loop {
+                let end = loop {
+                    if let Some(i) = find(&buf[at..], b"\r\n") {
+                        break at + i;
+                    }
+                    if buf.len() - at > MAX_HEAD_BYTES {
+                        return Err(Closed::Other("request failed: trailers too large".into()));
+                    }
+                    match read_more(conn, buf).await {
+                        Ok(0) => return Err(cut(None)),
+                        Ok(_) => {}
+                        Err(e) => return Err(cut(Some(e))),
+                    }
+                };
+                let empty = end == at;
+                at = end + 2;
+                if empty {
+                    buf.drain(..at);
+                    return Ok(body);
+                }
+            }
+        }
+        // The chunk and the CRLF that closes it.
         let want = size + 2;
         while buf.len() - at < want {
             match read_more(conn, buf).await {
@@ -335,12 +404,11 @@ async fn read_chunked(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>
                 Err(e) => return Err(cut(Some(e))),
             }
         }
+        if &buf[at + size..at + want] != b"\r\n" {
+            return Err(Closed::Other("request failed: bad chunk".into()));
+        }
         body.extend_from_slice(&buf[at..at + size]);
         at += want;
-        if size == 0 {
-            buf.drain(..at);
-            return Ok(body);
-        }
         // Keep the buffer from holding the whole body twice.
         if at > 256 * 1024 {
             buf.drain(..at);

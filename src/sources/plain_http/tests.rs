@@ -137,7 +137,7 @@ async fn the_token_is_sent_and_a_refusal_reads_as_its_status() {
     let mut get = PlainGet::for_base(&format!("http://{addr}/")).unwrap();
     assert_eq!(get.get("/metrics", T, Some("s3cret")).await.unwrap(), "ok");
     assert_eq!(get.get("/metrics", T, None).await.unwrap_err(), "HTTP 401 Unauthorized");
-    // The connection went on after the refusal.
+    // The connection went on after the refusal (one connection: see the next test).
     assert_eq!(get.get("/metrics", T, Some("s3cret")).await.unwrap(), "ok");
 }
 
@@ -168,4 +168,46 @@ fn only_plain_http_bases_are_taken() {
     assert_eq!(a("https://127.0.0.1:8100"), None);
     assert_eq!(a("http://user:pw@127.0.0.1:8100"), None);
     assert_eq!(a("http://"), None);
+}
+
+#[tokio::test]
+async fn an_error_answer_keeps_the_connection_when_sized_and_is_not_waited_on_when_not() {
+    // vLLM with --api-key: `/v1/models` is refused on every scrape, `/metrics` is not.
+    let (addr, accepted) = serve(usize::MAX, |head| {
+        if head.starts_with("GET /v1/models ") {
+            b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 25\r\n\r\n{\"error\":\"Unauthorized\"}\n".to_vec()
+        } else {
+            with_length("vllm:num_requests_running 0.0\n")
+        }
+    });
+    let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
+    for _ in 0..3 {
+        assert!(get.get("/metrics", T, None).await.is_ok());
+        assert_eq!(get.get("/v1/models", T, None).await.unwrap_err(), "HTTP 401 Unauthorized");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one kept connection through the refusals");
+    // An error with no length on a connection held open: the status at once, not a timeout.
+    let (addr, _) = serve(usize::MAX, |_| b"HTTP/1.1 503 Service Unavailable\r\n\r\n".to_vec());
+    let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
+    assert_eq!(get.get("/metrics", T, None).await.unwrap_err(), "HTTP 503 Service Unavailable");
+}
+
+#[tokio::test]
+async fn interim_answers_trailers_and_bad_chunks() {
+    let (addr, accepted) = serve(usize::MAX, |head| {
+        if head.starts_with("GET /bad ") {
+            return b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n".to_vec();
+        }
+        let mut out = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+        out.extend(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\nvllm\r\n0\r\nx-trailer: 1\r\n\r\n",
+        );
+        out
+    });
+    let mut get = PlainGet::for_base(&format!("http://{addr}")).unwrap();
+    for _ in 0..2 {
+        assert_eq!(get.get("/metrics", T, None).await.unwrap(), "vllm");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "the trailer was read to its end");
+    assert_eq!(get.get("/bad", T, None).await.unwrap_err(), "request failed: bad chunk");
 }
