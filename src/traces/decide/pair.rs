@@ -292,7 +292,7 @@ fn no_hit(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
     let early = early.then_some(Early::Due);
     let conf = if early.is_some() || busy { Confidence::Likely } else { Confidence::Sure };
     let finished = finished(e, tk.decode_event_t.unwrap_or(nf.t));
-    let r = R::NoHit { prefill, finished, waited, busy, early };
+    let r = R::NoHit { prefill, by_order: t.join == Join::ByOrder, finished, waited, busy, early };
     Some(miss(Verdict::new(Outcome::SilentMiss, conf, vec![r]), seen))
 }
 

@@ -116,6 +116,8 @@ pub enum Reason {
     },
     NoHit {
         prefill: usize,
+        /// Its prefill was paired by arrival order only (no id, no length).
+        by_order: bool,
         finished: Finished,
         waited: f64,
         busy: bool,

@@ -88,10 +88,12 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f,
             "decode got no kv_transfer_params although prefill#{prefill} ran it: {connector} cannot pull without them"
         ),
-        R::NoHit { prefill, finished, waited, busy, early } => {
+        R::NoHit { prefill, by_order, finished, waited, busy, early } => {
+            // As a load paired by order says it: which prefill ran it is a guess.
+            let order = if *by_order { " (prefill paired by arrival order only)" } else { "" };
             write!(
                 f,
-                "prefill on prefill#{prefill} finished{finished}, decode computed the prompt itself: no External Cache Hit within {} of its Added line",
+                "prefill on prefill#{prefill} finished{finished}{order}, decode computed the prompt itself: no External Cache Hit within {} of its Added line",
                 wait_words(*waited)
             )?;
             if *busy {

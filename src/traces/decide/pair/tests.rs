@@ -254,6 +254,7 @@ fn no_hit_is_a_miss_sure_after_the_wait_likely_early() {
         v.reasons,
         vec![R::NoHit {
             prefill: 0,
+            by_order: false,
             finished: Finished::UnderASecond,
             waited: 2.0,
             busy: false,
@@ -264,6 +265,15 @@ fn no_hit_is_a_miss_sure_after_the_wait_likely_early() {
     let v = rule("no hit", &entry(vec![(D, early)]), &ctx(&opts, Style::Hits)).unwrap();
     assert_eq!(v.confidence, Confidence::Likely);
     assert!(matches!(v.reasons[0], R::NoHit { early: Some(Early::Due), .. }), "{v:?}");
+    // Paired by order (the proxy read says nothing of it): the words say
+    // which prefill is a guess, as a load paired so says it.
+    let mut e = entry(vec![(D, no_hit())]);
+    e.trace.join = Join::ByOrder;
+    let mut cx = ctx(&opts, Style::Hits);
+    cx.proxy_read = false;
+    let v = rule("no hit", &e, &cx).unwrap();
+    assert!(matches!(v.reasons[0], R::NoHit { by_order: true, .. }), "{v:?}");
+    assert!(v.reasons[0].to_string().contains("(prefill paired by arrival order only)"), "{v:?}");
     // A connector of unknown style cannot miss a hit.
     let v = rule("no hit", &entry(vec![(D, no_hit())]), &ctx(&opts, Style::Unknown)).unwrap();
     assert_eq!(v.reasons, vec![R::StyleUnknown { decode: 0, connector: "ExampleConnector".into() }]);
