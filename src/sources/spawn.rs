@@ -157,12 +157,13 @@ fn tail_files(
     use logtail::{ChangeFilter, TailBatch, Tailer};
     let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
     let mut last_lines: Option<std::time::Instant> = None;
-    // Rounds come four times a second; a rotation seen a second late loses
-    // nothing (the old file is drained first), a path lookup per file per
-    // round was a fifth of this thread's time.
-    let opts = logtail::TailOptions { path_check: std::time::Duration::from_secs(1), ..Default::default() };
-    let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> =
-        files.into_iter().map(|(s, p)| (s, Tailer::new(p, opts.clone()), ChangeFilter::default())).collect();
+    // Every path is looked up on every round, though it costs: a round's
+    // `LogsPolled` says everything written before it was read, and a
+    // rotation noticed later would make that untrue for the new file.
+    let mut tailers: Vec<(LogOrigin, Tailer, ChangeFilter)> = files
+        .into_iter()
+        .map(|(s, p)| (s, Tailer::new(p, logtail::TailOptions::default()), ChangeFilter::default()))
+        .collect();
     move || {
         // Taken before reading: everything written before it is read below.
         let read_from = clock.now();

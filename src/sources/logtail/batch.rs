@@ -19,21 +19,11 @@ pub struct TailOptions {
     /// Most bytes read by one poll, so catching up on a large file is spread
     /// over several batches ([`TailBatch::more`]) instead of one huge one.
     pub max_bytes_per_poll: usize,
-    /// How long the path may go unchecked while the open file is read: a
-    /// rotation or deletion is seen at most this late (the old file is
-    /// drained either way); truncation is seen at once, from the open file.
-    /// Zero checks the path on every poll.
-    pub path_check: std::time::Duration,
 }
 
 impl Default for TailOptions {
     fn default() -> Self {
-        TailOptions {
-            start: StartAt::Beginning,
-            max_line_bytes: 1 << 20,
-            max_bytes_per_poll: 4 << 20,
-            path_check: std::time::Duration::ZERO,
-        }
+        TailOptions { start: StartAt::Beginning, max_line_bytes: 1 << 20, max_bytes_per_poll: 4 << 20 }
     }
 }
 

@@ -41,8 +41,6 @@ pub struct Tailer {
     seen_before: bool,
     totals: TailCounts,
     buf: Vec<u8>,
-    /// When the path was last looked up (`TailOptions::path_check`).
-    path_checked: Option<std::time::Instant>,
 }
 
 impl Tailer {
@@ -55,7 +53,6 @@ impl Tailer {
             seen_before: false,
             totals: TailCounts::default(),
             buf: Vec::new(),
-            path_checked: None,
         }
     }
 
@@ -85,19 +82,15 @@ impl Tailer {
     fn poll_into(&mut self, batch: &mut TailBatch) -> io::Result<()> {
         let mut budget = self.opts.max_bytes_per_poll.max(1);
         if let Some(mut of) = self.open.take() {
-            // A path lookup walks the directories; the open file's own
-            // size is one cheap call and tells truncation as well.
-            if self.path_checked.is_some_and(|t| t.elapsed() < self.opts.path_check) {
-                let read =
-                    of.file.metadata().and_then(|m| self.read_open(&mut of, m.len(), &mut budget, batch));
-                self.open = Some(of);
-                batch.more = !read?;
-                return Ok(());
-            }
-            self.path_checked = Some(std::time::Instant::now());
             match std::fs::metadata(&self.path) {
                 Ok(m) if file_id(&m) == of.id => {
-                    let done = self.read_open(&mut of, m.len(), &mut budget, batch)?;
+                    if m.len() < of.offset {
+                        batch.counts.truncations += 1;
+                        self.splitter.flush(&mut batch.lines, &mut batch.counts);
+                        of.file.seek(SeekFrom::Start(0))?;
+                        of.offset = 0;
+                    }
+                    let done = self.read_from(&mut of, &mut budget, batch)?;
                     batch.more = !done;
                     self.open = Some(of);
                     return Ok(());
@@ -134,7 +127,6 @@ impl Tailer {
             Err(e) => return Err(e),
         };
         let m = file.metadata()?;
-        self.path_checked = Some(std::time::Instant::now());
         if self.seen_before && batch.counts.rotations == 0 {
             // It was gone (Missing) and is back: a replacement too.
             batch.counts.rotations += 1;
@@ -155,24 +147,6 @@ impl Tailer {
         batch.more = !done;
         self.open = Some(of);
         Ok(())
-    }
-
-    /// Reads on in the file the path still names, from 0 if it shrank
-    /// below what was read (truncated). Returns true at EOF.
-    fn read_open(
-        &mut self,
-        of: &mut OpenFile,
-        len: u64,
-        budget: &mut usize,
-        batch: &mut TailBatch,
-    ) -> io::Result<bool> {
-        if len < of.offset {
-            batch.counts.truncations += 1;
-            self.splitter.flush(&mut batch.lines, &mut batch.counts);
-            of.file.seek(SeekFrom::Start(0))?;
-            of.offset = 0;
-        }
-        self.read_from(of, budget, batch)
     }
 
     /// Reads the rest of a file that the path no longer names. If the budget

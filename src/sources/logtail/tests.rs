@@ -87,29 +87,6 @@ fn rotation_drains_old_then_reads_new() {
 }
 
 #[test]
-fn a_path_checked_lazily_sees_truncation_at_once_and_rotation_after_its_interval() {
-    let p = TempPath::new("lazy");
-    append(&p.0, b"a\nb\n");
-    let opts = TailOptions { path_check: std::time::Duration::from_millis(300), ..TailOptions::default() };
-    let mut t = Tailer::new(&p.0, opts);
-    assert_eq!(poll(&mut t).lines, ["a", "b"]);
-    // Truncated and written again: told by the open file, no path lookup.
-    OpenOptions::new().write(true).open(&p.0).expect("open").set_len(0).expect("truncate");
-    append(&p.0, b"c\n");
-    let b = poll(&mut t);
-    assert_eq!((b.lines.as_slice(), b.counts.truncations), (&["c".to_string()][..], 1));
-    // Rotated: the old file is read on until the path is looked up again.
-    std::fs::rename(&p.0, p.0.with_extension("log.1")).expect("rename");
-    append(&p.0.with_extension("log.1"), b"d\n");
-    append(&p.0, b"e\n");
-    let b = poll(&mut t);
-    assert_eq!((b.lines.as_slice(), b.counts.rotations), (&["d".to_string()][..], 0));
-    std::thread::sleep(std::time::Duration::from_millis(350));
-    let b = poll(&mut t);
-    assert_eq!((b.lines.as_slice(), b.counts.rotations), (&["e".to_string()][..], 1));
-}
-
-#[test]
 fn deleted_file_is_a_state_then_comes_back() {
     let p = TempPath::new("del");
     let mut t = Tailer::new(&p.0, TailOptions::default());
