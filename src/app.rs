@@ -312,6 +312,7 @@ pub async fn run<B: Backend>(
                 break;
             }
             app.on_msg(Msg::Tick { at: live.clock.now() });
+            live.tell_due(&app.state);
             next_tick = Instant::now() + refresh;
             dirty = true;
         }
@@ -340,6 +341,7 @@ pub async fn run<B: Backend>(
                     if !take_queued(app, live, &mut stats) {
                         break;
                     }
+                    live.tell_due(&app.state);
                     dirty |= app.state.alerts.rev != alerts;
                 }
                 msg = live.rx.recv(), if live.wake.is_none() => {

@@ -9,6 +9,11 @@ pub trait Clock: Send + Sync {
     /// Unix time in seconds.
     fn now(&self) -> f64;
     fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+    /// Clock seconds per real second: a moment `d` clock seconds away
+    /// comes `d / speed` real seconds from now.
+    fn speed(&self) -> f64 {
+        1.0
+    }
 }
 
 /// The real clock.
@@ -59,6 +64,10 @@ impl ScaledClock {
 impl Clock for ScaledClock {
     fn now(&self) -> f64 {
         self.origin + self.start.elapsed().as_secs_f64() * self.speed
+    }
+
+    fn speed(&self) -> f64 {
+        self.speed
     }
 
     fn sleep(&self, d: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {

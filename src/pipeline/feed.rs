@@ -49,6 +49,14 @@ pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 /// How many messages may wait between collectors and the state.
 pub const CHANNEL: usize = 1024;
 
+impl LiveFeed {
+    /// Tells the log tailer when the state next waits on its reads.
+    pub fn tell_due(&self, state: &crate::state::AppState) {
+        let due = || state.logs.as_ref().and_then(|l| l.reads_due(state.now));
+        self.wake.iter().for_each(|w| w.want_reads_past(due()));
+    }
+}
+
 impl Feed {
     /// The session's collectors on a thread of their own.
     pub fn live(session: &Session, clock: Arc<dyn Clock>) -> Result<Feed> {

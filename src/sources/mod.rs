@@ -15,6 +15,7 @@ pub mod router;
 pub mod scrape;
 pub mod sysnet;
 
+mod log_pace;
 mod poller;
 mod spawn;
 

@@ -5,11 +5,13 @@
 //! hop to a pool thread and back to a runtime every time.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc::Sender;
 
+use super::logtail::Nudge;
 use crate::clock::Clock;
 use crate::feed::Msg;
 
@@ -26,18 +28,43 @@ pub struct Round {
 /// Wakes the screen's loop for a source's news. The screen applies queued
 /// messages, in the order sent, at its refresh or when woken: a scrape or
 /// a counter read a second is no reason to wake it, a log line may be.
-#[derive(Clone, Default)]
-pub struct Wake(Arc<tokio::sync::Notify>);
+/// It also carries the other way the moment the screen's state next waits
+/// for the logs to be read past (`due`): the log tailer reads then, and
+/// that round is news.
+#[derive(Clone)]
+pub struct Wake(Arc<Shared>);
+
+struct Shared {
+    notify: tokio::sync::Notify,
+    /// `f64` bits, clock time; infinity: nothing waits.
+    due: AtomicU64,
+    /// `f64` bits, clock time: when the waiting tailer reads next, as far
+    /// as it knows (minus infinity: it is reading, and looks at `due` next).
+    armed: AtomicU64,
+    /// The log tailer's, once it waits on one.
+    nudge: OnceLock<Nudge>,
+}
+
+impl Default for Wake {
+    fn default() -> Wake {
+        Wake(Arc::new(Shared {
+            notify: tokio::sync::Notify::new(),
+            due: AtomicU64::new(f64::INFINITY.to_bits()),
+            armed: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+            nudge: OnceLock::new(),
+        }))
+    }
+}
 
 impl Wake {
     /// After the news is sent (a wake before it would find nothing).
     pub fn now(&self) {
-        self.0.notify_one();
+        self.0.notify.notify_one();
     }
 
     /// Until a source has news (or a wake came since the last wait).
     pub async fn notified(&self) {
-        self.0.notified().await
+        self.0.notify.notified().await
     }
 
     /// As `notified`; never, for a feed without a wake.
@@ -47,22 +74,56 @@ impl Wake {
             None => std::future::pending().await,
         }
     }
+
+    /// The state's next deadline on the logs' reads (clock time; `None`:
+    /// none). One sooner than the waiting tailer's next read stirs it.
+    pub fn want_reads_past(&self, due: Option<f64>) {
+        let due = due.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
+        self.0.due.store(due.to_bits(), Ordering::SeqCst);
+        if due < f64::from_bits(self.0.armed.load(Ordering::SeqCst))
+            && let Some(n) = self.0.nudge.get()
+        {
+            n.nudge();
+        }
+    }
+
+    /// The deadline the state last gave (infinity: none).
+    pub fn due(&self) -> f64 {
+        f64::from_bits(self.0.due.load(Ordering::SeqCst))
+    }
+
+    /// The tailer's next read (clock time), set before it reads `due` and
+    /// again once it knows when: a deadline given in between still stirs it.
+    pub fn arm(&self, at: f64) {
+        self.0.armed.store(at.to_bits(), Ordering::SeqCst);
+    }
+
+    /// Whom `want_reads_past` stirs: the first tailer to ask.
+    pub fn listen(&self, nudge: Nudge) {
+        let _ = self.0.nudge.set(nudge);
+    }
 }
 
-/// Runs `round` on a thread named `thread`, then again `interval` later
-/// (at once when it has more), until the receiver is gone; `wake` is told
-/// of a round's news. A round that panics ends the poller with a
+/// A pause of `interval` between rounds.
+pub fn every(interval: Duration) -> impl FnMut() + Send + 'static {
+    move || std::thread::sleep(interval)
+}
+
+/// Runs `round` on a thread named `thread`, then again after `pause` (at
+/// once when it has more), until the receiver is gone; `wake` is told of
+/// a round's news. A round that panics ends the poller with a
 /// [`Msg::SourceFailed`] naming `source`, as a supervised task does.
-pub fn spawn_poller<F>(
+pub fn spawn_poller<F, P>(
     thread: &str,
     source: String,
-    interval: Duration,
+    mut pause: P,
     clock: Arc<dyn Clock>,
     (tx, wake): (Sender<Msg>, Option<Wake>),
     mut round: F,
 ) -> std::io::Result<std::thread::JoinHandle<()>>
 where
     F: FnMut() -> Round + Send + 'static,
+    P: FnMut() + Send + 'static,
 {
     std::thread::Builder::new().name(thread.into()).spawn(move || {
         let polled = catch_unwind(AssertUnwindSafe(|| {
@@ -77,7 +138,7 @@ where
                     w.now();
                 }
                 if !more {
-                    std::thread::sleep(interval);
+                    pause();
                 }
             }
         }));
@@ -112,7 +173,7 @@ mod tests {
         let thread = spawn_poller(
             "pdtop-test-poller",
             "test files".into(),
-            Duration::ZERO,
+            every(Duration::ZERO),
             clock,
             (tx, None),
             move || {
@@ -146,7 +207,7 @@ mod tests {
         let _thread = spawn_poller(
             "pdtop-test-wake",
             "test".into(),
-            every,
+            super::every(every),
             clock,
             (tx, Some(wake.clone())),
             move || {

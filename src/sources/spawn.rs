@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use super::poller::{Round, Wake, spawn_poller};
+use super::log_pace::{HEARTBEAT, LogPace};
+use super::poller::{Round, Wake, every, spawn_poller};
 use super::{kvdir, logtail, netdev, scrape};
 use crate::clock::Clock;
 use crate::feed::{Endpoint, LogOrigin, Msg};
@@ -78,8 +79,10 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 /// the decode's line, the prefill's line is already in the file and read
 /// first: the correlator never sees a decode request before its prefill
 /// just because one file happened to be polled later. Stdin (`-`) is read
-/// on its own. `wake` is told of lines read, and of every round for a
-/// while after: a miss is called on a read that finds no hit.
+/// on its own. `wake` is told of lines read, and of the round that reads
+/// past the state's deadline (`Wake::due`): a miss is called on a read
+/// that finds no hit. With a `wake` (the screen) rounds follow the files'
+/// changes and the deadlines (`log_pace`); without, one every `interval`.
 pub fn spawn_log_tailers(
     logs: &[(LogOrigin, String)],
     interval: std::time::Duration,
@@ -95,15 +98,34 @@ pub fn spawn_log_tailers(
     let mut files: Vec<(LogOrigin, String)> = logs.iter().filter(|(_, p)| p != "-").cloned().collect();
     files.sort_by_key(|(s, _)| rank(s));
     if !files.is_empty() {
-        let round = tail_files(files, also, clock.clone());
-        if let Err(e) = spawn_poller(
-            "pdtop-logs",
-            "log tailer".into(),
-            interval,
-            clock.clone(),
-            (tx.clone(), wake.clone()),
-            round,
-        ) {
+        let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
+        let round = tail_files(files, also, clock.clone(), wake.clone());
+        let started = match &wake {
+            Some(w) => {
+                let mut pace = LogPace::new(&paths, interval, HEARTBEAT, w.clone(), clock.clone());
+                let pause = move || pace.pause();
+                spawn_poller(
+                    "pdtop-logs",
+                    "log tailer".into(),
+                    pause,
+                    clock.clone(),
+                    (tx.clone(), wake.clone()),
+                    round,
+                )
+            }
+            None => {
+                let pause = every(interval);
+                spawn_poller(
+                    "pdtop-logs",
+                    "log tailer".into(),
+                    pause,
+                    clock.clone(),
+                    (tx.clone(), wake.clone()),
+                    round,
+                )
+            }
+        };
+        if let Err(e) = started {
             let _ = tx.try_send(Msg::SourceFailed {
                 source: "log tailer".into(),
                 at: clock.now(),
@@ -142,21 +164,16 @@ pub fn spawn_log_tailers(
 /// The lines are read once.
 pub type LinesRead = Box<dyn FnMut(&str, &[String], bool, &crate::feed::TailState) + Send>;
 
-/// How long after lines are read a round that reads none is still news:
-/// verdicts wait on the reads that follow a line for at most the hit
-/// settle (1.5 s) and a read or two; a later one is judged at the refresh.
-const READS_SETTLE: std::time::Duration = std::time::Duration::from_secs(3);
-
 /// One polling round after another over every file, in the given order.
 fn tail_files(
     files: Vec<(LogOrigin, String)>,
     mut also: Option<LinesRead>,
     clock: Arc<dyn Clock>,
+    wake: Option<Wake>,
 ) -> impl FnMut() -> Round {
     use crate::feed::TailState;
     use logtail::{ChangeFilter, TailBatch, Tailer};
     let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
-    let mut last_lines: Option<std::time::Instant> = None;
     // Every path is looked up on every round, though it costs: a round's
     // `LogsPolled` says everything written before it was read, and a
     // rotation noticed later would make that untrue for the new file.
@@ -172,12 +189,12 @@ fn tail_files(
             .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
             .collect();
         let at = clock.now();
-        let mut round = Round { msgs: Vec::new(), more: false, news: false };
+        // News: lines, or a read past the state's deadline.
+        let due = wake.as_ref().map_or(f64::INFINITY, Wake::due);
+        let mut round = Round { msgs: Vec::new(), more: false, news: read_from >= due };
         for (((source, _, news), b), path) in tailers.iter_mut().zip(batches).zip(&paths) {
             round.more |= b.more;
-            if !b.lines.is_empty() {
-                last_lines = Some(std::time::Instant::now());
-            }
+            round.news |= !b.lines.is_empty();
             if let Some(f) = also.as_mut() {
                 f(path, &b.lines, b.counts.truncations + b.counts.rotations > 0, &b.state);
             }
@@ -188,7 +205,6 @@ fn tail_files(
             }
         }
         round.msgs.push(Msg::LogsPolled { at: read_from });
-        round.news = last_lines.is_some_and(|t| t.elapsed() < READS_SETTLE);
         round
     }
 }
@@ -249,7 +265,7 @@ pub fn spawn_link_sources(
     };
     let source = "kv-dir / interface".to_string();
     if let Err(e) =
-        spawn_poller("pdtop-link", source.clone(), interval, clock.clone(), (tx.clone(), None), round)
+        spawn_poller("pdtop-link", source.clone(), every(interval), clock.clone(), (tx.clone(), None), round)
     {
         let _ = tx.try_send(Msg::SourceFailed { source, at: clock.now(), error: e.to_string() });
     }
@@ -307,11 +323,11 @@ mod tests {
                 h.lock().unwrap().push((path.rsplit('/').next().unwrap_or("").to_string(), lines.to_vec()));
             }
         });
-        let round = tail_files(files, Some(also), clock.clone());
+        let round = tail_files(files, Some(also), clock.clone(), None);
         let thread = spawn_poller(
             "pdtop-test-logs",
             "log tailer".into(),
-            Duration::from_millis(5),
+            every(Duration::from_millis(5)),
             clock,
             (tx, None),
             round,
@@ -362,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_read_are_news_and_an_untouched_file_is_not() {
+    fn lines_read_are_news_and_so_is_the_read_past_the_deadline() {
         let dir = std::env::temp_dir().join(format!("pdtop-tail-news-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -370,14 +386,22 @@ mod tests {
         std::fs::write(&quiet, "").unwrap();
         std::fs::write(&busy, "").unwrap();
         let clock = Arc::new(ScaledClock::new(5000.0, 1.0));
-        let mut q =
-            tail_files(vec![(LogOrigin::Decode(0), quiet.display().to_string())], None, clock.clone());
-        let mut b = tail_files(vec![(LogOrigin::Decode(0), busy.display().to_string())], None, clock);
+        let wake = Wake::default();
+        let quiet = vec![(LogOrigin::Decode(0), quiet.display().to_string())];
+        let mut q = tail_files(quiet, None, clock.clone(), Some(wake.clone()));
+        let mut b =
+            tail_files(vec![(LogOrigin::Decode(0), busy.display().to_string())], None, clock.clone(), None);
         assert!(!q().news && !b().news);
         std::fs::write(&busy, "INFO 12-01 10:00:00 Added request x\n").unwrap();
         assert!(b().news, "a line read");
-        // The read after it finds nothing, and may be what calls a miss.
-        assert!(b().news, "a round soon after a line");
+        assert!(!b().news, "nothing new, and no deadline");
+        // A read before the state's deadline finds nothing to call; the
+        // one past it may call a miss.
+        wake.want_reads_past(Some(clock.now() + 3600.0));
+        assert!(!q().news);
+        wake.want_reads_past(Some(clock.now() - 0.001));
+        assert!(q().news, "read past the deadline");
+        wake.want_reads_past(None);
         assert!(!q().news);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -218,6 +218,16 @@ impl LogState {
         self.polled_at.unwrap_or(self.read_at).min(now)
     }
 
+    /// When a later read may settle a verdict: a line read but dated
+    /// after the last read (its log's stamps run ahead of pdtop's clock)
+    /// is given on by a read past it, and the correlator's own waits
+    /// (`Correlator::reads_due`).
+    pub fn reads_due(&self, now: f64) -> Option<f64> {
+        let held = self.timeline.next_at().unwrap_or(f64::INFINITY);
+        let due = self.correlator.reads_due(self.read_up_to(now)).unwrap_or(f64::INFINITY);
+        Some(held.min(due)).filter(|d| d.is_finite())
+    }
+
     /// Lines read and not yet given to the correlator.
     pub fn waiting(&self) -> usize {
         self.timeline.waiting()

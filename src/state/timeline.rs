@@ -299,6 +299,13 @@ impl Timeline {
         self.logs.iter().any(|l| l.waiting.iter().any(|r| r.from == f64::NEG_INFINITY))
     }
 
+    /// When the soonest line read and not yet given on happened: a read
+    /// past it gives it on.
+    pub fn next_at(&self) -> Option<f64> {
+        let skew = self.skew.get();
+        self.logs.iter().filter_map(|l| l.next_at(skew)).min_by(f64::total_cmp)
+    }
+
     /// Lines read and not yet given on.
     pub fn waiting(&self) -> usize {
         self.logs.iter().map(|l| l.waiting.len()).sum()
@@ -351,9 +358,13 @@ mod tests {
     #[test]
     fn a_line_waits_until_every_log_is_read_past_it() {
         let mut tl = Timeline::default();
+        assert_eq!(tl.next_at(), None);
         tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:32", "b")]), T + 1.1);
+        // What a read must pass to give it on (the screen's tailer reads then).
+        assert_eq!(tl.next_at(), Some(T + 1.0));
         assert_eq!(tl.release(T + 0.9).len(), 0);
         assert_eq!(tl.release(T + 1.1).len(), 1);
+        assert_eq!(tl.next_at(), None);
     }
 
     #[test]

@@ -93,6 +93,28 @@ impl Correlator {
         self.settle_touched(force);
     }
 
+    /// The soonest reads' time at which `sweep` may decide something of a
+    /// decode's hit queue (a request called early or given up, a step
+    /// ended), by the same waits; `None`: nothing waits. The screen's log
+    /// tailer reads then, so the call comes with the read that allows it.
+    pub fn reads_due(&self, now: f64) -> Option<f64> {
+        let mut due = f64::INFINITY;
+        for (&i, d) in &self.decodes {
+            let busy = d.busy(now);
+            let settle = if busy { self.opts.settle_busy_s } else { self.opts.settle_s };
+            let quick = match (busy, self.opts.read_every_s) {
+                (true, _) => settle,
+                (false, None) => f64::INFINITY,
+                (false, Some(_)) => self.hit_wait(i),
+            };
+            due = due.min(d.hits.due(settle, quick));
+            if let Some(at) = d.hits.step_started() {
+                due = due.min(at + self.opts.settle_s);
+            }
+        }
+        due.is_finite().then_some(due)
+    }
+
     /// How long decode#`i`'s requests wait for their hit (`HitQueue::wait`).
     pub(super) fn hit_wait(&self, i: usize) -> f64 {
         let (settle, read) = (self.opts.settle_s, self.opts.read_every_s);

@@ -257,6 +257,19 @@ impl HitQueue {
         out
     }
 
+    /// The soonest reads' time at which `expire` may have something to
+    /// give: a quiet request's early call after `quick_s`, or the oldest
+    /// one's whole `settle_s` (by its log's own clock, which is never
+    /// ahead of the reads; when it lags, the wait is over a little later).
+    pub fn due(&self, settle_s: f64, quick_s: f64) -> f64 {
+        let oldest = self.waiting.front().map_or(f64::INFINITY, |w| w.added_at + settle_s);
+        self.waiting
+            .iter()
+            .filter(|w| w.quiet && !w.closed && !w.called)
+            .map(|w| w.added_at + quick_s)
+            .fold(oldest, f64::min)
+    }
+
     /// The engine restarted: nothing in flight will print anything now.
     pub fn reset(&mut self) -> Vec<Waiting> {
         self.orphans.clear();
@@ -287,6 +300,21 @@ mod tests {
             quiet: false,
             called: false,
         }
+    }
+
+    #[test]
+    fn due_is_the_next_early_call_or_the_oldest_wait() {
+        let mut q = HitQueue::default();
+        assert_eq!(q.due(1.5, 0.75), f64::INFINITY, "nothing waits");
+        q.add(w(1, 10.0), 1.0, 10);
+        // Quiet (first of its engine): called early at 10.75.
+        assert_eq!(q.due(1.5, 0.75), 10.75);
+        let e = q.expire(10.0, 10.75, 1.5, 0.75, false);
+        assert_eq!(e.early, vec![(1, 10.0)]);
+        // Called: next, its whole wait.
+        assert_eq!(q.due(1.5, 0.75), 11.5);
+        assert!(q.expire(11.5, 11.5, 1.5, 0.75, false).gone.len() == 1);
+        assert_eq!(q.due(1.5, 0.75), f64::INFINITY);
     }
 
     #[test]

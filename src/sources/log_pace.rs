@@ -1,0 +1,192 @@
+//! When the screen's log tailer reads next. A round every quarter second
+//! cost a wake-up each (about 60 µs of a core on a small VM, plus the
+//! round) whether or not a line came. Waiting on the files instead, the
+//! tailer reads:
+//! - when a tailed file changes, but never sooner than `every` after the
+//!   last round (lines are read as late as polling read them);
+//! - when the state's next deadline on the reads comes (`Wake::due`): the
+//!   round that passes it is the one that may call a miss;
+//! - and at least once a `heartbeat`, whatever happened: the state's clock
+//!   of the reads moves on, and a change inotify never tells (a network
+//!   mount written from another host) is still read.
+//!
+//! A round reads every file whatever woke it, so what a round reads does
+//! not depend on the wake-up, only when it happens does. Where the files
+//! cannot be watched the tailer polls every `every`, as before.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::logtail::{Nudge, Watch, Woke};
+use super::poller::Wake;
+use crate::clock::Clock;
+
+pub struct LogPace {
+    every: Duration,
+    heartbeat: Duration,
+    watch: Option<Watch>,
+    wake: Wake,
+    clock: Arc<dyn Clock>,
+    /// When the last round began: when `pause` last returned.
+    last: Instant,
+}
+
+/// The longest a watched tailer goes without a round: the screen's refresh.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+impl LogPace {
+    /// Watches `paths` for the screen woken by `wake`; polls every `every`
+    /// where they cannot be watched.
+    pub fn new(
+        paths: &[String],
+        every: Duration,
+        heartbeat: Duration,
+        wake: Wake,
+        clock: Arc<dyn Clock>,
+    ) -> LogPace {
+        let watch = Nudge::new().and_then(|n| Ok((Watch::new(paths, n.clone())?, n))).ok().map(|(w, n)| {
+            wake.listen(n);
+            w
+        });
+        LogPace { every, heartbeat: heartbeat.max(every), watch, wake, clock, last: Instant::now() }
+    }
+
+    /// Whether the files are watched (else polled).
+    pub fn watching(&self) -> bool {
+        self.watch.as_ref().is_some_and(|w| !w.lost())
+    }
+
+    /// Blocks until the next round is due; called as a round ends.
+    pub fn pause(&mut self) {
+        self.wait();
+        self.last = Instant::now();
+    }
+
+    fn wait(&mut self) {
+        let soonest = self.last + self.every;
+        loop {
+            if !self.watching() {
+                std::thread::sleep(soonest.saturating_duration_since(Instant::now()));
+                return;
+            }
+            self.wake.arm(f64::INFINITY);
+            let until = self.next_unchanged();
+            let left = until.saturating_duration_since(Instant::now()).as_secs_f64();
+            self.wake.arm(self.clock.now() + left * self.clock.speed());
+            let Some(watch) = self.watch.as_mut() else {
+                continue;
+            };
+            let woke = watch.wait(until);
+            self.wake.arm(f64::NEG_INFINITY);
+            match woke {
+                Ok(Woke::Timeout) => return,
+                Ok(Woke::Changed) => {
+                    // A round is coming: later changes are its to read,
+                    // not wake-ups of their own.
+                    std::thread::sleep(soonest.saturating_duration_since(Instant::now()));
+                    watch.clear();
+                    return;
+                }
+                // A sooner deadline: looked at again.
+                Ok(Woke::Nudged) => {}
+                Err(_) => self.watch = None,
+            }
+        }
+    }
+
+    /// The next round when no file changes: the state's deadline (not
+    /// sooner than `every` after the last round), or the heartbeat.
+    fn next_unchanged(&self) -> Instant {
+        let beat = self.last + self.heartbeat;
+        let due = self.wake.due();
+        if !due.is_finite() {
+            return beat;
+        }
+        let speed = self.clock.speed().max(1e-6);
+        let wait = ((due - self.clock.now()) / speed).clamp(0.0, self.heartbeat.as_secs_f64());
+        (Instant::now() + Duration::from_secs_f64(wait)).max(self.last + self.every).min(beat)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+
+    fn setup(tag: &str) -> (std::path::PathBuf, String) {
+        let d = std::env::temp_dir().join(format!("pdtop-pace-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("decode.log").to_string_lossy().into_owned();
+        std::fs::write(&p, "").unwrap();
+        (d, p)
+    }
+
+    const EVERY: Duration = Duration::from_millis(100);
+    const BEAT: Duration = Duration::from_secs(2);
+    /// A pause counts from the end of the last, a little before a test's `Instant`.
+    const SLACK: Duration = Duration::from_millis(20);
+
+    #[test]
+    fn a_quiet_file_is_read_at_the_heartbeat_a_written_one_a_round_later() {
+        let (d, p) = setup("quiet");
+        let mut pace =
+            LogPace::new(std::slice::from_ref(&p), EVERY, BEAT, Wake::default(), Arc::new(SystemClock));
+        assert!(pace.watching());
+        let began = Instant::now();
+        pace.pause();
+        let quiet = began.elapsed();
+        assert!(quiet + SLACK >= BEAT, "{quiet:?}");
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::write(&p, "INFO Added request x\n").unwrap();
+        });
+        let began = Instant::now();
+        pace.pause();
+        let written = began.elapsed();
+        writer.join().unwrap();
+        assert!(written >= Duration::from_millis(300) && written < BEAT, "{written:?}");
+        // A write just after a round waits out `every`.
+        let began = Instant::now();
+        std::fs::write(d.join("decode.log"), "more\n").unwrap();
+        pace.pause();
+        assert!(began.elapsed() + SLACK >= EVERY, "{:?}", began.elapsed());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_deadline_given_while_waiting_is_kept() {
+        let (d, p) = setup("due");
+        let wake = Wake::default();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut pace = LogPace::new(&[p], EVERY, BEAT, wake.clone(), clock.clone());
+        let (w2, c2) = (wake.clone(), clock.clone());
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            w2.want_reads_past(Some(c2.now() + 0.3));
+        });
+        let began = Instant::now();
+        pace.pause();
+        let took = began.elapsed();
+        setter.join().unwrap();
+        assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(1500), "{took:?}");
+        // A deadline already past: a round once `every` is over.
+        wake.want_reads_past(Some(clock.now() - 5.0));
+        let began = Instant::now();
+        pace.pause();
+        let took = began.elapsed();
+        assert!(took + SLACK >= EVERY && took < Duration::from_millis(1500), "{took:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn files_that_cannot_be_watched_are_polled() {
+        let paths = ["/nonexistent-pdtop-dir/decode.log".to_string()];
+        let mut pace = LogPace::new(&paths, EVERY, BEAT, Wake::default(), Arc::new(SystemClock));
+        assert!(!pace.watching());
+        let began = Instant::now();
+        pace.pause();
+        let took = began.elapsed();
+        assert!(took + SLACK >= EVERY && took < BEAT, "{took:?}");
+    }
+}
