@@ -107,7 +107,9 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         prefill_log: prefill.log,
         decode_log: decode.log,
         proxy_log: capture.logs.iter().any(|l| l.file_name == "proxy.log").then(|| path_of("proxy.log")),
-        net_dev_file: (!capture.netdev.is_empty()).then(|| path_of("net-dev")),
+        // Beside the logs, not among them: rewritten every second, it would
+        // stir the screen's log tailer each time, as /proc/net/dev does not.
+        net_dev_file: (!capture.netdev.is_empty()).then(|| path_of("link/net-dev")),
         kv_dir: (!capture.kvdir_counts.is_empty() && !capture.kvdir_folders.is_empty())
             .then(|| path_of("kv")),
         clock: clock.clone(),
@@ -121,6 +123,9 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
     // a file is: a reader started at once finds it.
     for p in &paths {
         std::fs::write(p, b"")?;
+    }
+    if let Some(dir) = handle.net_dev_file.as_ref().and_then(|p| p.parent()) {
+        std::fs::create_dir_all(dir)?;
     }
     tokio::spawn(write_logs(paths, capture.clone(), clock.clone()));
     tokio::spawn(write_link(

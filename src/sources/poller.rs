@@ -1,6 +1,7 @@
 //! Collectors that read local files on a timer (the logs four times a
-//! second, the connector directory and interface counters every second),
-//! each on a thread of its own. A slow disk stalls no runtime (nor did it
+//! second, or for the screen when they change: `log_pace`; the connector
+//! directory and interface counters every second), each on a thread of
+//! its own. A slow disk stalls no runtime (nor did it
 //! before, on tokio's blocking pool), and a round costs one wake-up, not a
 //! hop to a pool thread and back to a runtime every time.
 
