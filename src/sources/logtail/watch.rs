@@ -1,18 +1,20 @@
 //! Waiting for a tailed file to change, so that a quiet log costs no
-//! round: inotify on each file's directory (a watch on the file itself
-//! would be lost at its first rotation), and a [`Nudge`] that another
-//! thread writes to when it wants a round sooner. Events only say when to
+//! round: inotify on each file for its writes, on its directory for the
+//! file coming and going (a rotation, a new file taking the name), and a
+//! [`Nudge`] that another thread writes to when it wants a round sooner.
+//! Other files of the directory may be written all the time (a server's
+//! other logs): their writes are not told. Events only say when to
 //! read: every round still reads every file as a poll does, so a change
 //! inotify never reports (a network mount written from another host) is
 //! read at the next round the timer gives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,27 +55,34 @@ pub enum Woke {
 
 pub struct Watch {
     inotify: OwnedFd,
-    /// The file names watched in each directory, by its watch descriptor.
-    names: HashMap<i32, Vec<OsString>>,
+    /// Each directory, by its watch descriptor, with the names watched in it.
+    dirs: HashMap<i32, (PathBuf, Vec<OsString>)>,
+    /// The files watched for writes (what a watched name was when looked at).
+    files: HashSet<i32>,
     nudge: Nudge,
     buf: Vec<MaybeUninit<u8>>,
     lost: bool,
 }
 
 impl Watch {
-    /// Watches the directories of `paths` (each must exist; a file need not).
+    /// Watches `paths` and their directories (each must exist; a file need not).
     pub fn new(paths: &[String], nudge: Nudge) -> io::Result<Watch> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
-        let flags = WatchFlags::MODIFY
-            | WatchFlags::CREATE
+        let flags = WatchFlags::CREATE
             | WatchFlags::DELETE
             | WatchFlags::MOVED_FROM
             | WatchFlags::MOVED_TO
-            | WatchFlags::ATTRIB
             | WatchFlags::DELETE_SELF
             | WatchFlags::MOVE_SELF
             | WatchFlags::ONLYDIR;
-        let mut names: HashMap<i32, Vec<OsString>> = HashMap::new();
+        let mut w = Watch {
+            inotify: fd,
+            dirs: HashMap::new(),
+            files: HashSet::new(),
+            nudge,
+            buf: vec![MaybeUninit::uninit(); 4096],
+            lost: false,
+        };
         for p in paths {
             let path = Path::new(p);
             // A link's target is written where it lives: its directory too.
@@ -84,11 +93,21 @@ impl Watch {
                 };
                 let dir = dir.filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
                 // The same directory twice gives the same descriptor.
-                let wd = inotify::add_watch(&fd, dir, flags)?;
-                names.entry(wd).or_default().push(name.to_os_string());
+                let wd = inotify::add_watch(&w.inotify, dir, flags)?;
+                let entry = w.dirs.entry(wd).or_insert_with(|| (dir.to_path_buf(), Vec::new()));
+                entry.1.push(name.to_os_string());
+                w.watch_file(&dir.join(name));
             }
         }
-        Ok(Watch { inotify: fd, names, nudge, buf: vec![MaybeUninit::uninit(); 4096], lost: false })
+        Ok(w)
+    }
+
+    /// Watches the writes of the file `path` names now (none yet: its
+    /// directory tells when it comes).
+    fn watch_file(&mut self, path: &Path) {
+        if let Ok(wd) = inotify::add_watch(&self.inotify, path, WatchFlags::MODIFY) {
+            self.files.insert(wd);
+        }
     }
 
     /// Whether a watched directory went away (deleted, moved, unmounted):
@@ -137,31 +156,49 @@ impl Watch {
     /// Reads every queued event; whether one concerns a watched file.
     fn drain(&mut self) -> io::Result<bool> {
         let mut hit = false;
+        let mut arrived: Vec<PathBuf> = Vec::new();
+        let mut gone: Vec<i32> = Vec::new();
         let mut reader = inotify::Reader::new(&self.inotify, &mut self.buf);
         loop {
             let ev = match reader.next() {
                 Ok(ev) => ev,
-                Err(Errno::AGAIN) => return Ok(hit),
+                Err(Errno::AGAIN) => break,
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             };
             let flags = ev.events();
             if flags.intersects(ReadFlags::QUEUE_OVERFLOW) {
                 hit = true;
-                continue;
+            } else if let Some((dir, names)) = self.dirs.get(&ev.wd()) {
+                if flags.intersects(
+                    ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT,
+                ) {
+                    self.lost = true;
+                    hit = true;
+                } else if let Some(n) =
+                    ev.file_name().filter(|n| names.iter().any(|w| w.as_bytes() == n.to_bytes()))
+                {
+                    hit = true;
+                    if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+                        arrived.push(dir.join(std::ffi::OsStr::from_bytes(n.to_bytes())));
+                    }
+                }
+            } else if self.files.contains(&ev.wd()) {
+                // Its inode is gone; the name's next file comes through the directory.
+                if flags.intersects(ReadFlags::IGNORED) {
+                    gone.push(ev.wd());
+                } else {
+                    hit = true;
+                }
             }
-            if flags.intersects(
-                ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT,
-            ) {
-                self.lost = true;
-                hit = true;
-                continue;
-            }
-            let watched = self.names.get(&ev.wd()).is_some_and(|names| {
-                ev.file_name().is_some_and(|n| names.iter().any(|w| w.as_bytes() == n.to_bytes()))
-            });
-            hit |= watched;
         }
+        for wd in gone {
+            self.files.remove(&wd);
+        }
+        for path in arrived {
+            self.watch_file(&path);
+        }
+        Ok(hit)
     }
 }
 
@@ -194,16 +231,27 @@ mod tests {
         assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
         f.write_all(b"INFO Added request x\n").unwrap();
         assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
-        // Another file of the directory (the demo's counters) is not.
-        std::fs::write(d.join("net-dev"), "x").unwrap();
+        // Another file of the directory (another server's log) is not.
+        let mut other = std::fs::File::create(d.join("router.log")).unwrap();
+        let _ = w.wait(soon());
+        other.write_all(b"a line of another log\n").unwrap();
         assert_eq!(w.wait(soon()).unwrap(), Woke::Timeout);
-        // Rotation: moved away, then a new one.
+        // Rotation: moved away, then a new one, whose writes are told.
         std::fs::rename(&log, d.join("decode.log.1")).unwrap();
         assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
-        std::fs::write(&log, "INFO again\n").unwrap();
+        let mut g = std::fs::File::create(&log).unwrap();
+        assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
+        g.write_all(b"INFO again\n").unwrap();
+        assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
+        // The old file, still written by a process that holds it, is too
+        // (the tailer finishes it).
+        f.write_all(b"INFO a last line\n").unwrap();
+        assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
+        // Truncated in place.
+        g.set_len(0).unwrap();
         assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
         assert!(!w.lost());
-        drop(f);
+        drop((f, g, other));
         std::fs::remove_dir_all(&d).unwrap();
         assert_eq!(w.wait(soon()).unwrap(), Woke::Changed);
         // The directory's own end is told with its files' or after them.
