@@ -53,7 +53,8 @@ impl LiveFeed {
     /// Tells the log tailer when the state next waits on its reads.
     pub fn tell_due(&self, state: &crate::state::AppState) {
         let due = || state.logs.as_ref().and_then(|l| l.reads_due(state.now));
-        self.wake.iter().for_each(|w| w.want_reads_past(due()));
+        let waiting = || state.logs.as_ref().is_some_and(|l| l.correlator.counts().pending > 0);
+        self.wake.iter().for_each(|w| w.want_reads_past(due(), waiting()));
     }
 }
 

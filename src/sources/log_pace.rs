@@ -29,6 +29,9 @@ pub struct LogPace {
     clock: Arc<dyn Clock>,
     /// When the last round began: when `pause` last returned.
     last: Instant,
+    /// The same on the clock: a deadline at or before it is the one that
+    /// round read past, until the state gives the next.
+    last_clock: f64,
 }
 
 /// The longest a watched tailer goes without a round: the screen's refresh.
@@ -48,7 +51,16 @@ impl LogPace {
             wake.listen(n);
             w
         });
-        LogPace { every, heartbeat: heartbeat.max(every), watch, wake, clock, last: Instant::now() }
+        let last_clock = clock.now();
+        LogPace {
+            every,
+            heartbeat: heartbeat.max(every),
+            watch,
+            wake,
+            clock,
+            last: Instant::now(),
+            last_clock,
+        }
     }
 
     /// Whether the files are watched (else polled).
@@ -60,6 +72,7 @@ impl LogPace {
     pub fn pause(&mut self) {
         self.wait();
         self.last = Instant::now();
+        self.last_clock = self.clock.now();
     }
 
     fn wait(&mut self) {
@@ -79,7 +92,12 @@ impl LogPace {
             let woke = watch.wait(until);
             self.wake.arm(f64::NEG_INFINITY);
             match woke {
-                Ok(Woke::Timeout) => return,
+                Ok(Woke::Timeout) => {
+                    if until >= self.last + self.heartbeat && self.wake.waiting() {
+                        self.wake.beat();
+                    }
+                    return;
+                }
                 Ok(Woke::Changed) => {
                     // A round is coming: later changes are its to read,
                     // not wake-ups of their own.
@@ -99,12 +117,15 @@ impl LogPace {
     fn next_unchanged(&self) -> Instant {
         let beat = self.last + self.heartbeat;
         let due = self.wake.due();
-        if !due.is_finite() {
+        if !due.is_finite() || due <= self.last_clock {
             return beat;
         }
         let speed = self.clock.speed().max(1e-6);
         let wait = ((due - self.clock.now()) / speed).clamp(0.0, self.heartbeat.as_secs_f64());
-        (Instant::now() + Duration::from_secs_f64(wait)).max(self.last + self.every).min(beat)
+        // A millisecond over: the round's clock (the system's) must read
+        // past the deadline though the wait ran on the monotonic one.
+        let at = Instant::now() + Duration::from_secs_f64(wait) + Duration::from_millis(1);
+        at.max(self.last + self.every).min(beat)
     }
 }
 
@@ -163,19 +184,57 @@ mod tests {
         let (w2, c2) = (wake.clone(), clock.clone());
         let setter = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(200));
-            w2.want_reads_past(Some(c2.now() + 0.3));
+            w2.want_reads_past(Some(c2.now() + 0.3), false);
         });
         let began = Instant::now();
         pace.pause();
         let took = began.elapsed();
         setter.join().unwrap();
         assert!(took >= Duration::from_millis(450) && took < Duration::from_millis(1500), "{took:?}");
-        // A deadline already past: a round once `every` is over.
-        wake.want_reads_past(Some(clock.now() - 5.0));
+        // A deadline past since the last round began: a round once `every`
+        // is over.
+        let round = Instant::now();
+        std::thread::sleep(Duration::from_millis(30));
+        wake.want_reads_past(Some(clock.now() - 0.01), false);
+        pace.pause();
+        let took = round.elapsed();
+        assert!(took + SLACK >= EVERY && took < Duration::from_millis(1500), "{took:?}");
+        // One the last round began after was read past: not waited for
+        // again (the state gives the next), the heartbeat then; which is
+        // news only while verdicts wait on time.
+        assert!(!wake.take_beat());
+        let began = Instant::now();
+        pace.pause();
+        assert!(began.elapsed() + SLACK >= BEAT, "{:?}", began.elapsed());
+        assert!(!wake.take_beat(), "nothing waits");
+        wake.want_reads_past(None, true);
+        pace.pause();
+        assert!(wake.take_beat(), "verdicts wait");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_deadline_later_than_the_one_read_past_still_ends_a_heartbeat_wait() {
+        let (d, p) = setup("later");
+        let wake = Wake::default();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut pace = LogPace::new(&[p], EVERY, BEAT, wake.clone(), clock.clone());
+        wake.want_reads_past(Some(clock.now() + 0.15), false);
+        pace.pause();
+        // Read past it; the state, not yet told, gives a later one while
+        // the tailer waits for its heartbeat.
+        let (w2, c2) = (wake.clone(), clock.clone());
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            w2.want_reads_past(Some(c2.now() + 0.2), false);
+            // Told again, as every batch applied tells it: no second stir.
+            w2.want_reads_past(Some(c2.now() + 0.2), false);
+        });
         let began = Instant::now();
         pace.pause();
         let took = began.elapsed();
-        assert!(took + SLACK >= EVERY && took < Duration::from_millis(1500), "{took:?}");
+        setter.join().unwrap();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(1200), "{took:?}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

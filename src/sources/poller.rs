@@ -6,7 +6,7 @@
 //! hop to a pool thread and back to a runtime every time.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -42,6 +42,12 @@ struct Shared {
     /// `f64` bits, clock time: when the waiting tailer reads next, as far
     /// as it knows (minus infinity: it is reading, and looks at `due` next).
     armed: AtomicU64,
+    /// Verdicts wait that the passing of time alone may give, at moments
+    /// `due` does not name (a request seen on one side only): the
+    /// tailer's heartbeat round is news while they do.
+    waiting: AtomicBool,
+    /// The round about to be read is the heartbeat's, and news.
+    beat: AtomicBool,
     /// The log tailer's, once it waits on one.
     nudge: OnceLock<Nudge>,
 }
@@ -52,6 +58,8 @@ impl Default for Wake {
             notify: tokio::sync::Notify::new(),
             due: AtomicU64::new(f64::INFINITY.to_bits()),
             armed: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
+            waiting: AtomicBool::new(false),
+            beat: AtomicBool::new(false),
             nudge: OnceLock::new(),
         }))
     }
@@ -77,15 +85,35 @@ impl Wake {
     }
 
     /// The state's next deadline on the logs' reads (clock time; `None`:
-    /// none). One sooner than the waiting tailer's next read stirs it.
-    pub fn want_reads_past(&self, due: Option<f64>) {
+    /// none), and whether other verdicts wait on time (`waiting`). A new
+    /// deadline sooner than the waiting tailer's next read stirs it.
+    pub fn want_reads_past(&self, due: Option<f64>, waiting: bool) {
         let due = due.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
-        self.0.due.store(due.to_bits(), Ordering::SeqCst);
-        if due < f64::from_bits(self.0.armed.load(Ordering::SeqCst))
+        self.0.waiting.store(waiting, Ordering::Relaxed);
+        // The same deadline again (each batch applied tells it) is no news
+        // to the tailer; a later one may be, when it waits for its heartbeat.
+        let was = f64::from_bits(self.0.due.swap(due.to_bits(), Ordering::SeqCst));
+        if due != was
+            && due < f64::from_bits(self.0.armed.load(Ordering::SeqCst))
             && let Some(n) = self.0.nudge.get()
         {
             n.nudge();
         }
+    }
+
+    /// Whether verdicts wait on time alone (`want_reads_past`).
+    pub fn waiting(&self) -> bool {
+        self.0.waiting.load(Ordering::Relaxed)
+    }
+
+    /// The tailer's next round is its heartbeat's, while verdicts wait.
+    pub fn beat(&self) {
+        self.0.beat.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this round is the heartbeat's (asked once).
+    pub fn take_beat(&self) -> bool {
+        self.0.beat.swap(false, Ordering::Relaxed)
     }
 
     /// The deadline the state last gave (infinity: none).

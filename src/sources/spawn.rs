@@ -189,9 +189,11 @@ fn tail_files(
             .map(|(_, t, _)| t.poll().unwrap_or_else(|e| TailBatch::new(TailState::Error(e.to_string()))))
             .collect();
         let at = clock.now();
-        // News: lines, or a read past the state's deadline.
+        // News: lines, a read past the state's deadline, or the heartbeat's
+        // while verdicts wait on time alone.
         let due = wake.as_ref().map_or(f64::INFINITY, Wake::due);
-        let mut round = Round { msgs: Vec::new(), more: false, news: read_from >= due };
+        let beat = wake.as_ref().is_some_and(Wake::take_beat);
+        let mut round = Round { msgs: Vec::new(), more: false, news: read_from >= due || beat };
         for (((source, _, news), b), path) in tailers.iter_mut().zip(batches).zip(&paths) {
             round.more |= b.more;
             round.news |= !b.lines.is_empty();
@@ -397,12 +399,16 @@ mod tests {
         assert!(!b().news, "nothing new, and no deadline");
         // A read before the state's deadline finds nothing to call; the
         // one past it may call a miss.
-        wake.want_reads_past(Some(clock.now() + 3600.0));
+        wake.want_reads_past(Some(clock.now() + 3600.0), false);
         assert!(!q().news);
-        wake.want_reads_past(Some(clock.now() - 0.001));
+        wake.want_reads_past(Some(clock.now() - 0.001), false);
         assert!(q().news, "read past the deadline");
-        wake.want_reads_past(None);
+        wake.want_reads_past(None, true);
         assert!(!q().news);
+        // The heartbeat's round, while verdicts wait on time alone.
+        wake.beat();
+        assert!(q().news, "the heartbeat");
+        assert!(!q().news, "once");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -103,10 +103,15 @@ impl Watch {
     }
 
     /// Watches the writes of the file `path` names now (none yet: its
-    /// directory tells when it comes).
+    /// directory tells when it comes). One that cannot be watched (the
+    /// kernel's limit reached) leaves the timer to do.
     fn watch_file(&mut self, path: &Path) {
-        if let Ok(wd) = inotify::add_watch(&self.inotify, path, WatchFlags::MODIFY) {
-            self.files.insert(wd);
+        match inotify::add_watch(&self.inotify, path, WatchFlags::MODIFY) {
+            Ok(wd) => {
+                self.files.insert(wd);
+            }
+            Err(Errno::NOENT) => {}
+            Err(_) => self.lost = true,
         }
     }
 
@@ -123,7 +128,7 @@ impl Watch {
             if left.is_zero() {
                 return Ok(Woke::Timeout);
             }
-            let timeout = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+            let timeout = Timespec { tv_sec: left.as_secs() as _, tv_nsec: left.subsec_nanos() as _ };
             let (changed, nudged) = {
                 let mut fds =
                     [PollFd::new(&self.inotify, PollFlags::IN), PollFd::new(&*self.nudge.0, PollFlags::IN)];
@@ -168,7 +173,10 @@ impl Watch {
             };
             let flags = ev.events();
             if flags.intersects(ReadFlags::QUEUE_OVERFLOW) {
+                // A file's arrival may be among the events lost: every
+                // name is watched again (a watched inode keeps its watch).
                 hit = true;
+                arrived.extend(self.dirs.values().flat_map(|(dir, names)| names.iter().map(|n| dir.join(n))));
             } else if let Some((dir, names)) = self.dirs.get(&ev.wd()) {
                 if flags.intersects(
                     ReadFlags::IGNORED | ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF | ReadFlags::UNMOUNT,
