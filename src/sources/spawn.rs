@@ -100,31 +100,15 @@ pub fn spawn_log_tailers(
     if !files.is_empty() {
         let paths: Vec<String> = files.iter().map(|(_, p)| p.clone()).collect();
         let round = tail_files(files, also, clock.clone(), wake.clone());
-        let started = match &wake {
+        let pause: Box<dyn FnMut() + Send> = match &wake {
             Some(w) => {
                 let mut pace = LogPace::new(&paths, interval, HEARTBEAT, w.clone(), clock.clone());
-                let pause = move || pace.pause();
-                spawn_poller(
-                    "pdtop-logs",
-                    "log tailer".into(),
-                    pause,
-                    clock.clone(),
-                    (tx.clone(), wake.clone()),
-                    round,
-                )
+                Box::new(move || pace.pause())
             }
-            None => {
-                let pause = every(interval);
-                spawn_poller(
-                    "pdtop-logs",
-                    "log tailer".into(),
-                    pause,
-                    clock.clone(),
-                    (tx.clone(), wake.clone()),
-                    round,
-                )
-            }
+            None => Box::new(every(interval)),
         };
+        let (source, sink) = ("log tailer".to_string(), (tx.clone(), wake.clone()));
+        let started = spawn_poller("pdtop-logs", source, pause, clock.clone(), sink, round);
         if let Err(e) = started {
             let _ = tx.try_send(Msg::SourceFailed {
                 source: "log tailer".into(),
