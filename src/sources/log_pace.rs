@@ -175,17 +175,37 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A tailer's pace on a fresh log, with its wake and clock.
+    fn paced(tag: &str) -> (std::path::PathBuf, Wake, Arc<dyn Clock>, LogPace) {
+        let (d, p) = setup(tag);
+        let (wake, clock): (Wake, Arc<dyn Clock>) = (Wake::default(), Arc::new(SystemClock));
+        let pace = LogPace::new(&[p], EVERY, BEAT, wake.clone(), clock.clone());
+        (d, wake, clock, pace)
+    }
+
+    /// The state, from another thread `after` from now, gives a deadline
+    /// `ahead` seconds on, `times` times over (as each batch applied does).
+    fn give_later(
+        wake: &Wake,
+        clock: &Arc<dyn Clock>,
+        after: Duration,
+        ahead: f64,
+        times: usize,
+    ) -> std::thread::JoinHandle<()> {
+        let (wake, clock) = (wake.clone(), clock.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            let due = clock.now() + ahead;
+            for _ in 0..times {
+                wake.want_reads_past(Some(due), false);
+            }
+        })
+    }
+
     #[test]
     fn a_deadline_given_while_waiting_is_kept() {
-        let (d, p) = setup("due");
-        let wake = Wake::default();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let mut pace = LogPace::new(&[p], EVERY, BEAT, wake.clone(), clock.clone());
-        let (w2, c2) = (wake.clone(), clock.clone());
-        let setter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
-            w2.want_reads_past(Some(c2.now() + 0.3), false);
-        });
+        let (d, wake, clock, mut pace) = paced("due");
+        let setter = give_later(&wake, &clock, Duration::from_millis(200), 0.3, 1);
         let began = Instant::now();
         pace.pause();
         let took = began.elapsed();
@@ -215,21 +235,12 @@ mod tests {
 
     #[test]
     fn a_deadline_later_than_the_one_read_past_still_ends_a_heartbeat_wait() {
-        let (d, p) = setup("later");
-        let wake = Wake::default();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let mut pace = LogPace::new(&[p], EVERY, BEAT, wake.clone(), clock.clone());
+        let (d, wake, clock, mut pace) = paced("later");
         wake.want_reads_past(Some(clock.now() + 0.15), false);
         pace.pause();
         // Read past it; the state, not yet told, gives a later one while
         // the tailer waits for its heartbeat.
-        let (w2, c2) = (wake.clone(), clock.clone());
-        let setter = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(150));
-            w2.want_reads_past(Some(c2.now() + 0.2), false);
-            // Told again, as every batch applied tells it: no second stir.
-            w2.want_reads_past(Some(c2.now() + 0.2), false);
-        });
+        let setter = give_later(&wake, &clock, Duration::from_millis(150), 0.2, 2);
         let began = Instant::now();
         pace.pause();
         let took = began.elapsed();
