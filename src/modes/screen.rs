@@ -15,15 +15,35 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
             "the dashboard needs a terminal; for no screen use `pdtop check --duration SECS --json`",
         ));
     }
-    // `try_init` takes the terminal (raw mode, the alternate screen, the
-    // panic hook that restores it); frames are then written through a
-    // buffer, one write each, not one locked and line-scanned write of
+    // Only a panic of this (the drawing) thread ends the dashboard, so only
+    // it restores the terminal. A collector's panic is caught by its runtime
+    // and shown as that source failing; it may run on a runtime's worker
+    // or blocking thread, whose name is not the collector's, and restoring
+    // there would leave a running dashboard in cooked mode (keys echoed,
+    // `q` waiting for Enter). The hook is in place before raw mode: the
+    // collectors already run, and ratatui's `try_init`, whose hook restores
+    // on any thread's panic until this one replaced it, once let a scraper
+    // panicking at start-up do just that.
+    let ui = std::thread::current().id();
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let here = std::thread::current();
+        if here.id() != ui || here.name() == Some(COLLECTOR_THREAD) {
+            return;
+        }
+        ratatui::restore();
+        hook(info);
+    }));
+    // Raw mode and the alternate screen; frames are then written through
+    // a buffer, one write each, not one locked and line-scanned write of
     // stdout per escape sequence.
     // Restores on every way out of this function, `?` included (an early
     // error used to leave the terminal raw and on the alternate screen),
     // a set-up that failed half-way too.
     let restore = RestoreOnDrop;
-    drop(ratatui::try_init().runtime("cannot set up the terminal")?);
+    ratatui::crossterm::terminal::enable_raw_mode().runtime("cannot set up the terminal")?;
+    ratatui::crossterm::execute!(std::io::stdout(), ratatui::crossterm::terminal::EnterAlternateScreen)
+        .runtime("cannot set up the terminal")?;
     let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
     // A fixed viewport, resized on the terminal's resize events (`app::run`):
     // a full-screen one asks the terminal its size before every frame.
@@ -34,21 +54,6 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
         ratatui::TerminalOptions { viewport },
     )
     .runtime("cannot set up the terminal")?;
-    let hook = std::panic::take_hook();
-    // Only a panic of this (the drawing) thread ends the dashboard, so only
-    // it restores the terminal. A collector's panic is caught by its runtime
-    // and shown as that source failing; it may run on a runtime's worker
-    // or blocking thread, whose name is not the collector's, and restoring
-    // there would leave a running dashboard in cooked mode (keys echoed,
-    // `q` waiting for Enter).
-    let ui = std::thread::current().id();
-    std::panic::set_hook(Box::new(move |info| {
-        let here = std::thread::current();
-        if here.id() != ui || here.name() == Some(COLLECTOR_THREAD) {
-            return;
-        }
-        hook(info);
-    }));
     #[cfg(debug_assertions)]
     test_ui_fault()?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("ui runtime")?;
