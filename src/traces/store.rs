@@ -69,6 +69,15 @@ pub(crate) struct Entry {
     pub retired: bool,
 }
 
+impl Entry {
+    /// Event times of its prefill copy and its decode request: where what
+    /// the proxy's flow says of it is judged.
+    pub fn side_times(&self) -> Vec<f64> {
+        let copy = self.trace.phases.iter().filter(|p| p.hop == Hop::Producer).map(|p| p.start);
+        copy.chain(self.track.decode_event_t).collect()
+    }
+}
+
 /// The last counts and what they were counted at; a lock, not a `Cell`, so
 /// the state stays `Sync`.
 #[derive(Default)]

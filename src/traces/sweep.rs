@@ -6,6 +6,7 @@ use super::connector::hits::Waiting;
 use super::correlator::{Correlator, Style};
 use super::evidence::FactKind;
 use super::model::{Join, Outcome};
+use super::proxy::flow::{BYPASS_S, Copy};
 use crate::feed::LogOrigin;
 
 /// How far behind the reads a decode's idle log is taken to be written.
@@ -65,14 +66,31 @@ impl Correlator {
         });
         // The proxy's silence means nothing while its earlier lines are unread.
         if self.proxy_read() && !self.backlog_unread {
-            let (store, was) = (&self.store, self.flow.bypass);
-            self.flow.check(now, |s| store.get(s).map(|e| e.track.proxy_seen));
-            if self.flow.bypass && !was {
-                // The flow vouched for the order joins decided before: no more.
+            let (store, win) = (&self.store, self.opts.order_window_s);
+            let new = self.flow.check(|s, at| match store.get(s) {
+                None => Copy::Accounted,
+                Some(e) if e.track.proxy_seen => Copy::Accounted,
+                Some(e) if e.trace.join == Join::ById && e.trace.decode.is_some() => Copy::Accounted,
+                // A proxied copy reaches its decode within the order window.
+                Some(e) => match e.track.decode_at {
+                    Some(d) if e.trace.decode.is_some() => Copy::Due(d.max(at)),
+                    _ => Copy::Due(at + win.max(BYPASS_S) - BYPASS_S),
+                },
+            });
+            if !new.is_empty() {
+                // The flow vouched for the order joins near them: no more.
+                let win = self.opts.order_window_s;
                 let joined: Vec<u64> = self
                     .store
                     .serials()
-                    .filter(|&s| self.store.get(s).is_some_and(|e| e.trace.join == Join::ByOrder))
+                    .filter(|&s| {
+                        self.store.get(s).is_some_and(|e| {
+                            let times = e.side_times();
+                            e.trace.join == Join::ByOrder
+                                && (times.is_empty()
+                                    || new.iter().any(|&b| times.iter().any(|&t| (t - b).abs() <= win)))
+                        })
+                    })
                     .collect();
                 for s in joined {
                     self.settle_by(s, now, force);

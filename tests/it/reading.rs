@@ -138,6 +138,28 @@ fn every_capture_gives_the_same_verdicts_at_every_pace() {
     assert!(failed.is_empty(), "{failed:#?}");
 }
 
+/// Read every second from just after the start, at three phases of the
+/// second: where the reads fall against the lines (a live tail is not in
+/// step with the lab's clock) changes no verdict. A proxy that prints no
+/// time is dated by these reads, so a copy's access line may be read a
+/// read later at one phase than at another.
+#[test]
+fn every_capture_gives_the_same_verdicts_whatever_the_phase_of_its_reads() {
+    let mut failed = Vec::new();
+    for name in ALL {
+        let cap = capture(name);
+        let base = Reading { every: 1.0, ..Reading::from_start(secs(&cap), true) };
+        let want = verdicts(&cap, &Reading { start: 0.1, ..base });
+        for start in [0.4, 0.7] {
+            let d = differences(&want, &verdicts(&cap, &Reading { start, ..base }));
+            if !d.is_empty() {
+                failed.push(format!("{name} read every second from {start} s: {} differ: {d:#?}", d.len()));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
 /// Opened part way, at a quarter, half and three quarters of the run, read
 /// at x4: every request's verdict is the one a pdtop running from the start
 /// gives with the same scrapes and spans lost; where the proxy prints no

@@ -366,11 +366,21 @@ fn without_shared_ids_no_miss_comes_from_a_guess() {
         for t in c.traces() {
             if t.join == Join::ByOrder {
                 assert_ne!(t.outcome, Outcome::SilentMiss, "{}", t.id);
-                assert_eq!(t.confidence, Confidence::Unsure, "{}", t.id);
+                // Likely where no client reached the prefill directly
+                // within the order window: the proxy's flow vouches there.
+                assert_ne!(t.confidence, Confidence::Sure, "{}", t.id);
             }
         }
         assert_eq!(n.silent_miss, 0, "{dir}: {n:?}");
-        assert_eq!(n.no_prefill, 0, "{dir}: ids are not shared, so absence proves nothing");
+        // Without shared ids, absence proves something only where the
+        // proxy's flow vouches: a request with no proxy line, no prefill
+        // copy and no client at the prefill directly near it. Those are the
+        // lab's decode-only requests, never a proxied one.
+        let decode_only = requests(dir).iter().filter(|r| r.mode == "decode_only").count();
+        assert_eq!(n.no_prefill, decode_only as u64, "{dir}: {n:?}");
+        for t in c.traces().filter(|t| t.outcome == Outcome::NoPrefill) {
+            assert_ne!(t.confidence, Confidence::Sure, "{}", t.id);
+        }
         assert!(c.traces().any(|t| t.join == Join::ByOrder), "{dir}");
         let mut by: BTreeMap<String, usize> = BTreeMap::new();
         for t in c.traces() {
@@ -1263,4 +1273,52 @@ fn the_toy_proxys_report_and_uvicorns_exception_are_one_failure() {
     assert_eq!(failures.len(), 2, "{:#?}", failures.iter().map(|t| t.evidence()).collect::<Vec<_>>());
     assert!(failures[0].evidence().contains("disagg prefill proxy server"), "{}", failures[0].evidence());
     assert!(failures.iter().all(|t| t.outcome == Outcome::Error));
+}
+
+/// The cascade's 1P2D lab, whose two uvicorn proxies (vLLM's demo proxy,
+/// then the lab's miniproxy) print no time into one log: each access line
+/// read as its answer started, and again up to a second late (a read that
+/// falls just before the line is written, at x4). A copy whose access line
+/// comes late, or that shares its id with its own decode request, is no
+/// client reaching the prefill directly: the demo proxy still vouches for
+/// its 20 id-less misses. (Later than the 3 s `proxy_window_s`, an access
+/// line fits no request and the misses are unknown, not wrong.)
+#[test]
+fn a_late_proxy_line_is_no_bypass() {
+    let dir = "nixl-1p2d-cascade";
+    let hint = start_hint(dir);
+    let log = |name: &str| instance_lines(&[capture(&format!("{dir}/{name}"))], hint);
+    let mut answers: Vec<f64> = capture(&format!("{dir}/requests.jsonl"))
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "proxy")
+        .filter_map(|v| Some(v["t_start"].as_f64()? + v["ttft_ms"].as_f64().unwrap_or(0.0) / 1000.0))
+        .collect();
+    answers.sort_by(f64::total_cmp);
+    let mut counts = Vec::new();
+    for lag in [0.0, 0.5, 1.0] {
+        let mut next = answers.iter().map(|t| t + lag);
+        let mut last = hint - 10.0;
+        let proxy: Lines = capture(&format!("{dir}/proxy.log"))
+            .lines()
+            .map(|l| {
+                if l.contains("\"POST ") {
+                    last = next.next().unwrap_or(last);
+                }
+                (last, l.to_string())
+            })
+            .collect();
+        let feeds = vec![
+            (LogOrigin::Prefill(0), log("vllm-prefill.log")),
+            (LogOrigin::Decode(0), log("vllm-decode.log")),
+            (LogOrigin::Decode(1), log("vllm-decode2.log")),
+            (LogOrigin::Proxy, proxy),
+        ];
+        let c = run(feeds, CorrelatorOptions::default());
+        counts.push((lag, c.counts()));
+    }
+    // requests.jsonl: 25 silent misses, 20 of them the demo proxy's.
+    for (lag, n) in &counts {
+        assert_eq!((n.silent_miss, n.unknown), (25, 1), "read {lag} s late: {n:?}");
+    }
 }

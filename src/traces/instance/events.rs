@@ -249,7 +249,7 @@ impl Correlator {
             return s;
         }
         if a.max_tokens == Some(1) && !self.joiner.forwarded(a.id) {
-            self.flow.watch(s, a.at);
+            self.flow.watch(s, a.at, a.t);
         }
         if let Some(max_tokens) = a.max_tokens.filter(|m| *m > 1) {
             self.said(s, a.t, src, FactKind::ServedAlone { max_tokens }, a.at);

@@ -156,11 +156,12 @@ impl Correlator {
         self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
         let mut prefilled = false;
         if let Some(e) = self.store.get_mut(s) {
+            self.flow.answered(e.track.decode_at.unwrap_or(e.trace.first_seen));
             e.track.proxy_seen = true;
             e.track.proxy_answer = Some(status);
             prefilled = e.trace.prefill.is_some();
         }
-        if prefilled && !self.flow.proxied && !self.flow.bypass {
+        if prefilled && !self.flow.proxied {
             self.flow.proxied = true;
             self.settle_orphans(at);
         }

@@ -25,16 +25,32 @@ const REFUSAL_S: f64 = 1.0;
 /// Entries kept in each list below.
 const CAP: usize = 1024;
 
+/// What became of a prefill copy watched for its proxy line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Copy {
+    /// Its proxy line came, or it is accounted for otherwise (paired by a
+    /// shared id with its own decode request: no other request's copy).
+    Accounted,
+    /// Its proxy line was due by this read time: the proxy answers once
+    /// the decode is reached, so not before its decode request was read.
+    Due(f64),
+}
+
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Flow {
     /// `host:port` of each instance, to name the one a proxy error names.
     addrs: Vec<(LogOrigin, String)>,
-    /// A prefill copy arrived that no proxy line followed.
-    pub bypass: bool,
+    /// When prefill copies arrived that no proxy line followed, as spans
+    /// of their event times: clients reached the prefill directly then.
+    bypasses: VecDeque<(f64, f64)>,
     /// A prefill copy was tied to a proxy access line.
     pub proxied: bool,
-    /// Prefill copies waiting for their proxy line: (serial, read time).
-    watch: VecDeque<(u64, f64)>,
+    /// The latest request the proxy answered, by when it reached decode
+    /// (read time): the proxy's own progress.
+    answered: Option<f64>,
+    /// Prefill copies waiting for their proxy line: (serial, read time,
+    /// event time).
+    watch: VecDeque<(u64, f64, f64)>,
     /// Decode requests with neither a prefill copy nor a proxy line, left
     /// Unknown until the flow is known.
     pub orphans: VecDeque<u64>,
@@ -73,35 +89,75 @@ impl Flow {
         self.addrs.iter().find(|(_, a)| norm(a) == want).map(|(s, _)| *s)
     }
 
-    /// Every prefill copy so far came through the proxy.
-    pub fn established(&self) -> bool {
-        self.proxied && !self.bypass
+    /// The proxy was seen prefilling its requests, and no client reached
+    /// the prefill around `times` (event times of a trace's sides; none:
+    /// ever): an order join there is with a proxied copy. Judged on the
+    /// sources' times, so a bypass long after a request (a benchmark run
+    /// later) leaves its verdict as it was, whenever either was read.
+    pub fn vouches(&self, times: &[f64], window: f64) -> bool {
+        self.proxied && !self.bypass_near(times, window)
     }
 
-    pub fn watch(&mut self, serial: u64, at: f64) {
-        push_capped(&mut self.watch, (serial, at), CAP);
+    /// A prefill copy that no proxy line followed arrived within `window`
+    /// of `times` (none given: at any time).
+    pub fn bypass_near(&self, times: &[f64], window: f64) -> bool {
+        let lo = times.iter().copied().fold(f64::INFINITY, f64::min) - window;
+        let hi = times.iter().copied().fold(f64::NEG_INFINITY, f64::max) + window;
+        if times.is_empty() {
+            return !self.bypasses.is_empty();
+        }
+        self.bypasses.iter().any(|&(a, b)| b >= lo && a <= hi)
+    }
+
+    pub fn watch(&mut self, serial: u64, at: f64, t: f64) {
+        push_capped(&mut self.watch, (serial, at, t), CAP);
     }
 
     /// Prefill copies moved between traces (`map`: old serial to new).
     pub fn moved(&mut self, map: impl Fn(u64) -> u64) {
-        self.watch.iter_mut().for_each(|(s, _)| *s = map(*s));
+        self.watch.iter_mut().for_each(|(s, _, _)| *s = map(*s));
     }
 
     pub fn orphan(&mut self, serial: u64) {
         push_capped(&mut self.orphans, serial, CAP);
     }
 
-    /// Drops watched copies `seen` says got their proxy line; a copy older
-    /// than `BYPASS_S` without one marks the bypass.
-    pub fn check(&mut self, now: f64, seen: impl Fn(u64) -> Option<bool>) {
-        while let Some((s, at)) = self.watch.front().copied() {
-            match seen(s) {
-                Some(true) | None => {}
-                Some(false) if now - at > BYPASS_S => self.bypass = true,
-                Some(false) => break,
+    /// Drops watched copies that `copy` says were proxied or accounted
+    /// for. A copy whose proxy line was due `BYPASS_S` before a request
+    /// the proxy answered since (its clock, not the reads': a proxy's log
+    /// may reach the file late, in bursts) and never came is a bypass,
+    /// kept at its event time. Returns the event times of the new ones.
+    pub fn check(&mut self, copy: impl Fn(u64, f64) -> Copy) -> Vec<f64> {
+        let Some(answered) = self.answered else { return Vec::new() };
+        let mut new = Vec::new();
+        self.watch.retain(|&(s, at, t)| match copy(s, at) {
+            Copy::Accounted => false,
+            Copy::Due(due) if answered - due > BYPASS_S => {
+                new.push(t);
+                false
             }
-            self.watch.pop_front();
+            Copy::Due(_) => true,
+        });
+        for &t in &new {
+            self.bypassed(t);
         }
+        new
+    }
+
+    /// The proxy answered a request that reached decode (or was first
+    /// read) at `near`.
+    pub fn answered(&mut self, near: f64) {
+        self.answered = Some(self.answered.map_or(near, |a| a.max(near)));
+    }
+
+    /// Adds a bypass at `t`: one span with a bypass less than a second
+    /// before it, so a client that keeps bypassing costs one entry.
+    fn bypassed(&mut self, t: f64) {
+        if let Some(last) = self.bypasses.iter_mut().find(|(a, b)| t >= *a - 1.0 && t <= *b + 1.0) {
+            *last = (last.0.min(t), last.1.max(t));
+            return;
+        }
+        push_capped(&mut self.bypasses, (t, t), CAP);
     }
 
     pub fn queued(&self) -> usize {
@@ -146,12 +202,34 @@ mod tests {
         f.set_addr(LogOrigin::Prefill(0), "localhost:8100");
         assert_eq!(f.source_of("127.0.0.1:8100"), Some(LogOrigin::Prefill(0)));
         assert_eq!(f.source_of("127.0.0.1:8200"), None);
-        f.watch(1, 0.0);
-        f.watch(2, 1.0);
-        f.check(3.0, |_| Some(false));
-        assert!(!f.bypass);
-        f.check(5.5, |s| Some(s == 2));
-        assert!(f.bypass);
+        f.watch(1, 0.0, 100.0);
+        f.watch(2, 1.0, 101.0);
+        let open = |s: u64, at: f64| if s == 2 { Copy::Accounted } else { Copy::Due(at) };
+        assert!(f.check(open).is_empty(), "the proxy answered nothing yet");
+        f.answered(3.0);
+        assert!(f.check(open).is_empty());
+        assert!(!f.bypass_near(&[], 10.0));
+        f.answered(5.5);
+        assert_eq!(f.check(open), vec![100.0]);
+        assert!(f.bypass_near(&[], 10.0));
         assert_eq!(f.queued(), 0);
+    }
+
+    /// A bypass is local to its time: a request long before or after it
+    /// is still vouched for, one within the window is not.
+    #[test]
+    fn a_bypass_weighs_only_near_its_time() {
+        let mut f = Flow { proxied: true, ..Flow::default() };
+        f.watch(1, 60.0, 58.0);
+        f.watch(2, 60.5, 58.4);
+        f.answered(66.0);
+        assert_eq!(f.check(|_, at| Copy::Due(at)), vec![58.0, 58.4]);
+        assert!(f.vouches(&[1.0, 2.5], 10.0));
+        assert!(!f.vouches(&[50.0], 10.0));
+        assert!(!f.vouches(&[40.0, 68.0], 10.0));
+        assert!(f.vouches(&[70.0], 10.0));
+        assert!(!f.vouches(&[], 10.0));
+        // Copies a second apart make one span.
+        assert_eq!(f.bypasses.len(), 1);
     }
 }
