@@ -6,7 +6,8 @@ use super::connector::hits::Waiting;
 use super::correlator::{Correlator, Style};
 use super::evidence::FactKind;
 use super::model::{Join, Outcome};
-use super::proxy::flow::{BYPASS_S, Copy};
+use super::proxy::flow::{BYPASS_S, Copy, span_of};
+use super::reason::Reason;
 use crate::feed::LogOrigin;
 
 /// How far behind the reads a decode's idle log is taken to be written.
@@ -67,7 +68,7 @@ impl Correlator {
         // The proxy's silence means nothing while its earlier lines are unread.
         if self.proxy_read() && !self.backlog_unread {
             let (store, win) = (&self.store, self.opts.order_window_s);
-            let new = self.flow.check(|s, at| match store.get(s) {
+            let new = self.flow.check(now, |s, at| match store.get(s) {
                 None => Copy::Accounted,
                 Some(e) if e.track.proxy_seen => Copy::Accounted,
                 Some(e) if e.trace.join == Join::ById && e.trace.decode.is_some() => Copy::Accounted,
@@ -80,15 +81,18 @@ impl Correlator {
             if !new.is_empty() {
                 // The flow vouched for the order joins near them: no more.
                 let win = self.opts.order_window_s;
+                // And for the requests it called no prefill (`NoPrefillByFlow`).
                 let joined: Vec<u64> = self
                     .store
                     .serials()
                     .filter(|&s| {
                         self.store.get(s).is_some_and(|e| {
+                            let by_flow =
+                                matches!(e.trace.reasons.first(), Some(Reason::NoPrefillByFlow { .. }));
                             let times = e.side_times();
-                            e.trace.join == Join::ByOrder
-                                && (times.is_empty()
-                                    || new.iter().any(|&b| times.iter().any(|&t| (t - b).abs() <= win)))
+                            let (lo, hi) = span_of(&times, win);
+                            (e.trace.join == Join::ByOrder || by_flow)
+                                && (times.is_empty() || new.iter().any(|&b| b >= lo && b <= hi))
                         })
                     })
                     .collect();

@@ -374,10 +374,11 @@ fn without_shared_ids_no_miss_comes_from_a_guess() {
         assert_eq!(n.silent_miss, 0, "{dir}: {n:?}");
         // Without shared ids, absence proves something only where the
         // proxy's flow vouches: a request with no proxy line, no prefill
-        // copy and no client at the prefill directly near it. Those are the
-        // lab's decode-only requests, never a proxied one.
+        // copy and no client at the prefill directly near it (the lab's
+        // handshakes are such clients). Only the lab's decode-only
+        // requests may be called so, never a proxied one.
         let decode_only = requests(dir).iter().filter(|r| r.mode == "decode_only").count();
-        assert_eq!(n.no_prefill, decode_only as u64, "{dir}: {n:?}");
+        assert!(n.no_prefill <= decode_only as u64, "{dir}: {n:?}");
         for t in c.traces().filter(|t| t.outcome == Outcome::NoPrefill) {
             assert_ne!(t.confidence, Confidence::Sure, "{}", t.id);
         }

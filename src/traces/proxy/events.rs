@@ -156,7 +156,10 @@ impl Correlator {
         self.with_phase(s, Hop::Proxy, LogOrigin::Proxy, None, at, |p| p.detail = detail);
         let mut prefilled = false;
         if let Some(e) = self.store.get_mut(s) {
-            self.flow.answered(e.track.decode_at.unwrap_or(e.trace.first_seen));
+            // Its progress by the decode's arrival, not by this line's read.
+            if let Some(d) = e.track.decode_at {
+                self.flow.answered(d);
+            }
             e.track.proxy_seen = true;
             e.track.proxy_answer = Some(status);
             prefilled = e.trace.prefill.is_some();

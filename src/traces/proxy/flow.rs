@@ -18,6 +18,9 @@ use crate::feed::LogOrigin;
 
 /// A prefill copy with no proxy line this long after it bypassed the proxy.
 pub(crate) const BYPASS_S: f64 = 5.0;
+/// A copy whose proxy line this many seconds of reads never brought is a
+/// bypass, though the proxy answered nothing since to show its progress.
+pub(crate) const SILENT_S: f64 = 30.0;
 /// Longest a possible miss waits for its proxy access line.
 pub(crate) const PROXY_WAIT_S: f64 = 5.0;
 /// A prefill copy read this long after a decode refusal may be its own.
@@ -101,11 +104,10 @@ impl Flow {
     /// A prefill copy that no proxy line followed arrived within `window`
     /// of `times` (none given: at any time).
     pub fn bypass_near(&self, times: &[f64], window: f64) -> bool {
-        let lo = times.iter().copied().fold(f64::INFINITY, f64::min) - window;
-        let hi = times.iter().copied().fold(f64::NEG_INFINITY, f64::max) + window;
         if times.is_empty() {
             return !self.bypasses.is_empty();
         }
+        let (lo, hi) = span_of(times, window);
         self.bypasses.iter().any(|&(a, b)| b >= lo && a <= hi)
     }
 
@@ -123,16 +125,18 @@ impl Flow {
     }
 
     /// Drops watched copies that `copy` says were proxied or accounted
-    /// for. A copy whose proxy line was due `BYPASS_S` before a request
-    /// the proxy answered since (its clock, not the reads': a proxy's log
-    /// may reach the file late, in bursts) and never came is a bypass,
-    /// kept at its event time. Returns the event times of the new ones.
-    pub fn check(&mut self, copy: impl Fn(u64, f64) -> Copy) -> Vec<f64> {
-        let Some(answered) = self.answered else { return Vec::new() };
+    /// for. A copy is a bypass, kept at its event time, once its proxy
+    /// line was due `BYPASS_S` before a request the proxy answered since
+    /// (the proxy's own progress: its log may reach the file late, in
+    /// bursts, so the reads' clock alone would blame a late line), or
+    /// `SILENT_S` of reads ago (a proxy that answers nothing any more).
+    /// Returns the event times of the new ones.
+    pub fn check(&mut self, now: f64, copy: impl Fn(u64, f64) -> Copy) -> Vec<f64> {
+        let answered = self.answered.unwrap_or(f64::NEG_INFINITY);
         let mut new = Vec::new();
         self.watch.retain(|&(s, at, t)| match copy(s, at) {
             Copy::Accounted => false,
-            Copy::Due(due) if answered - due > BYPASS_S => {
+            Copy::Due(due) if answered - due > BYPASS_S || now - due > SILENT_S => {
                 new.push(t);
                 false
             }
@@ -150,14 +154,21 @@ impl Flow {
         self.answered = Some(self.answered.map_or(near, |a| a.max(near)));
     }
 
-    /// Adds a bypass at `t`: one span with a bypass less than a second
-    /// before it, so a client that keeps bypassing costs one entry.
+    /// Adds a bypass at `t`, merged with spans less than `2 * BYPASS_S`
+    /// away: a window of `BYPASS_S` or more around any time in such a gap
+    /// reaches a bypass either way, so a client that keeps bypassing costs
+    /// one entry and nothing is lost.
     fn bypassed(&mut self, t: f64) {
-        if let Some(last) = self.bypasses.iter_mut().find(|(a, b)| t >= *a - 1.0 && t <= *b + 1.0) {
-            *last = (last.0.min(t), last.1.max(t));
-            return;
-        }
-        push_capped(&mut self.bypasses, (t, t), CAP);
+        const GAP: f64 = 2.0 * BYPASS_S;
+        let mut span = (t, t);
+        self.bypasses.retain(|&(a, b)| {
+            let near = t >= a - GAP && t <= b + GAP;
+            if near {
+                span = (span.0.min(a), span.1.max(b));
+            }
+            !near
+        });
+        push_capped(&mut self.bypasses, span, CAP);
     }
 
     pub fn queued(&self) -> usize {
@@ -192,6 +203,13 @@ impl Flow {
         None
     }
 }
+/// `times` widened by `window` on each side.
+pub(crate) fn span_of(times: &[f64], window: f64) -> (f64, f64) {
+    let lo = times.iter().copied().fold(f64::INFINITY, f64::min) - window;
+    let hi = times.iter().copied().fold(f64::NEG_INFINITY, f64::max) + window;
+    (lo, hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,12 +223,13 @@ mod tests {
         f.watch(1, 0.0, 100.0);
         f.watch(2, 1.0, 101.0);
         let open = |s: u64, at: f64| if s == 2 { Copy::Accounted } else { Copy::Due(at) };
-        assert!(f.check(open).is_empty(), "the proxy answered nothing yet");
+        // Read 8 s after the copy, but the proxy's log is behind: not yet.
+        assert!(f.check(8.0, open).is_empty(), "the proxy answered nothing yet");
         f.answered(3.0);
-        assert!(f.check(open).is_empty());
+        assert!(f.check(8.0, open).is_empty());
         assert!(!f.bypass_near(&[], 10.0));
         f.answered(5.5);
-        assert_eq!(f.check(open), vec![100.0]);
+        assert_eq!(f.check(8.0, open), vec![100.0]);
         assert!(f.bypass_near(&[], 10.0));
         assert_eq!(f.queued(), 0);
     }
@@ -223,13 +242,29 @@ mod tests {
         f.watch(1, 60.0, 58.0);
         f.watch(2, 60.5, 58.4);
         f.answered(66.0);
-        assert_eq!(f.check(|_, at| Copy::Due(at)), vec![58.0, 58.4]);
+        assert_eq!(f.check(66.0, |_, at| Copy::Due(at)), vec![58.0, 58.4]);
         assert!(f.vouches(&[1.0, 2.5], 10.0));
         assert!(!f.vouches(&[50.0], 10.0));
         assert!(!f.vouches(&[40.0, 68.0], 10.0));
         assert!(f.vouches(&[70.0], 10.0));
         assert!(!f.vouches(&[], 10.0));
-        // Copies a second apart make one span.
+        // Copies a second apart make one span; one that bridges two spans
+        // joins them.
         assert_eq!(f.bypasses.len(), 1);
+        f.watch(3, 70.0, 75.0);
+        f.watch(4, 71.0, 66.0);
+        assert_eq!(f.check(102.0, |_, at| Copy::Due(at)), vec![75.0, 66.0]);
+        assert_eq!(f.bypasses.iter().copied().collect::<Vec<_>>(), vec![(58.0, 75.0)]);
+    }
+
+    /// A proxy that answers nothing any more still shows a client at the
+    /// prefill: after `SILENT_S` of reads.
+    #[test]
+    fn a_silent_proxy_still_shows_a_bypass() {
+        let mut f = Flow { proxied: true, ..Flow::default() };
+        f.answered(10.0);
+        f.watch(1, 20.0, 20.0);
+        assert!(f.check(49.0, |_, at| Copy::Due(at)).is_empty());
+        assert_eq!(f.check(51.0, |_, at| Copy::Due(at)), vec![20.0]);
     }
 }
