@@ -105,7 +105,7 @@ impl Correlator {
         let style = decode.map_or(Style::Unknown, |i| self.style(i));
         let connector = decode.map_or_else(|| "its connector".to_string(), |i| self.connector_name(i));
         let invented = invented(base_id(&t.id));
-        let (times, win) = (e.side_times(), self.opts.order_window_s);
+        let (span, win) = (e.side_span(), self.opts.order_window_s);
         // A prefill copy no decode took, sent about when this request came:
         // without a shared id it may be this one's.
         let waiting_copies = match (t.prefill, decode, tk.decode_at) {
@@ -126,12 +126,12 @@ impl Correlator {
             opts: &self.opts,
             style,
             connector,
-            guaranteed: self.flow.vouches(&times, win) && tk.proxy_seen && t.prefill.is_some(),
+            guaranteed: self.flow.vouches(span, win) && tk.proxy_seen && t.prefill.is_some(),
             proxy_read: self.proxy_read(),
             prefill_read: self.stats.keys().any(|k| matches!(k, LogOrigin::Prefill(_))),
             decode_read: self.stats.keys().any(|k| matches!(k, LogOrigin::Decode(_))),
-            bypass: self.flow.bypass_near(&times, win),
-            flow_established: self.flow.vouches(&times, win),
+            bypass: self.flow.bypass_near(span, win),
+            flow_established: self.flow.vouches(span, win),
             id_known: !invented || self.joiner.shared_at(tk.decode_event_t.unwrap_or(t.first_seen)),
             ids_shared: self.joiner.ever_shared,
             waiting_copies,

@@ -70,11 +70,15 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// Event times of its prefill copy and its decode request: where what
-    /// the proxy's flow says of it is judged.
-    pub fn side_times(&self) -> Vec<f64> {
+    /// The first and last event times of its prefill copy and its decode
+    /// request (`None`: neither is dated): where what the proxy's flow
+    /// says of it is judged.
+    pub fn side_span(&self) -> Option<(f64, f64)> {
         let copy = self.trace.phases.iter().filter(|p| p.hop == Hop::Producer).map(|p| p.start);
-        copy.chain(self.track.decode_event_t).collect()
+        copy.chain(self.track.decode_event_t).fold(None, |span, t| match span {
+            None => Some((t, t)),
+            Some((a, b)) => Some((t.min(a), t.max(b))),
+        })
     }
 }
 

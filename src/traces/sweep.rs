@@ -6,7 +6,7 @@ use super::connector::hits::Waiting;
 use super::correlator::{Correlator, Style};
 use super::evidence::FactKind;
 use super::model::{Join, Outcome};
-use super::proxy::flow::{BYPASS_S, Copy, span_of};
+use super::proxy::flow::{BYPASS_S, Copy, near};
 use super::reason::Reason;
 use crate::feed::LogOrigin;
 
@@ -79,9 +79,8 @@ impl Correlator {
                 },
             });
             if !new.is_empty() {
-                // The flow vouched for the order joins near them: no more.
-                let win = self.opts.order_window_s;
-                // And for the requests it called no prefill (`NoPrefillByFlow`).
+                // The flow vouched for the order joins near them, and for the
+                // requests it called no prefill (`NoPrefillByFlow`): no more.
                 let joined: Vec<u64> = self
                     .store
                     .serials()
@@ -89,10 +88,9 @@ impl Correlator {
                         self.store.get(s).is_some_and(|e| {
                             let by_flow =
                                 matches!(e.trace.reasons.first(), Some(Reason::NoPrefillByFlow { .. }));
-                            let times = e.side_times();
-                            let (lo, hi) = span_of(&times, win);
                             (e.trace.join == Join::ByOrder || by_flow)
-                                && (times.is_empty() || new.iter().any(|&b| b >= lo && b <= hi))
+                                && e.side_span()
+                                    .is_none_or(|span| new.iter().any(|&b| near(span, win, (b, b))))
                         })
                     })
                     .collect();

@@ -47,11 +47,11 @@ impl Correlator {
     pub(crate) fn shared_step_unknown(&mut self, i: usize, w: Waiting, now: f64) {
         let src = LogOrigin::Decode(i);
         let id = self.store.get(w.serial).map(|e| e.trace.id.clone()).unwrap_or_default();
-        let (join, times) =
-            self.store.get(w.serial).map_or((Join::ByOrder, Vec::new()), |e| (e.trace.join, e.side_times()));
+        let (join, span) =
+            self.store.get(w.serial).map_or((Join::ByOrder, None), |e| (e.trace.join, e.side_span()));
         let rivals: Vec<String> =
             w.rivals.iter().filter_map(|r| self.store.get(*r).map(|e| e.trace.id.clone())).collect();
-        let counted = join.exact() || self.flow.vouches(&times, self.opts.order_window_s);
+        let counted = join.exact() || self.flow.vouches(span, self.opts.order_window_s);
         if counted {
             self.unattributed_misses += 1;
         }

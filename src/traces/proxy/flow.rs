@@ -93,22 +93,19 @@ impl Flow {
     }
 
     /// The proxy was seen prefilling its requests, and no client reached
-    /// the prefill around `times` (event times of a trace's sides; none:
-    /// ever): an order join there is with a proxied copy. Judged on the
-    /// sources' times, so a bypass long after a request (a benchmark run
-    /// later) leaves its verdict as it was, whenever either was read.
-    pub fn vouches(&self, times: &[f64], window: f64) -> bool {
-        self.proxied && !self.bypass_near(times, window)
+    /// the prefill within `window` of `span` (the event times of a trace's
+    /// sides, `Entry::side_span`; none: ever): an order join there is with
+    /// a proxied copy. Judged on the sources' times, so a bypass long after
+    /// a request (a benchmark run later) leaves its verdict as it was,
+    /// whenever either was read.
+    pub fn vouches(&self, span: Option<(f64, f64)>, window: f64) -> bool {
+        self.proxied && !self.bypass_near(span, window)
     }
 
     /// A prefill copy that no proxy line followed arrived within `window`
-    /// of `times` (none given: at any time).
-    pub fn bypass_near(&self, times: &[f64], window: f64) -> bool {
-        if times.is_empty() {
-            return !self.bypasses.is_empty();
-        }
-        let (lo, hi) = span_of(times, window);
-        self.bypasses.iter().any(|&(a, b)| b >= lo && a <= hi)
+    /// of `span` (none given: at any time).
+    pub fn bypass_near(&self, span: Option<(f64, f64)>, window: f64) -> bool {
+        self.bypasses.iter().any(|&(a, b)| span.is_none_or(|s| near(s, window, (a, b))))
     }
 
     pub fn watch(&mut self, serial: u64, at: f64, t: f64) {
@@ -203,11 +200,9 @@ impl Flow {
         None
     }
 }
-/// `times` widened by `window` on each side.
-pub(crate) fn span_of(times: &[f64], window: f64) -> (f64, f64) {
-    let lo = times.iter().copied().fold(f64::INFINITY, f64::min) - window;
-    let hi = times.iter().copied().fold(f64::NEG_INFINITY, f64::max) + window;
-    (lo, hi)
+/// Span `s` widened by `window` on each side meets span `other`.
+pub(crate) fn near(s: (f64, f64), window: f64, other: (f64, f64)) -> bool {
+    other.1 >= s.0 - window && other.0 <= s.1 + window
 }
 
 #[cfg(test)]
@@ -227,10 +222,10 @@ mod tests {
         assert!(f.check(8.0, open).is_empty(), "the proxy answered nothing yet");
         f.answered(3.0);
         assert!(f.check(8.0, open).is_empty());
-        assert!(!f.bypass_near(&[], 10.0));
+        assert!(!f.bypass_near(None, 10.0));
         f.answered(5.5);
         assert_eq!(f.check(8.0, open), vec![100.0]);
-        assert!(f.bypass_near(&[], 10.0));
+        assert!(f.bypass_near(None, 10.0));
         assert_eq!(f.queued(), 0);
     }
 
@@ -243,11 +238,11 @@ mod tests {
         f.watch(2, 60.5, 58.4);
         f.answered(66.0);
         assert_eq!(f.check(66.0, |_, at| Copy::Due(at)), vec![58.0, 58.4]);
-        assert!(f.vouches(&[1.0, 2.5], 10.0));
-        assert!(!f.vouches(&[50.0], 10.0));
-        assert!(!f.vouches(&[40.0, 68.0], 10.0));
-        assert!(f.vouches(&[70.0], 10.0));
-        assert!(!f.vouches(&[], 10.0));
+        assert!(f.vouches(Some((1.0, 2.5)), 10.0));
+        assert!(!f.vouches(Some((50.0, 50.0)), 10.0));
+        assert!(!f.vouches(Some((40.0, 68.0)), 10.0));
+        assert!(f.vouches(Some((70.0, 70.0)), 10.0));
+        assert!(!f.vouches(None, 10.0));
         // Copies a second apart make one span; one that bridges two spans
         // joins them.
         assert_eq!(f.bypasses.len(), 1);
