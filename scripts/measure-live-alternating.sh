@@ -21,16 +21,12 @@ rounds=${4:-6}
 lab_bin=${LAB_BIN:-$old}
 ran() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {print s + 0}'; }
 slices() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $3} END {print s + 0}'; }
+# shellcheck source=scripts/demo-lab.sh
+. "$(dirname "$0")/demo-lab.sh"
 one() {
-  local bin=$1 out lab pid r0 w0 t0 r1 w1 t1
-  out=$(mktemp)
-  "$lab_bin" demo --serve-only --speed 1 > "$out" &
-  lab=$!
-  sleep 1
-  read -r _ p _ d < <(grep -- '^  --prefill ' "$out")
-  read -r _ pl _ dl _ xl < <(grep -- '--prefill-log' "$out")
-  tmux new-session -d -s pdtop-alternating -x 160 -y 48 \
-    "$bin --prefill $p --decode $d --prefill-log $pl --decode-log $dl --proxy-log $xl"
+  local bin=$1 pid r0 w0 t0 r1 w1 t1
+  demo_lab "$lab_bin"
+  tmux new-session -d -s pdtop-alternating -x 160 -y 48 "$bin $watch_args"
   sleep 3
   pid=$(tmux list-panes -t pdtop-alternating -F '#{pane_pid}')
   r0=$(ran "$pid"); w0=$(slices "$pid"); t0=$(date +%s.%N)
@@ -38,7 +34,7 @@ one() {
   r1=$(ran "$pid"); w1=$(slices "$pid"); t1=$(date +%s.%N)
   tmux kill-session -t pdtop-alternating
   kill "$lab"; wait "$lab" 2>/dev/null || true
-  rm -f "$out"
+  rm -f "$lab_out"
   echo "$(echo "scale=3; ($r1 - $r0) / 10000000 / ($t1 - $t0)" | bc),$(echo "scale=1; ($w1 - $w0) / ($t1 - $t0)" | bc)"
 }
 trap 'tmux kill-session -t pdtop-alternating 2>/dev/null || true' EXIT

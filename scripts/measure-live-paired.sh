@@ -11,16 +11,12 @@ set -euo pipefail
 old=${1:?usage: measure-live-paired.sh OLD_BIN NEW_BIN [SECONDS]}
 new=${2:?usage: measure-live-paired.sh OLD_BIN NEW_BIN [SECONDS]}
 secs=${3:-300}
-out=$(mktemp)
-"$new" demo --serve-only --speed 1 > "$out" &
-lab=$!
-trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-old 2>/dev/null; tmux kill-session -t pdtop-new 2>/dev/null; rm -f "$out"' EXIT
-sleep 1
-read -r _ p _ d < <(grep -- '^  --prefill ' "$out")
-read -r _ pl _ dl _ xl < <(grep -- '--prefill-log' "$out")
-args="--prefill $p --decode $d --prefill-log $pl --decode-log $dl --proxy-log $xl"
-tmux new-session -d -s pdtop-old -x 160 -y 48 "$old $args"
-tmux new-session -d -s pdtop-new -x 160 -y 48 "$new $args"
+# shellcheck source=scripts/demo-lab.sh
+. "$(dirname "$0")/demo-lab.sh"
+demo_lab "$new"
+trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-old 2>/dev/null; tmux kill-session -t pdtop-new 2>/dev/null; rm -f "$lab_out"' EXIT
+tmux new-session -d -s pdtop-old -x 160 -y 48 "$old $watch_args"
+tmux new-session -d -s pdtop-new -x 160 -y 48 "$new $watch_args"
 sleep 3
 pid_of() { tmux list-panes -t "$1" -F '#{pane_pid}'; }
 po=$(pid_of pdtop-old)

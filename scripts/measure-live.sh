@@ -7,17 +7,13 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 cargo build --release --quiet
 bin=target/release/pdtop
-out=$(mktemp)
-$bin demo --serve-only --speed 1 > "$out" &
-lab=$!
-trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-measure 2>/dev/null; rm -f "$out"' EXIT
-sleep 1
-read -r _ p _ d < <(grep -- '^  --prefill ' "$out")
-read -r _ pl _ dl _ xl < <(grep -- '--prefill-log' "$out")
-tmux new-session -d -s pdtop-measure -x 160 -y 48 \
-  "$bin --prefill $p --decode $d --prefill-log $pl --decode-log $dl --proxy-log $xl"
+# shellcheck source=scripts/demo-lab.sh
+. scripts/demo-lab.sh
+demo_lab "$bin"
+trap 'kill $lab 2>/dev/null; tmux kill-session -t pdtop-measure 2>/dev/null; rm -f "$lab_out"' EXIT
+tmux new-session -d -s pdtop-measure -x 160 -y 48 "$bin $watch_args"
 sleep 2
-pid=$(pgrep -f "^$bin --prefill $p" | head -1)
+pid=$(tmux list-panes -t pdtop-measure -F '#{pane_pid}')
 tick=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
