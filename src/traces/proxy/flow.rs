@@ -145,8 +145,8 @@ impl Flow {
         new
     }
 
-    /// The proxy answered a request that reached decode (or was first
-    /// read) at `near`.
+    /// The proxy answered a request that reached decode at `near` (read
+    /// time of the decode's arrival).
     pub fn answered(&mut self, near: f64) {
         self.answered = Some(self.answered.map_or(near, |a| a.max(near)));
     }
