@@ -17,7 +17,9 @@
 //!
 //! - A request that computed only the prompt's tail loaded KV: it takes the
 //!   oldest possible entry, even one a whole-prompt request had claimed
-//!   (loaded requests must have had a prefill; the claimer then had none).
+//!   (loaded requests must have had a prefill). The claimer then had none,
+//!   unless the loaded request could as well have taken another: then which
+//!   prefill was whose is open and the claimer is unknown.
 //! - A whole-prompt request takes a certain entry: a silent miss, now. With
 //!   only a possible one it holds a claim for [`HOLD_SECS`]; if no loaded
 //!   request needs that prefill by then, it is a miss. This is what keeps a
@@ -25,6 +27,11 @@
 //!   a false alarm.
 //! - Entries expire after [`POOL_TTL_SECS`]: a prefill whose decode request
 //!   never came is forgotten.
+//!
+//! A request with no prefill in the pool had none only if the prefill side
+//! was scraped past its arrival; otherwise (a decode scrape taken ahead of
+//! the prefill's, a prefill that died before its next scrape) its prefill
+//! may have completed unseen, and it is unknown.
 
 use std::collections::VecDeque;
 
@@ -39,6 +46,11 @@ pub const POOL_TTL_SECS: f64 = 60.0;
 /// How long a whole-prompt request's claim on an ambiguous prefill waits
 /// for a loaded request that needs it more.
 pub const HOLD_SECS: f64 = 5.0;
+/// The longest a proxy takes from a prefill's answer to the decode request.
+const PROXY_GAP_SECS: f64 = 5.0;
+/// The share of a prefill's interval that must lie before a request's
+/// arrival bound for its claim on it to be firm.
+const FIRM_SHARE: f64 = 0.1;
 /// Allowance for the time a scrape takes to answer.
 const SCRAPE_SLACK_SECS: f64 = 0.5;
 
@@ -59,8 +71,33 @@ struct PoolEntry {
     /// It completed in `(earliest, latest]`.
     earliest: f64,
     latest: f64,
-    /// A whole-prompt request's tentative claim: (decide at, instance).
-    claim: Option<(f64, usize)>,
+    /// A whole-prompt request's tentative claim on it.
+    claim: Option<Claim>,
+}
+
+/// A whole-prompt request's hold on a prefill that may have preceded it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Claim {
+    /// When the hold is over and the request is a miss.
+    decide_at: f64,
+    instance: usize,
+    /// The prefill may have completed before the request's arrival bound
+    /// itself, not only within the scrape's slack.
+    firm: bool,
+}
+
+/// When a decode interval's requests could have arrived, slack included.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Arrival {
+    earliest: f64,
+    latest: f64,
+}
+
+impl Arrival {
+    /// The prefill may have completed just before such an arrival.
+    fn admits(&self, e: &PoolEntry) -> bool {
+        e.earliest < self.latest && e.latest > self.earliest
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -100,11 +137,16 @@ impl MissDetector {
     }
 
     /// Classifies the decode requests that finished in an interval.
+    /// `prefill_seen`: how far every prefill instance has been scraped (the
+    /// oldest of their latest scrapes' times; infinite with none). A request
+    /// that may have arrived after that, with no prefill for it in the pool,
+    /// is unknown: its prefill may have completed unseen.
     pub fn on_decode_interval(
         &mut self,
         instance: usize,
         iv: &Interval,
         block_size: Option<u32>,
+        prefill_seen: f64,
     ) -> Option<MissEvent> {
         self.expire(iv.t);
         let threshold = whole_prompt_threshold(block_size);
@@ -133,30 +175,48 @@ impl MissDetector {
         // The latest the requests could have arrived; slack widens what is
         // *possible* (a scrape may lag), never what is *certain*.
         let arrival_bound = iv.t - shortest_latency(iv);
+        let unseen = prefill_seen < arrival_bound;
         let latest_arrival = arrival_bound + SCRAPE_SLACK_SECS;
+        // A proxy sends to decode as soon as the prefill answers: a prefill
+        // that completed long before the earliest arrival was another's.
+        let earliest_arrival = iv.t - iv.dt - longest_latency(iv) - PROXY_GAP_SECS;
+        let window = Arrival { earliest: earliest_arrival, latest: latest_arrival };
         for _ in 0..tail_only {
             // A request that computed only the tail loaded its KV (or hit
             // the local prefix cache); either way it needed no prefill here.
-            if self.take_for_loaded(latest_arrival) {
+            if self.take_for_loaded(window) {
                 self.outcomes.loaded += 1;
             } else {
-                self.outcomes.no_prefill += 1;
+                self.no_prefill_unless(unseen);
             }
         }
         let mut missed = 0;
         for _ in 0..whole {
-            let possible = |e: &PoolEntry| e.claim.is_none() && e.earliest <= latest_arrival;
+            let possible = |e: &PoolEntry| e.claim.is_none() && window.admits(e);
             if let Some(i) = self.pool.iter().position(|e| possible(e) && e.latest <= arrival_bound) {
                 self.pool.remove(i);
                 missed += 1;
             } else if let Some(e) = self.pool.iter_mut().find(|e| possible(e)) {
-                e.claim = Some((iv.t + HOLD_SECS, instance));
+                // More than a tie: two scrapes taken at one instant put a
+                // prefill's interval right at the arrival bound.
+                let firm = e.earliest + FIRM_SHARE * (e.latest - e.earliest) < arrival_bound;
+                e.claim = Some(Claim { decide_at: iv.t + HOLD_SECS, instance, firm });
             } else {
-                self.outcomes.no_prefill += 1;
+                self.no_prefill_unless(unseen);
             }
         }
         let tokens = computed.sum;
         self.record_misses(iv.t, instance, missed, tokens)
+    }
+
+    /// A request with no prefill in the pool had none, unless the prefill
+    /// side was not seen past its arrival.
+    fn no_prefill_unless(&mut self, unseen: bool) {
+        if unseen {
+            self.outcomes.unknown += 1;
+        } else {
+            self.outcomes.no_prefill += 1;
+        }
     }
 
     /// Commits the claims whose hold is over: those were silent misses.
@@ -164,10 +224,10 @@ impl MissDetector {
     pub fn settle(&mut self, now: f64) -> Vec<MissEvent> {
         let mut by_instance: Vec<(usize, u64)> = Vec::new();
         self.pool.retain(|e| match e.claim {
-            Some((deadline, inst)) if deadline <= now => {
-                match by_instance.iter_mut().find(|(i, _)| *i == inst) {
+            Some(c) if c.decide_at <= now => {
+                match by_instance.iter_mut().find(|(i, _)| *i == c.instance) {
                     Some((_, n)) => *n += 1,
-                    None => by_instance.push((inst, 1)),
+                    None => by_instance.push((c.instance, 1)),
                 }
                 false
             }
@@ -191,14 +251,25 @@ impl MissDetector {
     }
 
     /// A loaded request takes the oldest prefill that may have preceded it
-    /// (a proxy sends to decode in prefill order); taking one that a
-    /// whole-prompt request had claimed turns the claimer into a request
-    /// that had no prefill.
-    fn take_for_loaded(&mut self, latest_arrival: f64) -> bool {
-        let Some(i) = self.pool.iter().position(|e| e.earliest <= latest_arrival) else {
+    /// (a proxy sends to decode in prefill order). Where a whole-prompt
+    /// request had claimed that one, the claimer had no prefill, unless the
+    /// loaded request could as well have taken a newer unclaimed one: a
+    /// request that recomputed its prompt finishes after loaded ones that
+    /// arrived later, so which prefill was whose is then open and the
+    /// claimer is unknown. A claim that only a tie or the scrape's slack
+    /// allowed (a request sent straight to decode that ended just as a
+    /// prefill completed) is no contest.
+    fn take_for_loaded(&mut self, window: Arrival) -> bool {
+        let Some(i) = self.pool.iter().position(|e| window.admits(e)) else {
             return false;
         };
-        if self.pool.remove(i).is_some_and(|e| e.claim.is_some()) {
+        let Some(claim) = self.pool.remove(i).and_then(|e| e.claim) else {
+            return true;
+        };
+        let other = self.pool.iter().any(|e| e.claim.is_none() && window.admits(e));
+        if claim.firm && other {
+            self.outcomes.unknown += 1;
+        } else {
             self.outcomes.no_prefill += 1;
         }
         true
@@ -244,6 +315,19 @@ impl MissDetector {
     }
 }
 
+/// An upper bound of the longest end-to-end latency among the requests
+/// that finished in the interval (infinite when unknown).
+fn longest_latency(iv: &Interval) -> f64 {
+    let Some(e2e) = iv.hists.get(&Hist::E2e) else {
+        return f64::INFINITY;
+    };
+    let per = e2e.per_bucket();
+    match per.iter().rposition(|n| *n > 0.0) {
+        Some(i) => e2e.bounds.get(i).copied().unwrap_or(f64::INFINITY),
+        None => f64::INFINITY,
+    }
+}
+
 /// A lower bound of the shortest end-to-end latency among the requests
 /// that finished in the interval (0 when unknown).
 fn shortest_latency(iv: &Interval) -> f64 {
@@ -275,6 +359,11 @@ mod tests {
         h
     }
 
+    /// Judged with the prefill side scraped past it.
+    fn judge(d: &mut MissDetector, iv: &Interval) -> Option<MissEvent> {
+        d.on_decode_interval(1, iv, Some(16), f64::INFINITY)
+    }
+
     fn interval(t: f64, ok: f64, hist: Option<Histogram>) -> Interval {
         let mut iv = Interval { t, ..Default::default() };
         iv.counters.insert(Counter::RequestsOk, ok);
@@ -288,27 +377,55 @@ mod tests {
     fn whole_prompt_after_prefill_is_a_miss_and_without_is_no_prefill() {
         let mut d = MissDetector::default();
         // Two decode-only requests computing 1000 tokens: no prefill ran.
-        d.on_decode_interval(
-            1,
-            &interval(1.0, 2.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 2.]))),
-            Some(16),
-        );
+        judge(&mut d, &interval(1.0, 2.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 2.]))));
         assert_eq!(d.outcomes.no_prefill, 2);
         // One prefill completes, then its decode computes the whole prompt.
         d.on_prefill_interval(&interval(2.0, 1.0, None));
-        let ev = d.on_decode_interval(
-            1,
-            &interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))),
-            Some(16),
-        );
+        let ev = judge(&mut d, &interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))));
         assert_eq!(ev.map(|e| e.count), Some(1));
         // Two prefills, two decodes loading (16 tokens computed each).
         d.on_prefill_interval(&interval(4.0, 2.0, None));
-        d.on_decode_interval(1, &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))), Some(16));
+        judge(&mut d, &interval(5.0, 2.0, Some(computed(&[0., 0., 0., 0., 2.]))));
         assert_eq!(
             d.outcomes,
             Counts { seen: 5, loaded: 2, silent_miss: 1, no_prefill: 2, ..Counts::default() }
         );
+    }
+
+    /// The decode's scrape saw a whole-prompt request finish before the
+    /// prefill's scrape could have seen its prefill complete: unknown, not
+    /// a request without prefill. Scraped past its arrival, the prefill
+    /// side's silence means it had none.
+    #[test]
+    fn a_prefill_not_scraped_past_the_arrival_leaves_it_unknown() {
+        let mut d = MissDetector::default();
+        let whole = interval(10.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &whole, Some(16), 9.0).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 1, unknown: 1, ..Counts::default() });
+        let whole = interval(20.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &whole, Some(16), 20.0).is_none());
+        assert_eq!(d.outcomes.no_prefill, 1);
+    }
+
+    /// Two prefills, one claimed by a whole-prompt request; a loaded request
+    /// that may have followed either takes the older: which was whose is
+    /// open, so the claimer is unknown, not a miss and not "no prefill".
+    #[test]
+    fn a_claim_a_loaded_request_contests_is_unknown() {
+        let mut d = MissDetector::default();
+        let mut p = interval(10.5, 1.0, None);
+        p.dt = 1.0;
+        d.on_prefill_interval(&p);
+        let whole = interval(10.2, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(judge(&mut d, &whole).is_none());
+        assert_eq!(d.held_claims(), 1);
+        let mut p = interval(11.5, 1.0, None);
+        p.dt = 1.0;
+        d.on_prefill_interval(&p);
+        judge(&mut d, &interval(12.0, 1.0, Some(computed(&[0., 0., 0., 0., 1.]))));
+        assert_eq!(d.held_claims(), 0);
+        assert!(d.settle(10.2 + HOLD_SECS).is_empty());
+        assert_eq!(d.outcomes, Counts { seen: 2, loaded: 1, unknown: 1, ..Counts::default() });
     }
 
     #[test]
@@ -325,7 +442,7 @@ mod tests {
         e2e.counts = vec![0.0, 0.0, 1.0, 1.0];
         e2e.count = 1.0;
         iv.hists.insert(Hist::E2e, e2e);
-        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert!(judge(&mut d, &iv).is_none());
         assert_eq!(d.outcomes.no_prefill, 1);
         // The prefill is still waiting for its own decode request.
         assert_eq!(d.pending_prefills(), 1);
@@ -340,7 +457,7 @@ mod tests {
         d.on_rewind();
         assert_eq!(d.pending_prefills(), 0);
         let iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
-        assert!(d.on_decode_interval(1, &iv, Some(16)).is_none());
+        assert!(judge(&mut d, &iv).is_none());
         assert_eq!(d.outcomes, Counts { seen: 1, no_prefill: 1, ..Counts::default() });
     }
 
@@ -348,11 +465,7 @@ mod tests {
     fn stale_prefills_expire() {
         let mut d = MissDetector::default();
         d.on_prefill_interval(&interval(0.0, 1.0, None));
-        d.on_decode_interval(
-            1,
-            &interval(POOL_TTL_SECS + 1.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))),
-            Some(16),
-        );
+        judge(&mut d, &interval(POOL_TTL_SECS + 1.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.]))));
         assert_eq!(d.outcomes.silent_miss, 0);
         assert_eq!(d.outcomes.no_prefill, 1);
     }

@@ -367,11 +367,20 @@ impl AppState {
             }
             Role::Decode => {
                 self.link.compute.on_decode_interval(&iv);
-                if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block) {
+                let seen = self.prefill_seen();
+                if let Some(ev) = self.misses.on_decode_interval(idx, &iv, block, seen) {
                     self.push_miss_event(&ev);
                 }
             }
         }
+    }
+
+    /// How far every prefill instance has been scraped: the oldest of their
+    /// latest scrapes' times (infinite with no prefill instance).
+    fn prefill_seen(&self) -> f64 {
+        self.instances_of(Role::Prefill)
+            .map(|i| i.latest_at.unwrap_or(f64::NEG_INFINITY))
+            .fold(f64::INFINITY, f64::min)
     }
 
     pub fn instances_of(&self, role: Role) -> impl Iterator<Item = &InstanceState> {

@@ -87,6 +87,11 @@ async fn check_reports_every_trace_of_the_demo_proxy_capture() {
     // The logs count the 8 misses they cannot name; the metrics see them too.
     let known = q["silent_miss"].as_u64().unwrap() + r["unattributed_misses"].as_u64().unwrap();
     assert_eq!(known, 8, "{q}");
-    assert!(r["requests_metrics"]["silent_miss"].as_u64().unwrap() >= 6, "{}", r["requests_metrics"]);
+    // The metrics alone never call more than the truth; where they cannot
+    // tell which prefill was whose they say unknown. Live timing on a
+    // loaded machine may still cost one or two (counted no prefill).
+    let m = &r["requests_metrics"];
+    let (miss, unknown) = (m["silent_miss"].as_u64().unwrap(), m["unknown"].as_u64().unwrap());
+    assert!(miss <= 8 && miss + unknown >= 6, "{m}");
     assert_eq!(out.status.code(), Some(1), "silent misses fail the check");
 }

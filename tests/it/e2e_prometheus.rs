@@ -390,11 +390,16 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     // The metrics alone, through the server: every miss, as straight.
     assert_eq!(m["requests_source"], "metrics");
     assert_eq!(dm["requests_source"], "metrics");
-    // All eight when run alone (both ways; three runs on 2026-12-06). A
-    // machine loaded by the other tests may cost the live lab one or two:
-    // a clean-clone CI run that day gave 6 through Prometheus (the other
-    // two counted no prefill) and 8 straight.
-    let count = |r: &serde_json::Value| r["requests"]["silent_miss"].as_u64().unwrap();
-    assert!((6..=8).contains(&count(&m)), "through Prometheus: {}", m["requests"]);
-    assert!((6..=8).contains(&count(&dm)), "straight: {}", dm["requests"]);
+    // Never more than the eight; where the metrics cannot tell which
+    // prefill was whose they say unknown. A machine loaded by the other
+    // tests may cost the live lab one or two (a clean-clone CI run on
+    // 2026-12-06 gave 6 through Prometheus, the other two counted no
+    // prefill, and 8 straight).
+    let bounded = |r: &serde_json::Value, how: &str| {
+        let q = &r["requests"];
+        let (miss, unknown) = (q["silent_miss"].as_u64().unwrap(), q["unknown"].as_u64().unwrap());
+        assert!(miss <= 8 && miss + unknown >= 6, "{how}: {q}");
+    };
+    bounded(&m, "through Prometheus");
+    bounded(&dm, "straight");
 }
