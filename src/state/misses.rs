@@ -29,9 +29,11 @@
 //!   never came is forgotten.
 //!
 //! A request with no prefill in the pool had none only if the prefill side
-//! was scraped past its arrival; otherwise (a decode scrape taken ahead of
-//! the prefill's, a prefill that died before its next scrape) its prefill
-//! may have completed unseen, and it is unknown.
+//! was scraped past its arrival. Otherwise (a decode scrape taken ahead of
+//! the prefill's) it waits for the prefill's next scrape: with no prefill
+//! there that may have preceded it, it had none; with one, which request
+//! that prefill was for is open and it is unknown, as it is when no scrape
+//! comes within [`HOLD_SECS`] (a prefill that died).
 
 use std::collections::VecDeque;
 
@@ -100,9 +102,21 @@ impl Arrival {
     }
 }
 
+/// A request with no prefill in the pool, judged before the prefill side
+/// was scraped past its arrival.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Unseen {
+    /// The latest it arrived, without slack.
+    arrival: f64,
+    window: Arrival,
+    /// When it was judged.
+    at: f64,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct MissDetector {
     pool: VecDeque<PoolEntry>,
+    unseen: VecDeque<Unseen>,
     /// Request outcomes counted from metrics.
     pub outcomes: Counts,
     pub events: VecDeque<MissEvent>,
@@ -124,8 +138,12 @@ impl MissDetector {
     /// Either role's counters went back under the same process start (a
     /// recording looping): the prefills before it belong to another run,
     /// none of them can be a later request's.
+    /// Requests waiting for the prefill's next scrape are unknown: the
+    /// scrapes after a rewind are of another run.
     pub fn on_rewind(&mut self) {
         self.pool.clear();
+        self.outcomes.unknown += self.unseen.len() as u64;
+        self.unseen.clear();
     }
 
     /// Prefill requests that completed in an interval join the pool.
@@ -175,12 +193,13 @@ impl MissDetector {
         // The latest the requests could have arrived; slack widens what is
         // *possible* (a scrape may lag), never what is *certain*.
         let arrival_bound = iv.t - shortest_latency(iv);
-        let unseen = prefill_seen < arrival_bound;
         let latest_arrival = arrival_bound + SCRAPE_SLACK_SECS;
         // A proxy sends to decode as soon as the prefill answers: a prefill
         // that completed long before the earliest arrival was another's.
         let earliest_arrival = iv.t - iv.dt - longest_latency(iv) - PROXY_GAP_SECS;
         let window = Arrival { earliest: earliest_arrival, latest: latest_arrival };
+        let unseen =
+            (prefill_seen < arrival_bound).then_some(Unseen { arrival: arrival_bound, window, at: iv.t });
         for _ in 0..tail_only {
             // A request that computed only the tail loaded its KV (or hit
             // the local prefix cache); either way it needed no prefill here.
@@ -210,12 +229,35 @@ impl MissDetector {
     }
 
     /// A request with no prefill in the pool had none, unless the prefill
-    /// side was not seen past its arrival.
-    fn no_prefill_unless(&mut self, unseen: bool) {
-        if unseen {
-            self.outcomes.unknown += 1;
-        } else {
-            self.outcomes.no_prefill += 1;
+    /// side was not seen past its arrival: then it waits (`recheck`).
+    fn no_prefill_unless(&mut self, unseen: Option<Unseen>) {
+        match unseen {
+            Some(u) => self.unseen.push_back(u),
+            None => self.outcomes.no_prefill += 1,
+        }
+    }
+
+    /// Decides the requests waiting for the prefill side's next scrape:
+    /// seen past their arrival, "no prefill" where no unclaimed prefill in
+    /// the pool may have preceded them, else unknown; unknown too when no
+    /// such scrape came within [`HOLD_SECS`].
+    pub fn recheck(&mut self, prefill_seen: f64, now: f64) {
+        let mut i = 0;
+        while let Some(u) = self.unseen.get(i).copied() {
+            if prefill_seen >= u.arrival {
+                let candidate = self.pool.iter().any(|e| e.claim.is_none() && u.window.admits(e));
+                if candidate {
+                    self.outcomes.unknown += 1;
+                } else {
+                    self.outcomes.no_prefill += 1;
+                }
+            } else if now - u.at >= HOLD_SECS {
+                self.outcomes.unknown += 1;
+            } else {
+                i += 1;
+                continue;
+            }
+            self.unseen.remove(i);
         }
     }
 
@@ -309,6 +351,12 @@ impl MissDetector {
         self.pool.iter().filter(|e| e.claim.is_some()).count()
     }
 
+    /// Requests not decided yet: holding a claim, or waiting for the
+    /// prefill side's next scrape.
+    pub fn deciding(&self) -> usize {
+        self.held_claims() + self.unseen.len()
+    }
+
     /// Prefill completions still waiting for their decode request.
     pub fn pending_prefills(&self) -> usize {
         self.pool.len()
@@ -393,18 +441,31 @@ mod tests {
     }
 
     /// The decode's scrape saw a whole-prompt request finish before the
-    /// prefill's scrape could have seen its prefill complete: unknown, not
-    /// a request without prefill. Scraped past its arrival, the prefill
-    /// side's silence means it had none.
+    /// prefill side was scraped past its arrival: it waits for the next
+    /// prefill scrape. Nothing there that may have preceded it: no prefill.
+    /// A prefill there: whose is open, unknown. No scrape in time: unknown.
     #[test]
-    fn a_prefill_not_scraped_past_the_arrival_leaves_it_unknown() {
+    fn a_prefill_not_scraped_past_the_arrival_is_waited_for() {
+        let whole = |t: f64| interval(t, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
         let mut d = MissDetector::default();
-        let whole = interval(10.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
-        assert!(d.on_decode_interval(1, &whole, Some(16), 9.0).is_none());
-        assert_eq!(d.outcomes, Counts { seen: 1, unknown: 1, ..Counts::default() });
-        let whole = interval(20.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
-        assert!(d.on_decode_interval(1, &whole, Some(16), 20.0).is_none());
-        assert_eq!(d.outcomes.no_prefill, 1);
+        assert!(d.on_decode_interval(1, &whole(10.0), Some(16), 9.0).is_none());
+        assert_eq!((d.deciding(), d.outcomes.seen), (1, 1));
+        d.recheck(10.5, 10.5);
+        assert_eq!((d.deciding(), d.outcomes.no_prefill), (0, 1));
+
+        assert!(d.on_decode_interval(1, &whole(20.0), Some(16), 19.0).is_none());
+        let mut p = interval(20.5, 1.0, None);
+        p.dt = 1.0;
+        d.on_prefill_interval(&p);
+        d.recheck(20.5, 20.5);
+        assert_eq!((d.deciding(), d.outcomes.unknown), (0, 1));
+
+        let mut d = MissDetector::default();
+        assert!(d.on_decode_interval(1, &whole(30.0), Some(16), 29.0).is_none());
+        d.recheck(29.0, 30.0 + HOLD_SECS - 0.5);
+        assert_eq!(d.deciding(), 1);
+        d.recheck(29.0, 30.0 + HOLD_SECS);
+        assert_eq!((d.deciding(), d.outcomes.unknown), (0, 1));
     }
 
     /// Two prefills, one claimed by a whole-prompt request; a loaded request

@@ -137,6 +137,7 @@ impl AppState {
     /// The end of a `check`: everything decidable is decided.
     pub fn finish(&mut self, at: f64) {
         self.tick(at);
+        self.misses.recheck(self.prefill_seen(), f64::INFINITY);
         if let Some(logs) = &mut self.logs {
             logs.finish(self.now);
         }
@@ -260,6 +261,7 @@ impl AppState {
     fn tick(&mut self, at: f64) {
         self.now = self.now.max(at);
         self.started_at.get_or_insert(at);
+        self.misses.recheck(self.prefill_seen(), self.now);
         for ev in self.misses.settle(self.now) {
             self.push_miss_event(&ev);
         }

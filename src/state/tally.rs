@@ -39,7 +39,7 @@ impl AppState {
         let traced = self.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
         let (source, c, last) = match traced {
             Some(c) => ("traces", c, ("pending", c.pending)),
-            None => ("metrics", self.misses.outcomes, ("deciding", self.misses.held_claims() as u64)),
+            None => ("metrics", self.misses.outcomes, ("deciding", self.misses.deciding() as u64)),
         };
         let parts = vec![
             ("loaded", c.loaded),
