@@ -15,11 +15,7 @@ impl AppState {
     /// An event that stands for `n` occurrences (misses in one interval).
     pub(super) fn push_counted(&mut self, t: f64, kind: EventKind, text: String, n: u64) {
         self.alerts.on_event(t, kind, &text, n);
-        // In the sources' time order: a miss judged once the prefill's next
-        // scrape came is stamped with its decode interval, which may be
-        // before events already logged.
-        let at = self.events.iter().rposition(|e| e.t <= t).map_or(0, |i| i + 1);
-        self.events.insert(at, Event { t, kind, text });
+        self.events.push_back(Event { t, kind, text });
         self.events.drain(..self.events.len().saturating_sub(EVENTS_CAP));
     }
 }

@@ -84,7 +84,8 @@ struct Claim {
     decide_at: f64,
     instance: usize,
     /// The prefill may have completed before the request's arrival bound
-    /// itself, not only within the scrape's slack.
+    /// itself by more than [`FIRM_SHARE`] of its interval, not only within
+    /// a tie or the scrape's slack.
     firm: bool,
 }
 
@@ -111,6 +112,8 @@ struct Unseen {
     window: Arrival,
     /// When it was judged.
     at: f64,
+    /// It computed the whole prompt (else only the tail: it loaded).
+    whole: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -137,12 +140,12 @@ pub fn whole_prompt_threshold(block_size: Option<u32>) -> f64 {
 impl MissDetector {
     /// Either role's counters went back under the same process start (a
     /// recording looping): the prefills before it belong to another run,
-    /// none of them can be a later request's.
-    /// Requests waiting for the prefill's next scrape are unknown: the
-    /// scrapes after a rewind are of another run.
+    /// none of them can be a later request's. The requests still being
+    /// decided (holding a claim, waiting for the prefill's next scrape) are
+    /// unknown: what settles them after it is of another run.
     pub fn on_rewind(&mut self) {
+        self.outcomes.unknown += self.deciding() as u64;
         self.pool.clear();
-        self.outcomes.unknown += self.unseen.len() as u64;
         self.unseen.clear();
     }
 
@@ -158,7 +161,8 @@ impl MissDetector {
     /// `prefill_seen`: how far every prefill instance has been scraped (the
     /// oldest of their latest scrapes' times; infinite with none). A request
     /// that may have arrived after that, with no prefill for it in the pool,
-    /// is unknown: its prefill may have completed unseen.
+    /// waits for the prefill's next scrape (`recheck`): its prefill may have
+    /// completed unseen.
     pub fn on_decode_interval(
         &mut self,
         instance: usize,
@@ -198,15 +202,15 @@ impl MissDetector {
         // that completed long before the earliest arrival was another's.
         let earliest_arrival = iv.t - iv.dt - longest_latency(iv) - PROXY_GAP_SECS;
         let window = Arrival { earliest: earliest_arrival, latest: latest_arrival };
-        let unseen =
-            (prefill_seen < arrival_bound).then_some(Unseen { arrival: arrival_bound, window, at: iv.t });
+        let seen = prefill_seen >= arrival_bound;
+        let unseen = |whole| (!seen).then_some(Unseen { arrival: arrival_bound, window, at: iv.t, whole });
         for _ in 0..tail_only {
             // A request that computed only the tail loaded its KV (or hit
             // the local prefix cache); either way it needed no prefill here.
             if self.take_for_loaded(window) {
                 self.outcomes.loaded += 1;
             } else {
-                self.no_prefill_unless(unseen);
+                self.no_prefill_unless(unseen(false));
             }
         }
         let mut missed = 0;
@@ -221,7 +225,7 @@ impl MissDetector {
                 let firm = e.earliest + FIRM_SHARE * (e.latest - e.earliest) < arrival_bound;
                 e.claim = Some(Claim { decide_at: iv.t + HOLD_SECS, instance, firm });
             } else {
-                self.no_prefill_unless(unseen);
+                self.no_prefill_unless(unseen(true));
             }
         }
         let tokens = computed.sum;
@@ -237,16 +241,20 @@ impl MissDetector {
         }
     }
 
-    /// Decides the requests waiting for the prefill side's next scrape:
-    /// seen past their arrival, "no prefill" where no unclaimed prefill in
-    /// the pool may have preceded them, else unknown; unknown too when no
-    /// such scrape came within [`HOLD_SECS`].
+    /// Decides the requests waiting for the prefill side's next scrape.
+    /// Seen past their arrival: a loaded one takes a prefill that came, as
+    /// it would have on time; "no prefill" where no unclaimed prefill in
+    /// the pool may have preceded them; a whole-prompt one with such a
+    /// prefill is unknown (whose it was is open). Unknown too when no such
+    /// scrape came within [`HOLD_SECS`].
     pub fn recheck(&mut self, prefill_seen: f64, now: f64) {
         let mut i = 0;
         while let Some(u) = self.unseen.get(i).copied() {
             if prefill_seen >= u.arrival {
                 let candidate = self.pool.iter().any(|e| e.claim.is_none() && u.window.admits(e));
-                if candidate {
+                if !u.whole && candidate && self.take_for_loaded(u.window) {
+                    self.outcomes.loaded += 1;
+                } else if candidate {
                     self.outcomes.unknown += 1;
                 } else {
                     self.outcomes.no_prefill += 1;
@@ -466,6 +474,42 @@ mod tests {
         assert_eq!(d.deciding(), 1);
         d.recheck(29.0, 30.0 + HOLD_SECS);
         assert_eq!((d.deciding(), d.outcomes.unknown), (0, 1));
+    }
+
+    /// A loaded request judged before its prefill was scraped takes it
+    /// when it comes, as it would have on time: loaded, and the prefill is
+    /// no later whole-prompt request's.
+    #[test]
+    fn a_waiting_loaded_request_takes_the_prefill_that_comes() {
+        let mut d = MissDetector::default();
+        let loaded = interval(10.0, 1.0, Some(computed(&[0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &loaded, Some(16), 9.0).is_none());
+        let mut p = interval(10.5, 1.0, None);
+        p.dt = 1.0;
+        d.on_prefill_interval(&p);
+        d.recheck(10.5, 10.5);
+        assert_eq!((d.deciding(), d.pending_prefills(), d.outcomes.loaded), (0, 0, 1));
+        let whole = interval(12.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        assert!(d.on_decode_interval(1, &whole, Some(16), 12.0).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 2, loaded: 1, no_prefill: 1, ..Counts::default() });
+    }
+
+    /// A rewind leaves nothing undecided: a held claim and a request
+    /// waiting for the prefill's scrape are unknown, and every request seen
+    /// has its outcome.
+    #[test]
+    fn a_rewind_decides_what_was_being_decided_as_unknown() {
+        let mut d = MissDetector::default();
+        let mut p = interval(10.5, 1.0, None);
+        p.dt = 1.0;
+        d.on_prefill_interval(&p);
+        let whole = |t: f64| interval(t, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        judge(&mut d, &whole(10.2));
+        assert!(d.on_decode_interval(1, &whole(11.0), Some(16), 10.5).is_none());
+        assert_eq!(d.deciding(), 2);
+        d.on_rewind();
+        assert_eq!(d.deciding(), 0);
+        assert_eq!(d.outcomes, Counts { seen: 2, unknown: 2, ..Counts::default() });
     }
 
     /// Two prefills, one claimed by a whole-prompt request; a loaded request

@@ -21,10 +21,6 @@ impl Tally {
 }
 
 impl AppState {
-    /// Every outcome counted, the undecided ones included: `pending` (the
-    /// traces wait for evidence) or `deciding` (a metrics-counted request
-    /// that recomputed its prompt, held until the prefill it may have
-    /// followed is known to be another's).
     /// The request happened before pdtop started: read from the logs' past.
     pub fn before_start(&self, t: &crate::traces::Trace) -> bool {
         self.logs.as_ref().is_some_and(|l| l.correlator.before_start(t))
@@ -35,6 +31,11 @@ impl AppState {
         self.logs.as_ref().map_or(0, |l| l.correlator.counts().before_start)
     }
 
+    /// Every outcome counted, the undecided ones included: `pending` (the
+    /// traces wait for evidence) or `deciding` (a metrics-counted request
+    /// that recomputed its prompt, held until the prefill it may have
+    /// followed is known to be another's, or one waiting for the prefill
+    /// side's next scrape).
     pub fn request_tally(&self) -> Tally {
         let traced = self.logs.as_ref().filter(|l| l.has_decode_log()).map(|l| l.correlator.counts());
         let (source, c, last) = match traced {

@@ -161,7 +161,8 @@ pub struct Counts {
     /// The client went away mid-request (`Aborted request(s)`; metrics:
     /// `finished_reason="abort"`).
     pub cancelled: u64,
-    /// Traces only: the logs allow no verdict (no shared ids, ambiguity).
+    /// The evidence allows no verdict (traces: no shared ids, ambiguity;
+    /// metrics: which prefill was whose is open, or the prefill unseen).
     pub unknown: u64,
     /// Traces only: still waiting for evidence.
     pub pending: u64,
