@@ -156,12 +156,16 @@ pub struct CrossCheck {
     pub traces: u64,
     pub recent_metrics: u64,
     pub recent_traces: u64,
+    /// Requests the metrics left unknown over the same window: each may be
+    /// one of the traces' misses.
+    pub recent_unknown: u64,
 }
 
 impl CrossCheck {
     /// They disagree now: over the recent window, not only long ago.
     pub fn disagree_now(&self) -> bool {
-        self.recent_metrics != self.recent_traces
+        let open = self.recent_metrics..=self.recent_metrics + self.recent_unknown;
+        !open.contains(&self.recent_traces)
     }
 }
 
@@ -180,11 +184,36 @@ impl AppState {
         // A scrape shows a miss up to a few seconds after its lines.
         let lag = |at: f64| from + SCRAPE_LAG_SECS < at && at <= to + SCRAPE_LAG_SECS;
         let recent_metrics = self.misses.events.iter().filter(|e| lag(e.t)).map(|e| e.count).sum();
+        let recent_unknown = self.misses.unknown_at.iter().filter(|t| lag(**t)).count() as u64;
         Some(CrossCheck {
             metrics: self.misses.outcomes.silent_miss,
             traces: c.counts().silent_miss_since_start(),
             recent_metrics,
             recent_traces,
+            recent_unknown,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CrossCheck;
+
+    /// A miss the traces name that the metrics left unknown is no
+    /// disagreement; one the metrics count and the traces do not, or one
+    /// more than the metrics' unknowns can hold, is.
+    #[test]
+    fn the_metrics_unknowns_cover_the_traces_misses_and_no_more() {
+        let cc = |recent_metrics, recent_traces, recent_unknown| CrossCheck {
+            metrics: 0,
+            traces: 0,
+            recent_metrics,
+            recent_traces,
+            recent_unknown,
+        };
+        assert!(!cc(3, 3, 0).disagree_now());
+        assert!(!cc(3, 4, 1).disagree_now());
+        assert!(cc(3, 5, 1).disagree_now());
+        assert!(cc(4, 3, 5).disagree_now());
     }
 }

@@ -123,6 +123,10 @@ pub struct MissDetector {
     /// Request outcomes counted from metrics.
     pub outcomes: Counts,
     pub events: VecDeque<MissEvent>,
+    /// The decode intervals' times of the requests counted unknown (the
+    /// cross-check: a miss the traces name that the metrics left open is
+    /// no disagreement).
+    pub unknown_at: VecDeque<f64>,
     /// Decode TTFT from intervals where every request loaded KV, and from
     /// intervals where every request computed its prompt.
     pub ttft_loaded: Histogram,
@@ -144,9 +148,22 @@ impl MissDetector {
     /// decided (holding a claim, waiting for the prefill's next scrape) are
     /// unknown: what settles them after it is of another run.
     pub fn on_rewind(&mut self) {
-        self.outcomes.unknown += self.deciding() as u64;
+        let held: Vec<f64> =
+            self.pool.iter().filter_map(|e| e.claim).map(|c| c.decide_at - HOLD_SECS).collect();
+        let waiting: Vec<f64> = self.unseen.iter().map(|u| u.at).collect();
+        for t in held.into_iter().chain(waiting) {
+            self.count_unknown(t);
+        }
         self.pool.clear();
         self.unseen.clear();
+    }
+
+    fn count_unknown(&mut self, t: f64) {
+        self.outcomes.unknown += 1;
+        self.unknown_at.push_back(t);
+        while self.unknown_at.len() > 1000 {
+            self.unknown_at.pop_front();
+        }
     }
 
     /// Prefill requests that completed in an interval join the pool.
@@ -255,12 +272,12 @@ impl MissDetector {
                 if !u.whole && candidate && self.take_for_loaded(u.window) {
                     self.outcomes.loaded += 1;
                 } else if candidate {
-                    self.outcomes.unknown += 1;
+                    self.count_unknown(u.at);
                 } else {
                     self.outcomes.no_prefill += 1;
                 }
             } else if now - u.at >= HOLD_SECS {
-                self.outcomes.unknown += 1;
+                self.count_unknown(u.at);
             } else {
                 i += 1;
                 continue;
@@ -318,7 +335,7 @@ impl MissDetector {
         };
         let other = self.pool.iter().any(|e| e.claim.is_none() && window.admits(e));
         if claim.firm && other {
-            self.outcomes.unknown += 1;
+            self.count_unknown(claim.decide_at - HOLD_SECS);
         } else {
             self.outcomes.no_prefill += 1;
         }

@@ -239,8 +239,13 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
         let since = o.silent_miss_since_start();
         // The window's scan of the traces only when the totals differ: this
         // is drawn every frame.
-        let (text, style) = if metrics.silent_miss == since {
-            (format!(" metrics agree: {} silent miss(es)", metrics.silent_miss), theme.dim())
+        let (m, open) = (metrics.silent_miss, metrics.unknown);
+        let (text, style) = if m == since {
+            (format!(" metrics agree: {m} silent miss(es)"), theme.dim())
+        } else if m < since && since <= m + open {
+            // The metrics left open which requests were the rest: no
+            // contradiction.
+            (format!(" metrics agree: {m} silent miss(es) + {open} unknown, traces {since}"), theme.dim())
         } else if state.cross_check().is_some_and(|c| !c.disagree_now()) {
             // Apart once, long ago (metrics pair by timing): agreeing now.
             (format!(" metrics agree now ({} vs {since} in all)", metrics.silent_miss), theme.dim())
