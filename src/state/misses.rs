@@ -38,7 +38,7 @@
 use std::collections::VecDeque;
 
 use crate::metrics::histogram::Histogram;
-use crate::metrics::model::{Counter, Hist};
+use crate::metrics::model::{Counter, Hist, InstanceSample};
 use crate::traces::Counts;
 
 use super::instance::Interval;
@@ -127,6 +127,9 @@ pub struct MissDetector {
     /// cross-check: a miss the traces name that the metrics left open is
     /// no disagreement).
     pub unknown_at: VecDeque<f64>,
+    /// Since when every prefill instance's completions are counted (the
+    /// latest of their first scrapes): a prefill before it is in no pool.
+    prefills_from: Option<f64>,
     /// Decode TTFT from intervals where every request loaded KV, and from
     /// intervals where every request computed its prompt.
     pub ttft_loaded: Histogram,
@@ -227,7 +230,7 @@ impl MissDetector {
             if self.take_for_loaded(window) {
                 self.outcomes.loaded += 1;
             } else {
-                self.no_prefill_unless(unseen(false));
+                self.no_prefill_unless(unseen(false), window, iv.t);
             }
         }
         let mut missed = 0;
@@ -242,16 +245,32 @@ impl MissDetector {
                 let firm = e.earliest + FIRM_SHARE * (e.latest - e.earliest) < arrival_bound;
                 e.claim = Some(Claim { decide_at: iv.t + HOLD_SECS, instance, firm });
             } else {
-                self.no_prefill_unless(unseen(true));
+                self.no_prefill_unless(unseen(true), window, iv.t);
             }
         }
         let tokens = computed.sum;
         self.record_misses(iv.t, instance, missed, tokens)
     }
 
-    /// A request with no prefill in the pool had none, unless the prefill
-    /// side was not seen past its arrival: then it waits (`recheck`).
-    fn no_prefill_unless(&mut self, unseen: Option<Unseen>) {
+    /// A prefill instance's first scrape. Where it had completed requests
+    /// before pdtop looked, one of them may have been for a request that
+    /// reaches decode after: its completions count only from here.
+    pub fn on_prefill_first_scrape(&mut self, at: f64, sample: Option<&InstanceSample>) {
+        let done = sample.and_then(|s| s.counters.get(&Counter::RequestsOk)).copied();
+        if done.is_some_and(|n| n > 0.0) {
+            self.prefills_from = Some(self.prefills_from.map_or(at, |t| t.max(at)));
+        }
+    }
+
+    /// A request with no prefill in the pool had none, unless its prefill
+    /// may have completed before pdtop counted the prefills (started mid
+    /// run: unknown), or the prefill side was not seen past its arrival:
+    /// then it waits (`recheck`).
+    fn no_prefill_unless(&mut self, unseen: Option<Unseen>, window: Arrival, t: f64) {
+        if self.prefills_from.is_some_and(|from| window.earliest < from) {
+            self.count_unknown(t);
+            return;
+        }
         match unseen {
             Some(u) => self.unseen.push_back(u),
             None => self.outcomes.no_prefill += 1,
@@ -527,6 +546,28 @@ mod tests {
         d.on_rewind();
         assert_eq!(d.deciding(), 0);
         assert_eq!(d.outcomes, Counts { seen: 2, unknown: 2, ..Counts::default() });
+    }
+
+    /// Started mid-run: a request that may have arrived within reach of a
+    /// prefill completed before the prefills were first counted, with none
+    /// in the pool, is unknown; one that arrived long after had none.
+    #[test]
+    fn a_prefill_before_the_first_scrape_leaves_a_request_unknown() {
+        let mut d = MissDetector::default();
+        let mut before = InstanceSample::default();
+        before.counters.insert(Counter::RequestsOk, 3.0);
+        d.on_prefill_first_scrape(100.0, Some(&before));
+        let mut whole = interval(101.0, 1.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 1.])));
+        whole.dt = 1.0;
+        let mut e2e = Histogram::empty(&[1.0, 2.0]);
+        e2e.counts = vec![0.0, 1.0, 1.0];
+        e2e.count = 1.0;
+        whole.hists.insert(Hist::E2e, e2e.clone());
+        assert!(d.on_decode_interval(1, &whole, Some(16), f64::INFINITY).is_none());
+        assert_eq!(d.outcomes, Counts { seen: 1, unknown: 1, ..Counts::default() });
+        whole.t = 120.0;
+        assert!(d.on_decode_interval(1, &whole, Some(16), f64::INFINITY).is_none());
+        assert_eq!(d.outcomes.no_prefill, 1);
     }
 
     /// Two prefills, one claimed by a whole-prompt request; a loaded request

@@ -337,6 +337,9 @@ impl AppState {
             self.refresh_mismatches();
         }
         let Some(iv) = iv else {
+            if self.instances[idx].endpoint.role == Role::Prefill {
+                self.misses.on_prefill_first_scrape(at, self.instances[idx].latest.as_ref());
+            }
             return;
         };
         let inst = &self.instances[idx];
