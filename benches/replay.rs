@@ -1,5 +1,6 @@
 //! Headless replay of a one-hour recording (target: under 5 s), and one
-//! frame of the overview at 200x60 (target: under 2 ms) and at 160x48.
+//! frame of the overview at 200x60 (target: under 2 ms) and at 160x48,
+//! and frames that move, through ratatui's terminal and pdtop's screen.
 //!
 //! The hour is the embedded recording (146 s of a real vLLM pair: scrapes,
 //! three logs, interface counters, the connector directory) imported 25
@@ -79,6 +80,48 @@ fn bench(c: &mut Criterion) {
     // The size the idle-CPU measurement watches at (scripts/measure-live-paired.sh).
     let mut term = Terminal::new(TestBackend::new(160, 48)).expect("backend");
     g.bench_function("overview_160x48", |b| b.iter(|| term.draw(|f| app.draw(f)).map(|_| ()).expect("draw")));
+    // As the dashboard draws: a second apart, so the charts move, and the
+    // escapes written (to a sink). ratatui's terminal and crossterm's
+    // backend, as pdtop drew until 2026-12-07, against its own screen.
+    let mut next = App::new(replay::state_at(&capture, 61.0, true), Theme::builtin("dark").expect("theme"));
+    next.on_msg(Msg::Tick { at: capture.t0 + 61.0 });
+    let apps = [&app, &next];
+    let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, 160, 48));
+    let mut term = Terminal::with_options(
+        ratatui::backend::CrosstermBackend::new(std::io::sink()),
+        ratatui::TerminalOptions { viewport },
+    )
+    .expect("backend");
+    let mut k = 0;
+    g.bench_function("moving_160x48_crossterm", |b| {
+        b.iter(|| {
+            k += 1;
+            term.draw(|f| apps[k % 2].draw(f)).map(|_| ()).expect("draw")
+        })
+    });
+    let mut screen = pdtop::ui::Screen::new(std::io::sink(), 160, 48);
+    g.bench_function("moving_160x48_screen", |b| {
+        b.iter(|| {
+            k += 1;
+            screen.draw(|buf| apps[k % 2].paint(buf)).expect("draw")
+        })
+    });
+    let paint = |app: &App| {
+        let mut buf = ratatui::buffer::Buffer::empty(ratatui::layout::Rect::new(0, 0, 160, 48));
+        app.paint(&mut buf);
+        buf
+    };
+    let (a, b) = (paint(&app), paint(&next));
+    let mut out = Vec::new();
+    pdtop::ui::write_changes(&a, &b, &mut out);
+    println!("a moving frame writes {} bytes", out.len());
+    g.bench_function("diff_160x48", |bench| {
+        bench.iter(|| {
+            out.clear();
+            pdtop::ui::write_changes(&a, &b, &mut out);
+            out.len()
+        })
+    });
     g.finish();
 }
 

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use ratatui::{Frame, Terminal, backend::Backend};
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 
@@ -16,7 +17,7 @@ use crate::keymap::{Action, action_for};
 use crate::pipeline::{Feed, LiveFeed, Player};
 use crate::state::AppState;
 use crate::theme::Theme;
-use crate::ui::{self, DemoInfo, HistWindow, View, ViewState};
+use crate::ui::{self, DemoInfo, HistWindow, Surface, View, ViewState};
 
 /// The shortest time between two frames (20 fps at most).
 pub const FRAME: Duration = Duration::from_millis(50);
@@ -259,7 +260,12 @@ impl App {
     }
 
     pub fn draw(&self, frame: &mut Frame) {
-        ui::render(frame, &self.state, &self.view, &self.theme);
+        self.paint(frame.buffer_mut());
+    }
+
+    /// One frame, painted into `buf` (the whole of it).
+    pub fn paint(&self, buf: &mut Buffer) {
+        ui::render(buf, &self.state, &self.view, &self.theme);
     }
 }
 
@@ -282,12 +288,12 @@ pub struct RunStats {
 
 /// Runs until the user quits (or every source of input is gone), drawing
 /// the state the feed builds.
-pub async fn run<B: Backend>(
-    terminal: &mut Terminal<B>,
+pub async fn run<S: Surface>(
+    terminal: &mut S,
     app: &mut App,
     mut feed: Feed,
     mut input: UnboundedReceiver<Input>,
-) -> Result<RunStats, B::Error> {
+) -> Result<RunStats, S::Error> {
     let mut stats = RunStats::default();
     // A recording plays in small steps so that time on screen flows.
     let mut play = tokio::time::interval(FRAME * 2);
@@ -326,7 +332,7 @@ pub async fn run<B: Backend>(
                     progress: lab.clock.progress(),
                 });
             }
-            terminal.draw(|f| app.draw(f))?;
+            terminal.frame(&|buf| app.paint(buf))?;
             stats.frames += 1;
             last_draw = Instant::now();
             dirty = false;
@@ -405,14 +411,14 @@ fn take_queued(app: &mut App, live: &mut LiveFeed, stats: &mut RunStats) -> bool
 /// A terminal event, a resize taken by the terminal first: the screen's
 /// viewport is fixed (asking the terminal its size before every frame
 /// cost three system calls a second) and follows the resize events.
-fn on_input<B: Backend>(
-    terminal: &mut Terminal<B>,
+fn on_input<S: Surface>(
+    terminal: &mut S,
     app: &mut App,
     ev: Option<Input>,
     player: Option<&mut Player>,
-) -> Result<bool, B::Error> {
+) -> Result<bool, S::Error> {
     if let Some(Input::Resize(w, h)) = ev {
-        terminal.resize(ratatui::layout::Rect::new(0, 0, w, h))?;
+        terminal.resize(w, h)?;
     }
     Ok(app.on_input(ev, player))
 }
@@ -429,20 +435,4 @@ impl App {
             }
         }
     }
-}
-
-/// Reads terminal events on a plain thread (crossterm's read blocks).
-pub fn spawn_input_thread(tx: tokio::sync::mpsc::UnboundedSender<Input>) {
-    let _ = std::thread::Builder::new().name("pdtop-input".into()).spawn(move || {
-        while let Ok(ev) = ratatui::crossterm::event::read() {
-            let input = match ev {
-                Event::Key(k) => Input::Key(k),
-                Event::Resize(w, h) => Input::Resize(w, h),
-                _ => continue,
-            };
-            if tx.send(input).is_err() {
-                break;
-            }
-        }
-    });
 }

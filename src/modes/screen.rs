@@ -1,6 +1,7 @@
 //! The screen sink: owns the terminal for the length of the dashboard and
 //! restores it on every way out (return, error, panic, signals).
 
+use ratatui::crossterm::event::Event;
 use tokio::sync::mpsc;
 
 use crate::app::{self, App, Input};
@@ -34,9 +35,7 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
         ratatui::restore();
         hook(info);
     }));
-    // Raw mode and the alternate screen; frames are then written through
-    // a buffer, one write each, not one locked and line-scanned write of
-    // stdout per escape sequence.
+    // Raw mode and the alternate screen.
     // Restores on every way out of this function, `?` included (an early
     // error used to leave the terminal raw and on the alternate screen),
     // a set-up that failed half-way too.
@@ -44,31 +43,24 @@ pub fn run_screen(mut app: App, feed: Feed) -> Result<()> {
     ratatui::crossterm::terminal::enable_raw_mode().runtime("cannot set up the terminal")?;
     ratatui::crossterm::execute!(std::io::stdout(), ratatui::crossterm::terminal::EnterAlternateScreen)
         .runtime("cannot set up the terminal")?;
-    let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout());
-    // A fixed viewport, resized on the terminal's resize events (`app::run`):
-    // a full-screen one asks the terminal its size before every frame.
+    // The dashboard's own screen, resized on the terminal's resize events
+    // (`app::run`): asking the terminal its size before every frame cost
+    // three system calls a second. Each frame is one write.
     let (w, h) = ratatui::crossterm::terminal::size().runtime("cannot read the terminal's size")?;
-    let viewport = ratatui::Viewport::Fixed(ratatui::layout::Rect::new(0, 0, w, h));
-    let mut terminal = ratatui::Terminal::with_options(
-        ratatui::backend::CrosstermBackend::new(out),
-        ratatui::TerminalOptions { viewport },
-    )
-    .runtime("cannot set up the terminal")?;
+    let mut terminal = crate::ui::Screen::new(std::io::stdout(), w, h);
     #[cfg(debug_assertions)]
     test_ui_fault()?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().runtime("ui runtime")?;
     let result = rt.block_on(async {
         let (in_tx, in_rx) = mpsc::unbounded_channel();
-        app::spawn_input_thread(in_tx.clone());
+        spawn_input_thread(in_tx.clone());
         spawn_signal_watch(in_tx);
         app::run(&mut terminal, &mut app, feed, in_rx).await
     });
-    // A terminal that went away (the pane closed, tmux killed): ratatui's
-    // own drop would print its failure to the dead stderr, and a failed
-    // print panics before the demo's folder is removed. It is let go.
-    if terminal.show_cursor().is_err() {
-        std::mem::forget(terminal);
-    }
+    // The cursor shown again; on a terminal that went away (the pane
+    // closed, tmux killed) the write fails unprinted, and the demo's folder
+    // is still removed.
+    drop(terminal);
     drop(restore);
     result.map(|_| ()).runtime("terminal")
 }
@@ -113,4 +105,20 @@ fn spawn_signal_watch(tx: mpsc::UnboundedSender<Input>) {
             });
         }
     }
+}
+
+/// Reads terminal events on a plain thread (crossterm's read blocks).
+fn spawn_input_thread(tx: mpsc::UnboundedSender<Input>) {
+    let _ = std::thread::Builder::new().name("pdtop-input".into()).spawn(move || {
+        while let Ok(ev) = ratatui::crossterm::event::read() {
+            let input = match ev {
+                Event::Key(k) => Input::Key(k),
+                Event::Resize(w, h) => Input::Resize(w, h),
+                _ => continue,
+            };
+            if tx.send(input).is_err() {
+                break;
+            }
+        }
+    });
 }

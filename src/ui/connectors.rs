@@ -3,11 +3,10 @@
 //! zeros). NIXL's line keeps its latency quantiles; the others show their
 //! figures from `state::connectors` (since pdtop started).
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::{HistWindow, ViewState, fmt};
 use crate::feed::Role;
@@ -15,6 +14,7 @@ use crate::metrics::model::{Counter, Hist};
 use crate::state::AppState;
 use crate::state::connectors::ConnectorMetrics;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 /// The connectors after NIXL, with what their line is called.
 const SHOWN: [(&str, &str); 4] = [
@@ -44,7 +44,7 @@ pub fn height(state: &AppState, focus: Option<usize>) -> u16 {
     if n == 0 { 0 } else { n as u16 + 2 }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let mut lines = Vec::new();
     if nixl_reports(state) {
         lines.push(nixl_line(state, view, area.width.saturating_sub(2) as usize, theme));
@@ -69,10 +69,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             }
         }
     }
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(
+    let block = Panel::new(
+        Span::styled(
             format!(
                 " {} ",
                 fmt::shorten(
@@ -81,8 +79,10 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
                 )
             ),
             theme.fg("title"),
-        ));
-    super::text::draw_in(frame, area, block, &lines);
+        ),
+        theme.fg("border"),
+    );
+    super::panel::draw_in(buf, area, block, &lines);
 }
 
 /// A figure in its unit, read from its name.

@@ -4,27 +4,27 @@
 //! event of an alerting kind (a death, an error, a miss, a disagreement)
 //! carries the alert area's mark (`▲ MISS `) in its loud style.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::{ViewState, fmt};
 use crate::state::alerts::AlertKind;
 use crate::state::{AppState, EventKind};
 use crate::theme::Theme;
+use crate::ui::Panel;
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let title = match view.search.is_empty() {
         true => " events ".to_string(),
         false => format!(" events /{} ", view.search),
     };
-    list(frame, area, state, Some(view.scroll), &view.search, &title, theme);
+    list(buf, area, state, Some(view.scroll), &view.search, &title, theme);
 }
 
 /// The newest few events, under the request panel of the overview.
-pub fn render_recent(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
-    list(frame, area, state, None, "", " recent events ", theme);
+pub fn render_recent(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
+    list(buf, area, state, None, "", " recent events ", theme);
 }
 
 /// The events the Events view lists, newest first, those naming `filter`.
@@ -44,7 +44,7 @@ pub fn request_of(state: &AppState, e: &crate::state::Event) -> Option<String> {
 
 /// `selected`: the row the Events view has selected (none in the overview's).
 fn list(
-    frame: &mut Frame,
+    buf: &mut Buffer,
     area: Rect,
     state: &AppState,
     selected: Option<usize>,
@@ -53,10 +53,8 @@ fn list(
     theme: &Theme,
 ) {
     let shown = shown(state, filter);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(format!("{title}({}) ", shown.len()), theme.fg("title")));
+    let block =
+        Panel::new(Span::styled(format!("{title}({}) ", shown.len()), theme.fg("title")), theme.fg("border"));
     // The selected row in sight, the last page shown whole.
     let rows = area.height.saturating_sub(2).max(1) as usize;
     let selected = selected.map(|n| n.min(shown.len().saturating_sub(1)));
@@ -102,7 +100,7 @@ fn list(
         (true, false) => vec![Line::styled(format!(" no event names \"{filter}\" (Esc: all)"), theme.dim())],
         _ => lines,
     };
-    super::text::draw_in(frame, area, block, &lines);
+    super::panel::draw_in(buf, area, block, &lines);
 }
 
 /// A problem as an error, a warning as a warning, a note dim.

@@ -1,10 +1,11 @@
 //! The instance rows and the alert area at the top of every view.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use ratatui::widgets::Widget;
 
 use super::fmt;
 use super::hist::bar;
@@ -22,11 +23,11 @@ pub fn role_style(role: Role, theme: &Theme) -> Style {
 /// More instances than this get one summary line per role instead.
 pub const MAX_INSTANCE_ROWS: usize = 4;
 
-pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn instances(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     if state.instances.len() > MAX_INSTANCE_ROWS {
         let lines: Vec<Line> =
             [Role::Prefill, Role::Decode].into_iter().map(|r| role_summary(state, r, theme)).collect();
-        super::text::draw(frame, area, &lines);
+        super::text::draw(buf, area, &lines);
         return;
     }
     let endpoint_w =
@@ -37,7 +38,7 @@ pub fn instances(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme)
         .take(area.height as usize)
         .map(|i| instance_line(i, state.now, area.width, endpoint_w, block_differs(state), theme))
         .collect();
-    super::text::draw(frame, area, &lines);
+    super::text::draw(buf, area, &lines);
 }
 
 fn block_differs(state: &AppState) -> bool {
@@ -213,7 +214,7 @@ pub fn alert_height(alerts: &[Alert], rows: u16) -> u16 {
 /// The alert area: one loud row per alerting kind, most severe first, each
 /// with its count and the age of its newest occurrence (the state decides
 /// what alerts: `AppState::alerts`).
-pub fn alerts(frame: &mut Frame, area: Rect, alerts: &[Alert], now: f64, theme: &Theme) {
+pub fn alerts(buf: &mut Buffer, area: Rect, alerts: &[Alert], now: f64, theme: &Theme) {
     let rows = area.height as usize;
     let lines: Vec<Line> = alerts
         .iter()
@@ -231,7 +232,7 @@ pub fn alerts(frame: &mut Frame, area: Rect, alerts: &[Alert], now: f64, theme: 
             Line::styled(format!("{}{more}", fmt::shorten(&alert_text(a, now), room)), theme.alarm())
         })
         .collect();
-    frame.render_widget(Paragraph::new(lines).style(theme.alarm()), area);
+    Paragraph::new(lines).style(theme.alarm()).render(area, buf);
 }
 
 /// ` ▲ SILENT MISS ×8  3.0s ago  lab-mismatch-3: …`: the numbers first, so
@@ -246,7 +247,7 @@ pub fn alert_text(a: &Alert, now: f64) -> String {
 }
 
 /// One line on the tailed logs: each file's state and line count.
-pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
+pub fn logs_line(buf: &mut Buffer, area: Rect, state: &AppState, logs_only: bool, theme: &Theme) {
     // The file names go first when the line is too wide, then whole files
     // (the last first), never a count cut in two.
     let cols = area.width as usize;
@@ -263,7 +264,7 @@ pub fn logs_line(frame: &mut Frame, area: Rect, state: &AppState, logs_only: boo
         }
         fmt::keep_whole(segments, cols)
     };
-    super::text::draw(frame, area, &[Line::from(spans)]);
+    super::text::draw(buf, area, &[Line::from(spans)]);
 }
 
 fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> Vec<Span<'static>> {
@@ -315,27 +316,27 @@ fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> 
 
 /// What the logs read after the fact could not say, the weightiest first
 /// (a file left out before an assumed year).
-pub fn notes_line(frame: &mut Frame, area: Rect, notes: &[String], theme: &Theme) {
+pub fn notes_line(buf: &mut Buffer, area: Rect, notes: &[String], theme: &Theme) {
     let mut notes: Vec<&String> = notes.iter().collect();
     notes.sort_by_key(|n| !n.contains("not used"));
     let text = notes.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(" · ");
-    super::text::draw(frame, area, &[Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))]);
+    super::text::draw(buf, area, &[Line::styled(format!(" NOTE    {text}"), theme.fg("warn"))]);
 }
 
 /// The newest collector failure, kept on screen: a collector that stopped
 /// must not look like a quiet source.
-pub fn source_errors_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn source_errors_line(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let Some((source, error)) = state.source_errors.last() else {
         return;
     };
     let more = state.source_errors.len() - 1;
     let more = if more > 0 { format!(" (+{more} earlier, see Events)") } else { String::new() };
     let text = format!(" ✖ {source}: {error}{more}");
-    super::text::draw(frame, area, &[Line::styled(text, theme.fg("error"))]);
+    super::text::draw(buf, area, &[Line::styled(text, theme.fg("error"))]);
 }
 
 /// `pdtop doctor`'s word on the pair: its counts, and the first problem.
-pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn doctor_line(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     use crate::doctor::Severity;
     let Some(r) = &state.doctor.report else {
         return;
@@ -356,5 +357,5 @@ pub fn doctor_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Them
         .or_else(|| r.unread.first().map(|u| format!(" · not read: {}: {}", u.source, u.why)))
         .unwrap_or_default();
     let head = r.short_headline().replacen("doctor:", "DOCTOR ", 1);
-    super::text::draw(frame, area, &[Line::styled(format!(" {head}{first}"), style)]);
+    super::text::draw(buf, area, &[Line::styled(format!(" {head}{first}"), style)]);
 }

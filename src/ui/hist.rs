@@ -9,15 +9,15 @@
 //! └───────────────────────────────┘└───────────────────────────────┘
 //! ```
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::metrics::histogram::Histogram;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 pub struct Side<'a> {
     pub label: &'a str,
@@ -27,7 +27,7 @@ pub struct Side<'a> {
     pub note: Option<&'a str>,
 }
 
-pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>; 2], theme: &Theme) {
+pub fn render_pair(buf: &mut Buffer, area: Rect, title: &str, sides: [Side<'_>; 2], theme: &Theme) {
     let halves = Layout::horizontal([Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)]).split(area);
     let bounds = shared_bounds(sides.iter().filter_map(|s| s.hist));
     let rebucketed: Vec<Option<Vec<f64>>> = sides
@@ -44,13 +44,15 @@ pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>;
     let rows = rows_for(&bounds, &rebucketed, inner_rows);
     let max = rows.iter().flat_map(|r| r.counts.iter()).fold(0.0f64, |m, c| m.max(*c));
     for (i, side) in sides.iter().enumerate() {
-        let block =
-            Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(vec![
+        let block = Panel::new(
+            Line::from(vec![
                 Span::styled(format!(" {title} · "), theme.fg("title")),
                 Span::styled(format!("{} ", side.label), side.color),
-            ]));
+            ]),
+            theme.fg("border"),
+        );
         let inner = block.inner(halves[i]);
-        frame.render_widget(block, halves[i]);
+        block.render(halves[i], buf);
         let mut lines = vec![quantile_line(side, inner.width, theme)];
         if let Some(note) = side.note {
             lines.push(Line::styled(fmt::shorten(note, inner.width as usize), theme.dim()));
@@ -64,7 +66,7 @@ pub fn render_pair(frame: &mut Frame, area: Rect, title: &str, sides: [Side<'_>;
                 lines.push(bar_line(&row.label, row.counts[i], max, inner.width, side.color, theme));
             }
         }
-        super::text::draw(frame, inner, &lines);
+        super::text::draw(buf, inner, &lines);
     }
 }
 

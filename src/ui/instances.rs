@@ -11,10 +11,9 @@
 //! └─────────────────────────────────────────────────────────────────┘
 //! ```
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::{ViewState, fmt, hist::bar};
 use crate::feed::Role;
@@ -22,6 +21,7 @@ use crate::metrics::model::{Counter, Hist};
 use crate::state::AppState;
 use crate::state::instance::InstanceState;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 pub use super::view::SortKey;
 
@@ -87,7 +87,7 @@ pub fn order(state: &AppState, view: &ViewState) -> Vec<usize> {
     [Role::Prefill, Role::Decode].into_iter().flat_map(|r| rows(state, view, r)).map(|r| r.index).collect()
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let prefill = rows(state, view, Role::Prefill);
     let decode = rows(state, view, Role::Decode);
     // Each role gets room for its rows, the decode side the rest.
@@ -101,13 +101,13 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         Layout::vertical([Constraint::Fill(p), Constraint::Fill(d)]).areas(area)
     };
     let selected = order(state, view).get(view.inst_selected).copied();
-    table(frame, top, state, view, Role::Prefill, &prefill, selected, theme);
-    table(frame, bottom, state, view, Role::Decode, &decode, selected, theme);
+    table(buf, top, state, view, Role::Prefill, &prefill, selected, theme);
+    table(buf, bottom, state, view, Role::Decode, &decode, selected, theme);
 }
 
 #[allow(clippy::too_many_arguments)]
 fn table(
-    frame: &mut Frame,
+    buf: &mut Buffer,
     area: Rect,
     state: &AppState,
     view: &ViewState,
@@ -124,10 +124,9 @@ fn table(
     if !view.search.is_empty() {
         title.push(Span::styled(format!(" /{} ", view.search), theme.fg("accent")));
     }
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let block = Panel::new(Line::from(title), theme.fg("border"));
     let inner = block.inner(area);
-    frame.render_widget(block, area);
+    block.render(area, buf);
     let narrow = inner.width < 100;
     let decode = role == Role::Decode;
     let kv_w = if narrow { 7 } else { 16 };
@@ -208,5 +207,5 @@ fn table(
         }
         lines.push(line);
     }
-    super::text::draw(frame, inner, &lines);
+    super::text::draw(buf, inner, &lines);
 }

@@ -2,11 +2,12 @@
 //! roles against a clock axis, so a split, a restart or a miss burst is
 //! seen as it happens (the view a Grafana user expects).
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType};
+use ratatui::widgets::Widget;
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
 
 use super::{fmt, header::role_style};
 use crate::feed::Role;
@@ -14,6 +15,7 @@ use crate::metrics::model::Hist;
 use crate::state::AppState;
 use crate::state::latency::{Point, series};
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 /// The most history drawn: what the state keeps per instance.
 const SPAN_S: f64 = 3600.0;
@@ -104,14 +106,14 @@ fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'stat
 /// (time, milliseconds) points of one percentile.
 type Line = Vec<(f64, f64)>;
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, focus: Option<usize>, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, focus: Option<usize>, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
-    chart(frame, left, state, Hist::Ttft, focus, theme);
-    chart(frame, right, state, Hist::Tpot, focus, theme);
+    chart(buf, left, state, Hist::Ttft, focus, theme);
+    chart(buf, right, state, Hist::Tpot, focus, theme);
 }
 
-fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Option<usize>, theme: &Theme) {
+fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Option<usize>, theme: &Theme) {
     let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
     // Two columns a bin, and at least 5 s in each: a percentile of a
     // handful of requests is noise, not a trend.
@@ -154,13 +156,10 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
     } else {
         format!(" {name} over time, ms ")
     };
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(title, theme.fg("title")));
+    let block = Panel::new(Span::styled(title, theme.fg("title")), theme.fg("border"));
     // The legend has a row of its own above the plot: it never covers a line.
     let inner = block.inner(area);
-    frame.render_widget(block, area);
+    block.render(area, buf);
     let [legend_area, plot] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
     let roles_shown: Vec<Role> =
         data.iter().filter(|(_, p50, _)| !p50.is_empty()).map(|(r, _, _)| *r).collect();
@@ -168,7 +167,7 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
         // No axis with made-up bounds: the title says there is nothing yet.
         return;
     }
-    super::text::draw(frame, legend_area, &[legend(&roles_shown, legend_area.width, theme)]);
+    super::text::draw(buf, legend_area, &[legend(&roles_shown, legend_area.width, theme)]);
     let mid = (since + state.now) / 2.0;
     let x = Axis::default()
         .bounds([since, state.now.max(since + 1.0)])
@@ -178,5 +177,5 @@ fn chart(frame: &mut Frame, area: Rect, state: &AppState, hist: Hist, focus: Opt
         .bounds([0.0, top])
         .style(theme.dim())
         .labels(["0".to_string(), format!("{:.0}", top / 2.0), format!("{top:.0}")].map(Span::raw));
-    frame.render_widget(Chart::new(sets).legend_position(None).x_axis(x).y_axis(y), plot);
+    Chart::new(sets).legend_position(None).x_axis(x).y_axis(y).render(plot, buf);
 }

@@ -12,10 +12,11 @@
 //! └────────────────────────────────────────────────────────────────────┘
 //! ```
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph, Sparkline};
+use ratatui::widgets::Widget;
+use ratatui::widgets::{Paragraph, Sparkline};
 
 use super::{HistWindow, ViewState, fmt};
 use crate::feed::Role;
@@ -23,6 +24,7 @@ use crate::kv::{LINK_RATES_GBPS, link_seconds};
 use crate::state::AppState;
 use crate::state::link::{LinkVerdict, Series, verdict};
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 /// Below this height the throughput sparkline is left out (its place
 /// says so) and the per-request table gets its rows.
@@ -30,7 +32,7 @@ const SPARK_MIN_BODY: u16 = 26;
 /// Below this height the KV size panel is left out too.
 const SIZE_MIN_BODY: u16 = 18;
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let table_lines = table_lines(state, view, area.width.saturating_sub(2) as usize, theme);
     let table_h = table_lines.len() as u16 + 2;
     let spark_h = if area.height >= SPARK_MIN_BODY { 6 } else { 0 };
@@ -45,12 +47,12 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
     ])
     .areas(area);
     if size_h > 0 {
-        size_panel(frame, size, state, theme);
+        size_panel(buf, size, state, theme);
     }
     let title = table_title(state, view);
-    super::text::draw_in(frame, table, block(&title, theme), &table_lines);
+    super::panel::draw_in(buf, table, block(&title, theme), &table_lines);
     if spark_h > 0 {
-        throughput(frame, spark, state, theme);
+        throughput(buf, spark, state, theme);
     } else {
         let hint = if size_h > 0 {
             format!(" throughput: {SPARK_MIN_BODY}+ rows ")
@@ -60,20 +62,17 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         let w = fmt::width(&hint) as u16;
         if table.width > w + 2 && table.height > 0 {
             let at = Rect { x: table.right() - w - 1, y: table.bottom() - 1, width: w, height: 1 };
-            frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), at);
+            Paragraph::new(Span::styled(hint, theme.dim())).render(at, buf);
         }
     }
-    super::link_requests::render(frame, requests, state, theme);
+    super::link_requests::render(buf, requests, state, theme);
 }
 
-fn block<'a>(title: &'a str, theme: &Theme) -> Block<'a> {
-    Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(title, theme.fg("title")))
+fn block<'a>(title: &'a str, theme: &Theme) -> Panel<'a> {
+    Panel::new(Span::styled(title, theme.fg("title")), theme.fg("border"))
 }
 
-fn size_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+fn size_panel(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let l = &state.link;
     let lines = match &l.model {
         Some(m) => {
@@ -119,7 +118,7 @@ fn size_panel(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
             ),
         ],
     };
-    super::text::draw_in(frame, area, block(" KV size the model predicts ", theme), &lines);
+    super::panel::draw_in(buf, area, block(" KV size the model predicts ", theme), &lines);
 }
 
 fn group(n: u64) -> String {
@@ -214,7 +213,7 @@ fn table_title(state: &AppState, view: &ViewState) -> String {
     }
 }
 
-fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+fn throughput(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let l = &state.link;
     let (name, series) = if let Some(f) = l.xfer_family.filter(|_| !l.xfer.points.is_empty()) {
         (f.label, &l.xfer)
@@ -228,8 +227,8 @@ fn throughput(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         series.points.iter().rev().take(width).rev().map(|p| p.bytes.max(0.0) as u64).collect();
     let peak = data.iter().copied().max().unwrap_or(0);
     let title = format!(" {name} bytes per sample (peak {}) ", fmt::bytes(peak as f64));
-    frame.render_widget(
-        Sparkline::default().data(&data).style(theme.fg("source_external")).block(block(&title, theme)),
-        area,
-    );
+
+    let block = block(&title, theme);
+    block.render(area, buf);
+    Sparkline::default().data(&data).style(theme.fg("source_external")).render(block.inner(area), buf);
 }

@@ -2,15 +2,15 @@
 //! was the wrong one), whether the split pays on it, the folders nobody
 //! reads, and each request's predicted and observed bytes.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::report::kv::KvRequests;
 use crate::state::AppState;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 fn verdict_text(v: &str) -> &'static str {
     match v {
@@ -35,7 +35,7 @@ fn verdict_cell(verdict: &str, note: &str, cols: usize) -> String {
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let kv = KvRequests::from_state(state);
     let cols = area.width.saturating_sub(2) as usize;
     let fit = |t: String| fmt::shorten(&t, cols);
@@ -137,7 +137,6 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         ],
         cols,
     );
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
-    super::text::draw_in(frame, area, block, &lines);
+    let block = Panel::new(Line::from(title), theme.fg("border"));
+    super::panel::draw_in(buf, area, block, &lines);
 }

@@ -21,30 +21,35 @@ pub mod latency_chart;
 pub mod link;
 mod link_requests;
 pub mod overview;
+mod panel;
 mod recent_requests;
 pub mod requests;
 pub mod router;
+mod screen;
 pub mod sources_chart;
 pub mod svg;
 mod text;
 mod view;
 pub mod waterfall;
 
+pub use panel::Panel;
+pub use screen::{Screen, Surface, write_changes};
 pub use view::{DemoInfo, HistWindow, NO_METRICS, View, ViewState};
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::widgets::Widget;
+use ratatui::widgets::{Clear, Paragraph};
 
 use crate::keymap;
 use crate::state::AppState;
 use crate::theme::Theme;
 
 /// Draws one frame.
-pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, live: &AppState, view: &ViewState, theme: &Theme) {
     let state = view.frozen.as_deref().unwrap_or(live);
-    let area = frame.area();
+    let area = buf.area;
     // A pair gets a row per instance; a fleet a summary per role (the
     // Instances view has the rows).
     let header_rows =
@@ -82,43 +87,43 @@ pub fn render(frame: &mut Frame, live: &AppState, view: &ViewState, theme: &Them
         Constraint::Length(1),
     ])
     .areas(area);
-    title_bar(frame, top, state, view, theme);
-    header::instances(frame, instances, state, theme);
+    title_bar(buf, top, state, view, theme);
+    header::instances(buf, instances, state, theme);
     if router_row > 0 {
-        router::router_line(frame, router_area, state, theme);
+        router::router_line(buf, router_area, state, theme);
     }
     if logs_row > 0 {
-        header::logs_line(frame, logs_area, state, view.logs_only, theme);
+        header::logs_line(buf, logs_area, state, view.logs_only, theme);
     }
     if notes_row > 0 {
-        header::notes_line(frame, notes_area, &view.notes, theme);
+        header::notes_line(buf, notes_area, &view.notes, theme);
     }
     if errors_row > 0 {
-        header::source_errors_line(frame, errors_area, state, theme);
+        header::source_errors_line(buf, errors_area, state, theme);
     }
     if doctor_row > 0 {
-        header::doctor_line(frame, doctor_area, state, theme);
+        header::doctor_line(buf, doctor_area, state, theme);
     }
     if banner > 0 {
-        header::alerts(frame, banner_area, &alerts, state.now, theme);
+        header::alerts(buf, banner_area, &alerts, state.now, theme);
     }
     // A page of the view's list, for PgUp / PgDn and `G`.
     view.page.set(body.height.saturating_sub(3).max(1) as usize);
     match view.view {
-        View::Overview => overview::render(frame, body, state, view, theme),
-        View::Instances => instances::render(frame, body, state, view, theme),
-        View::Requests => requests::render(frame, body, state, view, theme),
-        View::Link => link::render(frame, body, state, view, theme),
-        View::Events => events::render(frame, body, state, view, theme),
+        View::Overview => overview::render(buf, body, state, view, theme),
+        View::Instances => instances::render(buf, body, state, view, theme),
+        View::Requests => requests::render(buf, body, state, view, theme),
+        View::Link => link::render(buf, body, state, view, theme),
+        View::Events => events::render(buf, body, state, view, theme),
     }
     let replay = view.badge.is_some();
-    footer_bar(frame, footer, replay, view.said.as_deref(), theme);
+    footer_bar(buf, footer, replay, view.said.as_deref(), theme);
     if view.help {
-        help_overlay(frame, area, replay, theme);
+        help_overlay(buf, area, replay, theme);
     }
 }
 
-fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+fn title_bar(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let mut spans = vec![Span::styled(" pdtop ", theme.fg("accent"))];
     for v in View::ALL {
         let style = if v == view.view {
@@ -172,14 +177,14 @@ fn title_bar(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, 
     }
     let right_w: u16 = right.iter().map(|s| s.width() as u16).sum();
     let [l, r] = Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
-    text::draw(frame, l, &[Line::from(spans)]);
-    text::draw(frame, r, &[Line::from(right)]);
+    text::draw(buf, l, &[Line::from(spans)]);
+    text::draw(buf, r, &[Line::from(right)]);
 }
 
-fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, said: Option<&str>, theme: &Theme) {
+fn footer_bar(buf: &mut Buffer, area: Rect, replay: bool, said: Option<&str>, theme: &Theme) {
     // What the last key changed, said until the next key.
     if let Some(said) = said {
-        text::draw(frame, area, &[Line::styled(format!(" {said}"), theme.fg("accent"))]);
+        text::draw(buf, area, &[Line::styled(format!(" {said}"), theme.fg("accent"))]);
         return;
     }
     let live = [("space", "freeze"), ("w", "window")];
@@ -200,10 +205,10 @@ fn footer_bar(frame: &mut Frame, area: Rect, replay: bool, said: Option<&str>, t
         spans.push(Span::styled(key, theme.fg("accent")));
         spans.push(Span::styled(word, theme.dim()));
     }
-    text::draw(frame, area, &[Line::from(spans)]);
+    text::draw(buf, area, &[Line::from(spans)]);
 }
 
-fn help_overlay(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {
+fn help_overlay(buf: &mut Buffer, area: Rect, replay: bool, theme: &Theme) {
     let lines: Vec<Line> = keymap::help_lines_for(replay)
         .into_iter()
         .map(|(k, t)| {
@@ -217,10 +222,8 @@ fn help_overlay(frame: &mut Frame, area: Rect, replay: bool, theme: &Theme) {
     let w = 56.min(area.width);
     let [popup] = Layout::vertical([Constraint::Length(h)]).flex(Flex::Center).areas(area);
     let [popup] = Layout::horizontal([Constraint::Length(w)]).flex(Flex::Center).areas(popup);
-    frame.render_widget(Clear, popup);
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("accent"))
-        .title(Span::styled(" keys (q/Esc closes) ", theme.fg("title")));
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
+    Clear.render(popup, buf);
+    let block = Panel::new(Span::styled(" keys (q/Esc closes) ", theme.fg("title")), theme.fg("accent"));
+    block.render(popup, buf);
+    Paragraph::new(lines).render(block.inner(popup), buf);
 }

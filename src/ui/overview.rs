@@ -7,10 +7,9 @@
 //!   KV connector strip (a line per connector that reports)
 //! ```
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::hist::{Side, lines_wanted, render_pair};
 use super::{HistWindow, ViewState, fmt, header::role_style, sources_chart};
@@ -19,6 +18,7 @@ use crate::metrics::histogram::Histogram;
 use crate::metrics::model::Hist;
 use crate::state::AppState;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 /// Wide enough for the four histograms on one row and latency over time.
 const WIDE: u16 = 120;
@@ -27,7 +27,7 @@ const SERIES_MIN: u16 = 10;
 /// The token chart and the request counts: at least this tall.
 const BOTTOM_MIN: u16 = 8;
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let strip = super::connectors::height(state, view.focus);
     let hist = |role, h| match view.window {
         HistWindow::Sliding => state.window_hist_of(role, h, view.focus),
@@ -73,14 +73,14 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         (ttft, tpot)
     };
     render_pair(
-        frame,
+        buf,
         ttft,
         "TTFT",
         [side(Role::Prefill, p_ttft.as_ref(), none, theme), side(Role::Decode, d_ttft.as_ref(), none, theme)],
         theme,
     );
     render_pair(
-        frame,
+        buf,
         tpot,
         "TPOT",
         [
@@ -90,11 +90,11 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         theme,
     );
     if series_h > 0 {
-        super::latency_chart::render(frame, series_area, state, view.focus, theme);
+        super::latency_chart::render(buf, series_area, state, view.focus, theme);
     } else if !view.logs_only && super::latency_chart::has_data(state, view.focus) {
         // Left out: said on the border above the chart that replaces it.
         // The screen size at which this body would have room for it.
-        let chrome = frame.area().height.saturating_sub(area.height);
+        let chrome = buf.area.height.saturating_sub(area.height);
         let wide_hists = h_ttft.max(h_tpot);
         let rows = chrome + strip + wide_hists + SERIES_MIN + BOTTOM_MIN + 4;
         let hint = format!(" latency over time: {WIDE}x{rows} or larger ");
@@ -102,19 +102,19 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         if tpot.width > w + 2 {
             let at =
                 Rect { x: tpot.right() - w - 1, y: tpot.bottom().saturating_sub(1), width: w, height: 1 };
-            super::text::draw(frame, at, &[Line::from(Span::styled(hint, theme.dim()))]);
+            super::text::draw(buf, at, &[Line::from(Span::styled(hint, theme.dim()))]);
         }
     }
-    bottom_panels(frame, bottom, state, view, theme);
+    bottom_panels(buf, bottom, state, view, theme);
     if strip > 0 {
-        super::connectors::render(frame, strip_area, state, view, theme);
+        super::connectors::render(buf, strip_area, state, view, theme);
     }
 }
 
 /// The token chart on the left; on the right the request counts (as wide
 /// as their text), then the newest requests and the events when there is
 /// room for them.
-fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+fn bottom_panels(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let (title, lines) = requests_lines(state, view.logs_only, theme);
     let text_w = lines.iter().map(Line::width).chain([title.width() + 2]).max().unwrap_or(0) as u16 + 2;
     // The chart keeps a readable width; on a wide screen the right half
@@ -127,18 +127,18 @@ fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewSta
         // No token chart without metrics: its notice keeps one row and the
         // newest requests take the rest of the column.
         let [notice, newest] = Layout::vertical([Constraint::Length(3), Constraint::Min(0)]).areas(chart);
-        sources_chart::no_metrics(frame, notice, theme);
+        sources_chart::no_metrics(buf, notice, theme);
         if !traced.is_empty() && newest.height >= 3 {
-            super::recent_requests::render(frame, newest, &traced, theme);
+            super::recent_requests::render(buf, newest, &traced, theme);
         }
     } else {
-        sources_chart::render(frame, chart, state, theme);
+        sources_chart::render(buf, chart, state, theme);
     }
     // The counts keep what is left under them unless it holds a panel.
     let counts_h = (lines.len() as u16 + 2).min(right.height);
     let counts_h = if right.height - counts_h < 3 { right.height } else { counts_h };
     let [counts, below] = Layout::vertical([Constraint::Length(counts_h), Constraint::Min(0)]).areas(right);
-    requests_panel(frame, counts, title, lines, theme);
+    requests_panel(buf, counts, title, lines, theme);
     // The events as tall as they are (at most half), the newest requests
     // the rest.
     let newest_here = !view.logs_only && !traced.is_empty() && below.height >= 8 && area.width >= WIDE;
@@ -150,10 +150,10 @@ fn bottom_panels(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewSta
         (Rect::default(), below)
     };
     if newest.height > 0 {
-        super::recent_requests::render(frame, newest, &traced, theme);
+        super::recent_requests::render(buf, newest, &traced, theme);
     }
     if events.height >= 3 {
-        super::events::render_recent(frame, events, state, theme);
+        super::events::render_recent(buf, events, state, theme);
     }
 }
 
@@ -162,13 +162,13 @@ fn side<'a>(role: Role, hist: Option<&'a Histogram>, note: Option<&'a str>, them
 }
 
 fn requests_panel(
-    frame: &mut Frame,
+    buf: &mut Buffer,
     area: Rect,
     title: Line<'static>,
     lines: Vec<Line<'static>>,
     theme: &Theme,
 ) {
-    let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
+    let block = Panel::new(title, theme.fg("border"));
     // Rows short: the heading of the comparison goes first, then an
     // agreeing cross-check, then the comparison's detail; never a count, a
     // disagreement or the verdict.
@@ -183,7 +183,7 @@ fn requests_panel(
             lines.retain(|l| rank(l) != Some(r));
         }
     }
-    super::text::draw_in(frame, area, block, &lines);
+    super::panel::draw_in(buf, area, block, &lines);
 }
 
 /// The request panel's title and lines: the counts, the metrics

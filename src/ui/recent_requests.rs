@@ -1,22 +1,22 @@
 //! The newest requests with their outcome, on a wide Overview: what a user
 //! would otherwise Tab to Requests for.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use super::requests::outcome_style;
 use crate::theme::Theme;
 use crate::traces::Trace;
+use crate::ui::Panel;
 
 /// `traces` newest first; the id column as wide as the widest id shown.
-pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(theme.fg("border"))
-        .title(Span::styled(" newest requests (Tab → Requests for all) ", theme.fg("title")));
+pub fn render(buf: &mut Buffer, area: Rect, traces: &[&Trace], theme: &Theme) {
+    let block = Panel::new(
+        Span::styled(" newest requests (Tab → Requests for all) ", theme.fg("title")),
+        theme.fg("border"),
+    );
     let inner = block.inner(area);
     let shown = &traces[..traces.len().min(inner.height as usize)];
     // The evidence keeps at least half the row: a long id gives way (with
@@ -36,5 +36,5 @@ pub fn render(frame: &mut Frame, area: Rect, traces: &[&Trace], theme: &Theme) {
             ])
         })
         .collect();
-    super::text::draw_in(frame, area, block, &lines);
+    super::panel::draw_in(buf, area, block, &lines);
 }

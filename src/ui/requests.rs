@@ -12,10 +12,11 @@
 //! └───────────────────────────────────────────────────────────────────┘
 //! ```
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use super::{ViewState, fmt};
@@ -26,6 +27,7 @@ use crate::report::timed::{Timed, TimedBy, phase_duration, phase_timed_by};
 use crate::state::AppState;
 use crate::theme::Theme;
 use crate::traces::{Confidence, Hop, Join, Outcome, Trace};
+use crate::ui::Panel;
 
 /// The traces the view lists, newest first, those with an id containing
 /// the search text (any id of theirs: `report::request_ids`).
@@ -111,7 +113,7 @@ fn how(t: &Trace) -> String {
     format!("{join}{sure}")
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let Some(logs) = &state.logs else {
         let p = Paragraph::new(vec![
             Line::styled(" No logs are tailed, so requests cannot be followed one by one.", theme.text()),
@@ -122,7 +124,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
             Line::styled(" The Overview's counts come from metrics alone.", theme.dim()),
         ])
         .block(Block::default().borders(Borders::ALL).border_style(theme.fg("border")));
-        frame.render_widget(p, area);
+        p.render(area, buf);
         return;
     };
     let rows = visible(state, view);
@@ -163,10 +165,9 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         parts.push(seg(0, format!(" sorted by {} (s) ", view.req_sort.label()), theme.dim()));
     }
     let title = fmt::keep_whole(parts, list_area.width.saturating_sub(2) as usize);
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let block = Panel::new(Line::from(title), theme.fg("border"));
     let inner = block.inner(list_area);
-    frame.render_widget(block, list_area);
+    block.render(list_area, buf);
 
     let height = inner.height.saturating_sub(1) as usize;
     // Keep the selection on screen.
@@ -233,16 +234,14 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, view: &ViewState,
         };
         lines.push(Line::styled(msg, theme.dim()));
     }
-    super::text::draw(frame, inner, &lines);
+    super::text::draw(buf, inner, &lines);
 
     if let (Some(serial), Some(area)) = (detail_id, detail_area) {
         match logs.correlator.trace(serial) {
-            Some(t) => trace_detail(frame, area, state, t, view, theme),
-            None => frame.render_widget(
-                Paragraph::new(Line::styled(" the followed trace is no longer in the ring", theme.dim()))
-                    .block(Block::default().borders(Borders::ALL)),
-                area,
-            ),
+            Some(t) => trace_detail(buf, area, state, t, view, theme),
+            None => Paragraph::new(Line::styled(" the followed trace is no longer in the ring", theme.dim()))
+                .block(Block::default().borders(Borders::ALL))
+                .render(area, buf),
         }
     }
 }
@@ -307,7 +306,7 @@ fn column_widths(rows: &[&Trace], cols: usize, spans_w: usize) -> (usize, usize,
 }
 
 /// The timeline of one request, hop by hop, with the evidence in words.
-fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, view: &ViewState, theme: &Theme) {
+fn trace_detail(buf: &mut Buffer, area: Rect, state: &AppState, t: &Trace, view: &ViewState, theme: &Theme) {
     let followed = view.followed.is_some();
     let mut title = vec![
         Span::styled(format!(" trace {} ", t.id), theme.fg("title")),
@@ -416,8 +415,8 @@ fn trace_detail(frame: &mut Frame, area: Rect, state: &AppState, t: &Trace, view
     if scroll > 0 || total > room {
         let more = format!(" {}/{} J/K ", scroll + room.min(total), total);
         let block = block.title_bottom(Line::styled(more, theme.dim()).right_aligned());
-        frame.render_widget(p.scroll((scroll, 0)).block(block), area);
+        p.scroll((scroll, 0)).block(block).render(area, buf);
     } else {
-        frame.render_widget(p.block(block), area);
+        p.block(block).render(area, buf);
     }
 }

@@ -1,10 +1,11 @@
 //! The router's header row (`--router`): reachability, requests per
 //! second, errors per leg and request duration over the window.
 
-use ratatui::Frame;
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use ratatui::widgets::Widget;
 
 use super::fmt;
 use crate::metrics::router::RouterCounter;
@@ -12,12 +13,12 @@ use crate::state::AppState;
 use crate::state::router::RouterState;
 use crate::theme::Theme;
 
-pub fn router_line(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn router_line(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let Some(r) = &state.router else {
         return;
     };
     let segments = line(r, state.now, state.window_secs, theme);
-    frame.render_widget(Paragraph::new(Line::from(fmt::keep_whole(segments, area.width as usize))), area);
+    Paragraph::new(Line::from(fmt::keep_whole(segments, area.width as usize))).render(area, buf);
 }
 
 /// The row's segments, ranked: what is left out first on a narrow screen

@@ -3,17 +3,16 @@
 //! (green). A healthy split is a green chart with a thin red rim; a silent
 //! miss is a red spike with no green under it.
 
-use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders};
 
 use super::fmt;
 use crate::feed::Role;
 use crate::metrics::model::Counter;
 use crate::state::AppState;
 use crate::theme::Theme;
+use crate::ui::Panel;
 
 const SOURCES: [(Counter, &str, &str); 3] = [
     (Counter::PromptExternal, "transferred", "source_external"),
@@ -22,22 +21,22 @@ const SOURCES: [(Counter, &str, &str); 3] = [
 ];
 
 /// Fed by logs alone: the chart's counters do not exist.
-pub fn no_metrics(frame: &mut Frame, area: Rect, theme: &Theme) {
-    empty(frame, area, super::NO_METRICS, theme);
+pub fn no_metrics(buf: &mut Buffer, area: Rect, theme: &Theme) {
+    empty(buf, area, super::NO_METRICS, theme);
 }
 
-fn empty(frame: &mut Frame, area: Rect, msg: &str, theme: &Theme) {
+fn empty(buf: &mut Buffer, area: Rect, msg: &str, theme: &Theme) {
     let title = Line::from(Span::styled(" decode prompt tokens by source: n/a ", theme.fg("title")));
-    let block = Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(title);
+    let block = Panel::new(title, theme.fg("border"));
     let inner = block.inner(area);
-    frame.render_widget(block, area);
+    block.render(area, buf);
     if inner.height > 0 {
         let msg = fmt::shorten(msg, inner.width.saturating_sub(1) as usize);
-        frame.buffer_mut().set_string(inner.x + 1, inner.y, msg, theme.dim());
+        buf.set_string(inner.x + 1, inner.y, msg, theme.dim());
     }
 }
 
-pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, theme: &Theme) {
     let cols = area.width.saturating_sub(2).max(1) as usize;
     let window = state.window_secs.max(1.0);
     let col_secs = window / cols as f64;
@@ -58,7 +57,7 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         // Older vLLM (< 0.18) has no `prompt_tokens_by_source`: zeros here
         // would read as "nothing transferred", which is not known.
         let msg = "not reported by this vLLM (no prompt_tokens_by_source; added in 0.18)";
-        return empty(frame, area, msg, theme);
+        return empty(buf, area, msg, theme);
     }
     let title = fmt::fit(
         [
@@ -70,17 +69,16 @@ pub fn render(frame: &mut Frame, area: Rect, state: &AppState, theme: &Theme) {
         .into(),
         inner_w(area),
     );
-    let block =
-        Block::default().borders(Borders::ALL).border_style(theme.fg("border")).title(Line::from(title));
+    let block = Panel::new(Line::from(title), theme.fg("border"));
     let inner = block.inner(area);
-    frame.render_widget(block, area);
+    block.render(area, buf);
     // The legend has rows of its own above the columns: it never covers
     // one, and no total is cut.
     let legend = legend(&totals, inner.width as usize, theme);
     let legend_h = (legend.len() as u16).min(inner.height);
     let plot = Rect { y: inner.y + legend_h, height: inner.height - legend_h, ..inner };
-    super::text::draw(frame, inner, &legend);
-    draw_columns(frame.buffer_mut(), plot, &columns, theme);
+    super::text::draw(buf, inner, &legend);
+    draw_columns(buf, plot, &columns, theme);
 }
 
 fn inner_w(area: Rect) -> usize {

@@ -3,24 +3,15 @@
 //! draws, without building its per-line grapheme lists. Paragraphs were a
 //! fifth of a frame's time, at a frame a second all day long.
 
-use ratatui::Frame;
 use ratatui::buffer::{Buffer, CellWidth};
 use ratatui::layout::{Alignment, Rect};
+
 use ratatui::style::Style;
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Widget};
 
 /// `Paragraph::new(lines)` rendered at `area`.
-pub fn draw(frame: &mut Frame, area: Rect, lines: &[Line<'_>]) {
-    lines_into(frame.buffer_mut(), area, lines);
-}
-
-/// `Paragraph::new(lines).block(block)` rendered at `area`.
-pub fn draw_in(frame: &mut Frame, area: Rect, block: Block<'_>, lines: &[Line<'_>]) {
-    let inner = block.inner(area);
-    let buf = frame.buffer_mut();
-    block.render(area.intersection(buf.area), buf);
-    lines_into(buf, inner, lines);
+pub fn draw(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
+    lines_into(buf, area, lines);
 }
 
 /// The lines from the top of `area`, each placed by its own alignment.
@@ -34,25 +25,31 @@ pub fn lines_into(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
             Alignment::Left => 0,
             // The width as cut, as the Paragraph centres or right-aligns it.
             a => {
-                let w = cells(line, area.width, |_, _, _| {});
+                let w = cells(line, area.width, |_, _, _, _| {});
                 match a {
                     Alignment::Center => (area.width / 2).saturating_sub(w / 2),
                     _ => area.width.saturating_sub(w),
                 }
             }
         };
-        cells(line, area.width, |at, symbol, style| {
-            buf[(area.x + x + at, y)].set_symbol(symbol).set_style(style);
+        cells(line, area.width, |at, symbol, style, w| {
+            let x = area.x + x + at;
+            buf[(x, y)].set_symbol(symbol).set_style(style);
+            // The cells a wide grapheme hides are cleared, as a `Span`
+            // clears them: what was there must not show when it goes.
+            for hidden in x + 1..x + w {
+                buf[(hidden, y)].reset();
+            }
         });
     }
 }
 
-/// Calls `put(column, symbol, style)` for each cell `line` fills when cut
+/// Calls `put(column, symbol, style, width)` for each cell `line` fills when cut
 /// at `max` columns, as the Paragraph cuts it: a grapheme wider than the
 /// whole row is left out, the first one that does not fit ends the line,
 /// control characters are dropped, zero-width ones take no cell. Returns
 /// the width used.
-fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Style)) -> u16 {
+fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Style, u16)) -> u16 {
     let mut x: u16 = 0;
     for span in &line.spans {
         let text: &str = span.content.as_ref();
@@ -66,7 +63,7 @@ fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Sty
                 if x + 1 > max {
                     return x;
                 }
-                put(x, &text[i..=i], style);
+                put(x, &text[i..=i], style, 1);
                 x += 1;
             }
             continue;
@@ -80,7 +77,7 @@ fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Sty
                 return x;
             }
             if w > 0 {
-                put(x, g.symbol, g.style);
+                put(x, g.symbol, g.style, w);
             }
             x += w;
         }
@@ -93,7 +90,7 @@ mod tests {
     use proptest::prelude::*;
     use ratatui::style::{Color, Modifier};
     use ratatui::text::Span;
-    use ratatui::widgets::{Borders, Paragraph};
+    use ratatui::widgets::{Block, Borders, Paragraph, Widget};
 
     use super::*;
 

@@ -15,7 +15,11 @@ fn chart(theme: &str) -> String {
     let state = common::replay_metrics_only("qwen3-shape-restart", 45.0);
     let theme = Theme::builtin(theme).unwrap();
     let mut term = Terminal::new(TestBackend::new(72, 12)).unwrap();
-    term.draw(|f| pdtop::ui::sources_chart::render(f, f.area(), &state, &theme)).unwrap();
+    term.draw(|f| {
+        let a = f.area();
+        pdtop::ui::sources_chart::render(f.buffer_mut(), a, &state, &theme)
+    })
+    .unwrap();
     common::buffer_text(term.backend().buffer())
 }
 
@@ -68,7 +72,11 @@ fn latency(theme: &str) -> String {
     let state = common::replay_metrics_only("qwen3-shape-restart", 120.0);
     let theme = Theme::builtin(theme).unwrap();
     let mut term = Terminal::new(TestBackend::new(100, 14)).unwrap();
-    term.draw(|f| pdtop::ui::latency_chart::render(f, f.area(), &state, None, &theme)).unwrap();
+    term.draw(|f| {
+        let a = f.area();
+        pdtop::ui::latency_chart::render(f.buffer_mut(), a, &state, None, &theme)
+    })
+    .unwrap();
     common::buffer_text(term.backend().buffer())
 }
 
