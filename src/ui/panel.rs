@@ -2,7 +2,7 @@
 //! `Block::default().borders(Borders::ALL).border_style(s).title(t)` draws,
 //! the border cells only. `Block` also sets its (empty) style on every cell
 //! inside, through the checked index of each, and runs its title layout for
-//! three alignments on two edges: a sixth of a frame for the overview's
+//! three alignments on two edges: an eighth of a frame for the overview's
 //! ten boxes (perf, 2026-12-07).
 
 use ratatui::buffer::Buffer;

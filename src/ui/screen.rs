@@ -2,7 +2,7 @@
 //! cell by cell with the one the terminal shows, and the cells that changed
 //! are written in one write. ratatui's `Terminal` does the same, but its
 //! diff measures the width of every cell, changed or not, and its backend
-//! formats each escape through `fmt`: together a fifth of what a dashboard
+//! formats each escape through `fmt`: together 11 % of what a dashboard
 //! watching a lab cost (perf, 2026-12-07). The tests and `screenshots` still
 //! draw through ratatui's `Terminal` and `TestBackend`; both paint with
 //! [`crate::ui::render`].
