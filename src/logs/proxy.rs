@@ -117,6 +117,10 @@ pub enum ProxyErrorKind {
     /// not handle it. Followed by a failing access line, the request got
     /// that answer; with none, the stream it had begun answering broke.
     Asgi,
+    /// The exception a traceback under `Asgi` ends with, where it names a
+    /// host (`aiohttp.client_exceptions.ClientConnectorError: Cannot
+    /// connect to host ...`): a detail of that exception, never one more.
+    Traceback,
     /// Any other ERROR/CRITICAL record.
     Other,
 }
@@ -259,7 +263,25 @@ fn parse_message(level: Option<Level>, msg: &str) -> ProxyEvent {
     if matches!(level, Some(Level::Error | Level::Critical)) {
         return error(K::Other, None, msg);
     }
+    if level.is_none() {
+        return traceback_connection(msg).unwrap_or(ProxyEvent::Other);
+    }
     ProxyEvent::Other
+}
+
+/// The exception a Python traceback ends with (`module.ClassError:
+/// message`, under uvicorn's `Exception in ASGI application`), where it
+/// names the host it could not reach: aiohttp's `ClientConnectorError:
+/// Cannot connect to host 127.0.0.1:8201 ...`.
+fn traceback_connection(msg: &str) -> Option<ProxyEvent> {
+    let (class, _) = msg.split_once(": ")?;
+    let python_class = class.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && (class.ends_with("Error") || class.ends_with("Exception"));
+    if !python_class {
+        return None;
+    }
+    let ev = error(ProxyErrorKind::Traceback, None, msg);
+    matches!(ev, ProxyEvent::Error { instance: Some(_), .. }).then_some(ev)
 }
 
 /// `start request_id=X url=U`, `done request_id=X status=200 elapsed=0.15s`,
@@ -470,6 +492,27 @@ mod tests {
         // Cut mid-way: still an error line, never a panic.
         assert_eq!(kind("(<class 'fastapi.exceptions.HTTPExc"), None);
         assert_eq!(host("ERROR:root:ClientError occurred: Cannot connect to host "), None);
+        // A traceback's last lines under uvicorn's exception
+        // (nixl-1p2d-cascade/proxy.log): the one naming a host is a detail
+        // of that exception; the chained one before it and the frames are not.
+        let end = "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:8201 ssl:default [Connect call failed ('127.0.0.1', 8201)]";
+        assert_eq!(kind(end), Some((K::Traceback, None)));
+        assert_eq!(host(end), Some("127.0.0.1:8201".into()));
+        assert_eq!(
+            p("ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 8201)"),
+            ProxyEvent::Other
+        );
+        assert_eq!(
+            p("  File \"/lab/site/aiohttp/connector.py\", line 1324, in _wrap_create_connection"),
+            ProxyEvent::Other
+        );
+        // The miniproxy's print of the exception's args names a host, but no class.
+        assert_eq!(
+            p(
+                "[\"Cannot connect to host 127.0.0.1:8100 ssl:default [Connect call failed ('127.0.0.1', 8100)]\"]"
+            ),
+            ProxyEvent::Other
+        );
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Correlator {
     pub(super) last_at: f64,
     /// What the proxy's flow proves without shared ids.
     pub(super) flow: Flow,
+    /// Instances' failing answers and the proxy's reports of them, paired.
+    pub(super) upstream: super::proxy::reports::Upstream,
     /// What each instance's log says of itself beyond its stats.
     pub(super) logs: LogState,
     /// Failures the logs reported, for the events view (`drain_log_events`).
@@ -102,6 +104,7 @@ impl Correlator {
             synthetic: 0,
             last_at: 0.0,
             flow: Flow::default(),
+            upstream: Default::default(),
             logs: LogState::default(),
             log_events: VecDeque::new(),
             router: Default::default(),

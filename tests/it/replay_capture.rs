@@ -291,3 +291,41 @@ fn an_undated_proxy_log_is_not_replayed_at_time_zero() {
     });
     assert!(warned, "{}", r["warnings"]);
 }
+
+/// The cascade's 1P2D lab: decode2 SIGKILLed with a stream open, the
+/// prefill's engine dead 54 ms later. Its proxy (the lab's miniproxy)
+/// logs no id: `Request failed with status 500` for each of the prefill's
+/// five 500s (three of named requests, two refused before logging), and a
+/// traceback for each request it then could not send to the dead decode.
+/// Each such report is the failure the prefill's own access line gives,
+/// seen from the other end: the request it belongs to, not one more; the
+/// broken stream is the killed decode's echo. Replayed, the counts are
+/// the truth's (`requests.jsonl`), and every request named by its id has
+/// its truth's outcome.
+#[test]
+fn a_proxys_report_of_an_instance_failure_is_that_requests() {
+    let dir = common::capture_dir("nixl-1p2d-cascade");
+    let r = check(&dir.display().to_string());
+    let n = &r["requests"];
+    let got: Vec<u64> = ["seen", "loaded", "silent_miss", "no_prefill", "error", "cancelled", "unknown"]
+        .iter()
+        .map(|k| n[k].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [64, 22, 25, 3, 13, 1, 0], "{n}");
+    let traces = r["traces"].as_array().unwrap();
+    let truth = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
+    let mut wrong = Vec::new();
+    for line in truth.lines() {
+        let q: serde_json::Value = serde_json::from_str(line).unwrap();
+        let Some(t) = traces.iter().find(|t| t["id"] == q["id"]) else { continue };
+        if t["outcome"] != q["outcome"] {
+            wrong.push(format!("{}: {}, truth {}: {}", q["id"], t["outcome"], q["outcome"], t["evidence"]));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The two requests the prefill refused unlogged: one went on to decode
+    // (a miss, paired by order), one to the dead decode2 (an error).
+    let refused = traces.iter().find(|t| t["id"].as_str().unwrap().starts_with("prefill#0-error")).unwrap();
+    let evidence = refused["evidence"].as_str().unwrap();
+    assert!(evidence.contains("reported by the proxy") && evidence.contains("8201"), "{evidence}");
+}

@@ -263,6 +263,7 @@ impl Correlator {
             }
             (Some(s), false) => {
                 self.fail(s, hop_of(src), src, format!("answered HTTP {status}"), t, at);
+                self.upstream_answer(s, hop_of(src), status, t, at);
             }
             (None, true) => {}
             (None, false) => {
@@ -322,6 +323,7 @@ impl Correlator {
             }
         };
         self.fail(s, hop_of(src), src, text, t, at);
+        self.upstream_answer(s, hop_of(src), status, t, at);
     }
 
     /// The client went away (`Aborted request(s)`): its own outcome,

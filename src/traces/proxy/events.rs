@@ -27,6 +27,8 @@ const ATTACH_SCAN: usize = 256;
 
 impl Correlator {
     pub(crate) fn on_proxy(&mut self, ev: ProxyEvent, at: f64) -> bool {
+        // A traceback's lines follow its header with nothing between.
+        let header = self.flow.asgi_header.take();
         match ev {
             ProxyEvent::Startup { .. } => {
                 self.stat(LogOrigin::Proxy).starts += 1;
@@ -87,6 +89,16 @@ impl Correlator {
                 }
                 true
             }
+            ProxyEvent::Error { kind: ProxyErrorKind::Traceback, text, instance, .. } => {
+                if let Some(h) = header {
+                    self.traceback_detail(h, &text, instance.as_deref(), at);
+                }
+                true
+            }
+            ProxyEvent::Other => {
+                self.flow.asgi_header = header;
+                false
+            }
             ProxyEvent::Error { kind, status, text, instance } => {
                 self.stat(LogOrigin::Proxy).unattributed_errors += 1;
                 self.proxy_error(kind, status, &text, instance.as_deref(), at);
@@ -96,7 +108,6 @@ impl Correlator {
                 self.proxy_request(r, at);
                 true
             }
-            ProxyEvent::Other => false,
         }
     }
 
@@ -182,6 +193,14 @@ impl Correlator {
         at: f64,
     ) {
         let named = instance.and_then(|a| self.flow.source_of(a));
+        if let (ProxyErrorKind::UpstreamStatus, None, Some(st)) = (kind, instance, status) {
+            // The first line of a failure: it opens its own, whatever
+            // failure's lines came just before (another request's).
+            let s = self.upstream_report(st, text, at);
+            self.flow.error = Some((s, at));
+            self.flow.error_answers_ok = false;
+            return;
+        }
         let (mut hop, mut what) = match (named, instance) {
             (Some(src @ LogOrigin::Prefill(_)), Some(a)) => {
                 (Hop::Producer, format!("{src} ({a}) unreachable: {text}"))
@@ -263,6 +282,7 @@ impl Correlator {
             && self.store.get(s).is_some()
         {
             self.fail(s, hop, LogOrigin::Proxy, what, at, at);
+            self.flow.asgi_header = Some(s);
             return;
         }
         // Each uvicorn exception is one request's: a burst of them (a dead
@@ -287,6 +307,7 @@ impl Correlator {
                 if !asgi {
                     self.flow.reported = Some((s, at));
                 }
+                self.flow.asgi_header = asgi.then_some(s);
             }
             None => {
                 let id = self.synthetic_id("proxy-error");
@@ -299,6 +320,7 @@ impl Correlator {
                 self.fail(s, hop, LogOrigin::Proxy, what, at, at);
                 self.flow.error = Some((s, at));
                 self.flow.reported = (!asgi).then_some((s, at));
+                self.flow.asgi_header = asgi.then_some(s);
             }
         }
     }

@@ -77,6 +77,9 @@ pub(crate) struct Flow {
     /// The last failure the proxy reported in its own words: the uvicorn
     /// exception that follows it (the proxy re-raises) is the same one.
     pub reported: Option<(u64, f64)>,
+    /// The trace uvicorn's `Exception in ASGI application` just landed on:
+    /// its traceback's lines come next.
+    pub asgi_header: Option<u64>,
 }
 
 impl Flow {

@@ -3,5 +3,7 @@
 
 pub(super) mod events;
 pub(super) mod flow;
+pub(super) mod reports;
 pub(super) mod router;
 pub(super) mod router_join;
+pub(super) mod upstream;
