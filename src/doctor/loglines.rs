@@ -85,6 +85,20 @@ pub struct LogFacts {
     last_thread: Option<String>,
 }
 
+/// What each line vLLM's parser is asked of holds: the start-up lines
+/// (`logs::startup::is_config_message`; the logo's holds ` version `), the
+/// connector's creation, the engine-id exception. The rest, a request's
+/// arrival or a stats line (most of a serving log, read by the dashboard
+/// as it grows), skip the parse.
+const PARSED: [&str; 6] = [
+    "non-default args",
+    "Initializing a V1 LLM engine",
+    "KVTransferConfig(",
+    " version ",
+    "Creating v1 connector",
+    "Remote NIXL agent engine ID mismatch",
+];
+
 /// Start-up lines are short; a line is clipped in evidence.
 const CLIP: usize = 200;
 
@@ -109,7 +123,9 @@ impl LogFacts {
 
     pub fn on_line(&mut self, n: usize, raw: &str) {
         let at = || At { line: n, text: clip(raw.trim()) };
-        if let Some(l) = parse_vllm_line(raw) {
+        if PARSED.iter().any(|needle| raw.contains(needle))
+            && let Some(l) = parse_vllm_line(raw)
+        {
             if let Some(msg) = config_message(raw, &l) {
                 if msg.starts_with("non-default args") {
                     // A new start: what the previous one printed is history.

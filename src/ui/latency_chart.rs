@@ -2,12 +2,11 @@
 //! roles against a clock axis, so a split, a restart or a miss burst is
 //! seen as it happens (the view a Grafana user expects).
 
+use super::plot::{Scale, Series};
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::Widget;
-use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
 
 use super::{fmt, header::role_style};
 use crate::feed::Role;
@@ -140,15 +139,7 @@ fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Opti
         let style = role_style(*role, theme);
         // p50 first: p90's points are drawn over its line, never hidden by it.
         for (p90, points) in [(false, p50), (true, p90)] {
-            let look = look(*role, p90, theme);
-            sets.push(
-                Dataset::default()
-                    .name(format!("{} {}", role.name(), if p90 { "p90" } else { "p50" }))
-                    .marker(look.marker)
-                    .graph_type(GraphType::Line)
-                    .style(style)
-                    .data(points),
-            );
+            sets.push(Series { data: points, marker: look(*role, p90, theme).marker, style });
         }
     }
     let title = if sets.is_empty() {
@@ -169,13 +160,15 @@ fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Opti
     }
     super::text::draw(buf, legend_area, &[legend(&roles_shown, legend_area.width, theme)]);
     let mid = (since + state.now) / 2.0;
-    let x = Axis::default()
-        .bounds([since, state.now.max(since + 1.0)])
-        .style(theme.dim())
-        .labels([fmt::clock(since), fmt::clock(mid), fmt::clock(state.now)].map(Span::raw));
-    let y = Axis::default()
-        .bounds([0.0, top])
-        .style(theme.dim())
-        .labels(["0".to_string(), format!("{:.0}", top / 2.0), format!("{top:.0}")].map(Span::raw));
-    Chart::new(sets).legend_position(None).x_axis(x).y_axis(y).render(plot, buf);
+    let x = Scale {
+        bounds: [since, state.now.max(since + 1.0)],
+        labels: [fmt::clock(since), fmt::clock(mid), fmt::clock(state.now)].map(Span::raw).to_vec(),
+        style: theme.dim(),
+    };
+    let y = Scale {
+        bounds: [0.0, top],
+        labels: ["0".to_string(), format!("{:.0}", top / 2.0), format!("{top:.0}")].map(Span::raw).to_vec(),
+        style: theme.dim(),
+    };
+    super::plot::chart(buf, plot, &sets, &x, &y);
 }

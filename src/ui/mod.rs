@@ -22,6 +22,7 @@ pub mod link;
 mod link_requests;
 pub mod overview;
 mod panel;
+mod plot;
 mod recent_requests;
 pub mod requests;
 pub mod router;
