@@ -21,8 +21,9 @@ for run in $(seq "$runs"); do
   "$bin" demo --serve-only --no-loop --speed "$speed" --capture "$cap" > "$out" &
   lab=$!
   sleep 2
-  # The lab prints the flags to watch it on its second and third lines.
-  args="$(sed -n 2p "$out") $(sed -n 3p "$out")"
+  # The lab prints the flags to watch it on its second and third lines,
+  # and where it sends the recorded spans (as the run had them) on another.
+  args="$(sed -n 2p "$out") $(sed -n 3p "$out") $(grep -o -- '--otlp-listen [0-9.:]*' "$out" || true)"
   sleep "$before"
   # Long enough for the whole capture at this speed, with its tail settled.
   secs=$(python3 -c "

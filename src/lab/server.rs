@@ -78,6 +78,11 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
         instances.push(LabInstance { role: i.role, addr: l.local_addr()?, log: opts.dir.join(&i.file_name) });
         listeners.push(l);
     }
+    // The proxy names the instances by the addresses they had when
+    // recorded (`Cannot connect to host 127.0.0.1:8201`); the lab serves
+    // them on others, which pdtop is told of.
+    let moved: Vec<(String, String)> =
+        capture.instances.iter().zip(&instances).map(|(i, l)| (i.addr.clone(), l.addr.to_string())).collect();
     let first = |role: Role| {
         instances.iter().find(|i| i.role == role).cloned().ok_or_else(|| {
             std::io::Error::new(
@@ -114,6 +119,14 @@ pub async fn start_at(capture: Capture, opts: LabOptions, at: Instant) -> std::i
             .then(|| path_of("kv")),
         clock: clock.clone(),
     };
+    let mut capture = capture;
+    for script in capture.logs.iter_mut().filter(|l| l.source == crate::feed::LogOrigin::Proxy) {
+        for (_, line) in &mut script.lines {
+            for (from, to) in &moved {
+                *line = readdress(line, from, to);
+            }
+        }
+    }
     let capture = Arc::new(capture);
     for (k, listener) in listeners.into_iter().enumerate() {
         tokio::spawn(serve_instance(k, listener, capture.clone(), clock.clone()));
@@ -379,6 +392,28 @@ async fn write_link(
 
 /// Appends recorded lines, each stamped with the lab's own time for it
 /// (`when`: recording time to the lab's clock).
+/// `line` with the address `from` (`127.0.0.1:8201`, or `localhost:8201`)
+/// as `to` wherever it stands whole (not `127.0.0.1:82010`).
+fn readdress(line: &str, from: &str, to: &str) -> String {
+    let port = from.rsplit_once(':').map_or(from, |(_, p)| p);
+    let mut out = line.to_string();
+    for form in [from.to_string(), format!("localhost:{port}")] {
+        let mut at = 0;
+        while let Some(k) = out[at..].find(&form) {
+            let (start, end) = (at + k, at + k + form.len());
+            let whole = !out[end..].starts_with(|c: char| c.is_ascii_digit())
+                && !out[..start].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '.');
+            if whole {
+                out.replace_range(start..end, to);
+                at = start + to.len();
+            } else {
+                at = end;
+            }
+        }
+    }
+    out
+}
+
 fn append(path: &Path, lines: &[(f64, String)], when: impl Fn(f64) -> f64) {
     use std::io::Write;
     let mut text = String::new();
@@ -397,6 +432,24 @@ fn append(path: &Path, lines: &[(f64, String)], when: impl Fn(f64) -> f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_names_each_instance_where_the_lab_serves_it() {
+        // nixl-1p2d-cascade/proxy.log's traceback, decode2 served on 40001.
+        let line = "aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host 127.0.0.1:8201 ssl:default [Connect call failed ('127.0.0.1', 8201)]";
+        assert_eq!(
+            readdress(line, "127.0.0.1:8201", "127.0.0.1:40001"),
+            line.replace("127.0.0.1:8201", "127.0.0.1:40001")
+        );
+        assert_eq!(
+            readdress("Connection error to localhost:8200/v1", "127.0.0.1:8200", "127.0.0.1:4"),
+            "Connection error to 127.0.0.1:4/v1"
+        );
+        // Another port, or another host, that starts or ends the same: as it was.
+        for other in ["127.0.0.1:82010", "10.127.0.0.1:8201", "127.0.0.1:820"] {
+            assert_eq!(readdress(other, "127.0.0.1:8201", "127.0.0.1:4"), other);
+        }
+    }
 
     #[test]
     fn process_start_moves_to_the_lab_clock_and_nothing_else_does() {

@@ -67,9 +67,11 @@ async fn check_reports_every_trace_of_the_demo_proxy_capture() {
     let errors: Vec<&serde_json::Value> = traces.iter().filter(|t| t["outcome"] == "error").collect();
     let at = |h: &str| errors.iter().filter(|t| t["error_at"] == h).count();
     assert_eq!((at("decode"), at("prefill")), (6, 3), "{errors:#?}");
-    // The proxy named a prefill address pdtop was not given (the lab serves
-    // on other ports): its own report still says it was the prefill stage.
-    assert!(errors.iter().any(|t| t["evidence"].as_str().unwrap().contains("dropped 127.0.0.1:8100")));
+    // The proxy named the prefill it dropped, where the lab serves it (the
+    // recording says 127.0.0.1:8100): its own report says it was the
+    // prefill stage.
+    let dropped = format!("dropped {}", lab.prefill);
+    assert!(errors.iter().any(|t| t["evidence"].as_str().unwrap().contains(&dropped)), "{errors:#?}");
     // The client's ids; none of the requests that loaded is called a miss.
     let truth = std::fs::read_to_string(common::capture_dir(name).join("requests.jsonl")).unwrap();
     for l in truth.lines() {
