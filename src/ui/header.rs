@@ -4,8 +4,6 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
-use ratatui::widgets::Widget;
 
 use super::fmt;
 use super::hist::bar;
@@ -232,7 +230,11 @@ pub fn alerts(buf: &mut Buffer, area: Rect, alerts: &[Alert], now: f64, theme: &
             Line::styled(format!("{}{more}", fmt::shorten(&alert_text(a, now), room)), theme.alarm())
         })
         .collect();
-    Paragraph::new(lines).style(theme.alarm()).render(area, buf);
+    // What `Paragraph::new(lines).style(alarm)` draws: the style over the
+    // whole area, the lines on it (`text::draw`, a Paragraph's cells).
+    let area = area.intersection(buf.area);
+    buf.set_style(area, theme.alarm());
+    super::text::draw(buf, area, &lines);
 }
 
 /// ` ▲ SILENT MISS ×8  3.0s ago  lab-mismatch-3: …`: the numbers first, so
