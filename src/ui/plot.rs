@@ -161,29 +161,26 @@ fn line_dots(x1: usize, y1: usize, x2: usize, y2: usize, f: &mut impl FnMut(usiz
     } else if dy == 0 {
         (x1.min(x2)..=x1.max(x2)).for_each(|x| f(x, y1));
     } else if dy < dx {
-        let ((ax, ay), (bx, by)) = if x1 > x2 { ((x2, y2), (x1, y1)) } else { ((x1, y1), (x2, y2)) };
-        let (dx, dy) = ((bx - ax) as isize, (by as isize - ay as isize).abs());
-        let (mut d, mut y) = (2 * dy - dx, ay);
-        for x in ax..=bx {
-            f(x, y);
-            if d > 0 {
-                y = if ay > by { y.saturating_sub(1) } else { y.saturating_add(1) };
-                d -= 2 * dx;
-            }
-            d += 2 * dy;
-        }
+        let (p, q) = if x1 > x2 { ((x2, y2), (x1, y1)) } else { ((x1, y1), (x2, y2)) };
+        steps(p, q, f);
     } else {
-        let ((ax, ay), (bx, by)) = if y1 > y2 { ((x2, y2), (x1, y1)) } else { ((x1, y1), (x2, y2)) };
-        let (dx, dy) = ((bx as isize - ax as isize).abs(), (by - ay) as isize);
-        let (mut d, mut x) = (2 * dx - dy, ax);
-        for y in ay..=by {
-            f(x, y);
-            if d > 0 {
-                x = if ax > bx { x.saturating_sub(1) } else { x.saturating_add(1) };
-                d -= 2 * dy;
-            }
-            d += 2 * dx;
+        let (p, q) = if y1 > y2 { ((x2, y2), (x1, y1)) } else { ((x1, y1), (x2, y2)) };
+        steps((p.1, p.0), (q.1, q.0), &mut |y, x| f(x, y));
+    }
+}
+
+/// Bresenham's steps from `(a0, b0)` to `(a1, b1)` along `a`, the longer
+/// side (`a0 <= a1`), `b` moving by one towards `b1` when due.
+fn steps((a0, b0): (usize, usize), (a1, b1): (usize, usize), f: &mut impl FnMut(usize, usize)) {
+    let (da, db) = ((a1 - a0) as isize, (b1 as isize - b0 as isize).abs());
+    let (mut d, mut b) = (2 * db - da, b0);
+    for a in a0..=a1 {
+        f(a, b);
+        if d > 0 {
+            b = if b0 > b1 { b.saturating_sub(1) } else { b.saturating_add(1) };
+            d -= 2 * da;
         }
+        d += 2 * db;
     }
 }
 
