@@ -233,14 +233,14 @@ mod tests {
             counts: TailCounts::default(),
         };
         st.apply(msg(lines));
-        // Given on once the round's reads are done (the next tick).
-        st.apply(Msg::Tick { at: 5.0 });
+        // Given on once the polling round that read them is over.
+        st.apply(Msg::LogsPolled { at: 5.0 });
         assert_eq!(st.instances[1].startup.kv_role.as_deref(), Some("kv_consumer"));
         assert_eq!(st.instances[0].startup.kv_role, None);
         // A real line of the demo-proxy recording's decode log.
         let aborted = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.";
         st.apply(msg(vec![aborted.to_string()]));
-        st.apply(Msg::Tick { at: 5.0 });
+        st.apply(Msg::LogsPolled { at: 5.0 });
         assert_eq!(st.recovery.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(1)));
         // The proxy's log belongs to no instance.
         assert_eq!(st.instance_of(LogOrigin::Proxy), None);
@@ -266,8 +266,10 @@ mod tests {
         // A real cancel (demo-proxy-qwen3's decode log), then a real KV load
         // failure (vLLM's scheduler.py, the corpus's src-vllm-kv-load-failure-policy.log).
         st.apply(msg(5.0, "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835."));
+        st.apply(Msg::LogsPolled { at: 5.0 });
         st.apply(Msg::Scrape { instance: 1, at: 6.0, body: body.clone() });
         st.apply(msg(7.0, "(EngineCore_DP0 pid=2871) ERROR 09-14 08:32:11 [scheduler.py:2192] Failing 1 request(s) due to KV load failure (failure_policy=fail, 21376 tokens affected). Request IDs: {'chatcmpl-5b0e1c7d2f8a4a43b9f0c2d4e6a8b1c3'}"));
+        st.apply(Msg::LogsPolled { at: 7.0 });
         st.apply(Msg::Tick { at: 8.0 });
         // The real scrape with the one request that errored counted.
         st.apply(Msg::Scrape {

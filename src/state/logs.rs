@@ -31,6 +31,12 @@ pub struct LogState {
     moved_to: f64,
     /// The latest read time of lines: a polling round's reads end then.
     read_at: f64,
+    /// The files are read in polling rounds, each closed by `LogsPolled`:
+    /// a round's batches come as separate messages, and another source's
+    /// message may come between them, so nothing read is given on before
+    /// its round is over (else one log's first read would be placed
+    /// before another's of the same round had come).
+    rounds: bool,
     /// Spans' prompt lengths for requests no log line named yet: vLLM
     /// exports a span within a fraction of a second, before the tailer may
     /// have read the request's lines. Given once the request is known.
@@ -77,6 +83,7 @@ impl LogState {
             timeline: Default::default(),
             moved_to: f64::NEG_INFINITY,
             read_at: f64::NEG_INFINITY,
+            rounds: false,
             unplaced: Default::default(),
         }
     }
@@ -211,11 +218,21 @@ impl LogState {
         self.polled_at = Some(self.polled_at.map_or(upto, |p| p.max(upto)));
     }
 
+    /// Tailed files are read in polling rounds (`LogsPolled`); stdin is not.
+    pub fn set_rounds(&mut self, rounds: bool) {
+        self.rounds = rounds;
+    }
+
     /// How far every log has been read by `now`: the last polling round
-    /// (a feed without rounds: its last read); before any read, nothing
-    /// (the correlator's clock must not run ahead of lines still unread).
+    /// (a feed without rounds: its last read); before any read, or any
+    /// round over, nothing (the correlator's clock must not run ahead of
+    /// lines still unread).
     pub fn read_up_to(&self, now: f64) -> f64 {
-        self.polled_at.unwrap_or(self.read_at).min(now)
+        match self.polled_at {
+            Some(p) => p.min(now),
+            None if self.rounds => f64::NEG_INFINITY,
+            None => self.read_at.min(now),
+        }
     }
 
     /// When a later read may settle a verdict: a line read but dated

@@ -103,6 +103,8 @@ impl AppState {
     pub fn with_logs(mut self, logs: &[(crate::feed::LogOrigin, String)]) -> AppState {
         if !logs.is_empty() {
             let mut l = LogState::new(logs);
+            // Files are tailed in rounds (`sources::spawn::tail_files`).
+            l.set_rounds(logs.iter().any(|(_, p)| p != "-"));
             l.set_addrs(self.instances.iter().map(|i| &i.endpoint));
             self.logs = Some(Box::new(l));
         }

@@ -201,6 +201,7 @@ fn each_row_of_a_reused_id_opens_its_own_trace() {
                 counts: TailCounts::default(),
             });
         }
+        st.apply(Msg::LogsPolled { at });
         st.apply(Msg::Tick { at: at + 5.0 });
     }
     let mut app = App::new(st, Theme::builtin("dark").unwrap());
