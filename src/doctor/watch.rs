@@ -63,7 +63,7 @@ impl StartupLogs {
         f.unread = match state {
             TailState::Missing => Some("No such file or directory".to_string()),
             TailState::Error(e) => Some(e.clone()),
-            TailState::Following | TailState::Ended => None,
+            TailState::Following | TailState::CatchingUp | TailState::Ended => None,
         };
     }
 

@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 pub enum TailState {
     /// The file is open and being followed.
     Following,
+    /// Followed, with more already written than one read takes (a long
+    /// log opened mid-run): what was read is not all it printed before
+    /// the read, and the next read comes at once.
+    CatchingUp,
     /// The file does not exist (yet, or any more); polling continues.
     Missing,
     /// The source reached its end (stdin closed). Files never end.

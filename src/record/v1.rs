@@ -142,6 +142,7 @@ impl Entry {
                     lines,
                     state: match state.as_str() {
                         "following" => TailState::Following,
+                        "catching_up" => TailState::CatchingUp,
                         "missing" => TailState::Missing,
                         "ended" => TailState::Ended,
                         other => TailState::Error(other.trim_start_matches("error: ").to_string()),

@@ -214,7 +214,8 @@ impl LogState {
     /// A polling round that began at `at` is over: every file was read up
     /// to it, and its lines, read a moment after, are all in.
     pub fn round_over(&mut self, at: f64) {
-        let upto = at.max(self.read_at);
+        // A log that had more to read was read only up to its last line.
+        let upto = at.max(self.read_at).min(self.timeline.held_to());
         self.polled_at = Some(self.polled_at.map_or(upto, |p| p.max(upto)));
     }
 
@@ -291,7 +292,7 @@ impl LogState {
         // Given on at the next tick, when the other logs of the same read
         // have been read too. What the first read finds happened before.
         self.correlator.set_started(at);
-        self.timeline.read(source, lines, at);
+        self.timeline.read(source, lines, at, state == TailState::CatchingUp);
         self.read_at = self.read_at.max(at);
         if let Some(t) = self.timeline.read_to(source) {
             self.correlator.set_read_to(source, t);

@@ -119,6 +119,12 @@ struct Log {
     last_at: f64,
     /// It has been read once.
     read: bool,
+    /// Its last read left more to read (`TailState::CatchingUp`): it has
+    /// not been read up to that read's time, only to its last line.
+    behind: bool,
+    /// Its first read is still going on (the file held more than one
+    /// read takes): what the reads find is what it printed before.
+    first_unfinished: bool,
     /// When it was last read.
     last_read: f64,
 }
@@ -176,8 +182,9 @@ impl Default for Timeline {
 
 impl Timeline {
     /// Lines of `source` read at `read_at`: dated and kept until
-    /// [`Timeline::release`] gives them on.
-    pub fn read(&mut self, source: LogOrigin, lines: &[String], read_at: f64) {
+    /// [`Timeline::release`] gives them on. `behind`: the file holds more
+    /// than this read took (`TailState::CatchingUp`).
+    pub fn read(&mut self, source: LogOrigin, lines: &[String], read_at: f64, behind: bool) {
         let first = *self.first_read.get_or_insert(read_at);
         if read_at > self.reads.1 {
             self.reads = (self.reads.1, read_at);
@@ -192,13 +199,17 @@ impl Timeline {
                     last_stamp: None,
                     last_at: f64::NEG_INFINITY,
                     read: false,
+                    behind: false,
+                    first_unfinished: false,
                     last_read: f64::NEG_INFINITY,
                 });
                 self.logs.len() - 1
             }
         };
-        let backlog = !self.logs[k].read && read_at <= first;
+        let backlog = self.logs[k].first_unfinished || (!self.logs[k].read && read_at <= first);
         self.logs[k].read = true;
+        self.logs[k].behind = behind;
+        self.logs[k].first_unfinished = backlog && behind;
         let year = self.year;
         let log = &mut self.logs[k];
         // What the first read found was printed at any time before it.
@@ -293,6 +304,19 @@ impl Timeline {
         log.last_stamp.map(|s| s + self.skew.get())
     }
 
+    /// How far every log that is behind (its last read left more to
+    /// read) has been read: just before its last stamped line, whose
+    /// second may go on in the next read; nothing of a log behind with no
+    /// stamp yet. Infinite when none is behind.
+    pub fn held_to(&self) -> f64 {
+        let skew = self.skew.get();
+        self.logs
+            .iter()
+            .filter(|l| l.behind)
+            .map(|l| l.last_stamp.map_or(f64::NEG_INFINITY, |s| (s + skew).next_down()))
+            .fold(f64::INFINITY, f64::min)
+    }
+
     /// Lines the first read found in a log that prints no time, not yet
     /// given on: until they are, that log is not read past any time.
     pub fn undated_waiting(&self) -> bool {
@@ -337,17 +361,17 @@ mod tests {
         // Read a minute late: the clocks' difference is only bounded, the
         // times shift, their order does not.
         let mut gulp = Timeline::default();
-        gulp.read(LogOrigin::Prefill(0), &pre, T + 60.0);
-        gulp.read(LogOrigin::Decode(0), &dec, T + 60.0);
+        gulp.read(LogOrigin::Prefill(0), &pre, T + 60.0, false);
+        gulp.read(LogOrigin::Decode(0), &dec, T + 60.0, false);
         let g = gulp.release(T + 60.0);
         // Read as printed: decode's lines come with the read after a's, and
         // the prefill's c, printed later, with the read after that.
         let mut paced = Timeline::default();
-        paced.read(LogOrigin::Prefill(0), &pre[..1], T + 0.3);
+        paced.read(LogOrigin::Prefill(0), &pre[..1], T + 0.3, false);
         let mut p = paced.release(T + 0.3);
-        paced.read(LogOrigin::Decode(0), &dec, T + 1.2);
+        paced.read(LogOrigin::Decode(0), &dec, T + 1.2, false);
         p.extend(paced.release(T + 1.2));
-        paced.read(LogOrigin::Prefill(0), &pre[1..], T + 2.4);
+        paced.read(LogOrigin::Prefill(0), &pre[1..], T + 2.4, false);
         p.extend(paced.release(T + 2.4));
         assert_eq!(order(&g), order(&p));
         assert_eq!(p.iter().map(|d| d.at - T).collect::<Vec<_>>(), vec![0.0, 1.0, 1.0, 2.0]);
@@ -359,7 +383,7 @@ mod tests {
     fn a_line_waits_until_every_log_is_read_past_it() {
         let mut tl = Timeline::default();
         assert_eq!(tl.next_at(), None);
-        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:32", "b")]), T + 1.1);
+        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:32", "b")]), T + 1.1, false);
         // What a read must pass to give it on (the screen's tailer reads then).
         assert_eq!(tl.next_at(), Some(T + 1.0));
         assert_eq!(tl.release(T + 0.9).len(), 0);
@@ -371,8 +395,8 @@ mod tests {
     fn lines_before_a_logs_first_stamp_take_it() {
         let mut tl = Timeline::default();
         let v = lines(&["banner", &line("06:25:31", "a")]);
-        tl.read(LogOrigin::Prefill(0), &v, T + 40.0);
-        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:26:10", "b")]), T + 40.0);
+        tl.read(LogOrigin::Prefill(0), &v, T + 40.0, false);
+        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:26:10", "b")]), T + 40.0, false);
         let at: Vec<f64> = tl.release(T + 40.0).iter().map(|d| d.at - T).collect();
         assert_eq!(at, vec![0.0, 0.0, 39.0]);
     }
@@ -380,20 +404,53 @@ mod tests {
     #[test]
     fn a_log_without_times_is_timed_by_its_reads_and_its_backlog_is_undated() {
         let mut tl = Timeline::default();
-        tl.read(LogOrigin::Proxy, &lines(&["INFO:     old"]), T);
-        tl.read(LogOrigin::Proxy, &lines(&["INFO:     new"]), T + 5.0);
+        tl.read(LogOrigin::Proxy, &lines(&["INFO:     old"]), T, false);
+        tl.read(LogOrigin::Proxy, &lines(&["INFO:     new"]), T + 5.0, false);
         let out = tl.release(T + 5.0);
         let got: Vec<_> = out.iter().map(|d| (d.from, d.at)).collect();
         assert_eq!(got, vec![(f64::NEG_INFINITY, T), (T, T + 5.0)]);
     }
 
     #[test]
+    fn a_log_behind_holds_the_others_and_its_first_read_goes_on_until_done() {
+        let mut tl = Timeline::default();
+        // The prefill's first read took part of its file, up to 06:25:40.
+        tl.read(LogOrigin::Prefill(0), &lines(&[&line("06:25:40", "p1")]), T + 60.0, true);
+        tl.read(
+            LogOrigin::Decode(0),
+            &lines(&[&line("06:25:40", "d1"), &line("06:25:50", "d2")]),
+            T + 60.0,
+            false,
+        );
+        // A proxy's first read that took part of its file, then the rest.
+        tl.read(LogOrigin::Proxy, &lines(&["INFO:     a"]), T + 60.0, true);
+        assert_eq!(tl.held_to(), f64::NEG_INFINITY, "a log behind with no stamp holds every line");
+        tl.read(LogOrigin::Proxy, &lines(&["INFO:     b"]), T + 60.1, false);
+        // Only what is before the prefill's last stamp is given on: its
+        // 06:25:40 may go on in the next read.
+        assert_eq!(tl.held_to(), (T + 9.0).next_down());
+        assert!(tl.release(tl.held_to()).is_empty());
+        tl.read(
+            LogOrigin::Prefill(0),
+            &lines(&[&line("06:25:40", "p2"), &line("06:25:45", "p3")]),
+            T + 60.2,
+            false,
+        );
+        assert_eq!(tl.held_to(), f64::INFINITY);
+        let out = tl.release(T + 60.2);
+        let got: Vec<&str> = out.iter().map(|d| d.line.rsplit(' ').next().unwrap()).collect();
+        assert_eq!(got, vec!["p1", "p2", "d1", "p3", "d2", "a", "b"]);
+        // Both of the proxy's reads found what it printed before pdtop started.
+        assert!(out.iter().filter(|d| d.source == LogOrigin::Proxy).all(|d| d.from == f64::NEG_INFINITY));
+    }
+
+    #[test]
     fn stamps_of_another_clock_are_moved_onto_pdtops() {
         let mut tl = Timeline::default();
-        tl.read(LogOrigin::Decode(0), &[], T);
+        tl.read(LogOrigin::Decode(0), &[], T, false);
         // Printed an hour "earlier" (another zone), read 0.4 s after.
-        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:31", "a")]), T + 3600.4);
-        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:35", "b")]), T + 3604.2);
+        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:31", "a")]), T + 3600.4, false);
+        tl.read(LogOrigin::Decode(0), &lines(&[&line("06:25:35", "b")]), T + 3604.2, false);
         let out = tl.release(T + 3605.0);
         let got: Vec<f64> = out.iter().map(|d| ((d.at - T) * 10.0).round() / 10.0).collect();
         assert_eq!(got, vec![3600.4, 3604.4]);

@@ -285,6 +285,7 @@ fn logs_spans(state: &AppState, logs_only: bool, names: bool, theme: &Theme) -> 
             .unwrap_or_else(|| s.path.clone());
         let (mark, style) = match &s.state {
             Some(TailState::Following) => ("●", theme.fg("ok")),
+            Some(TailState::CatchingUp) => ("◐ reading", theme.fg("warn")),
             Some(TailState::Ended) => ("■", theme.dim()),
             Some(TailState::Missing) => ("✖ missing", theme.fg("error")),
             Some(TailState::Error(_)) => ("✖", theme.fg("error")),

@@ -28,6 +28,7 @@ mod kv_bytes;
 mod latency_series;
 mod link_bytes;
 mod log_corpus;
+mod long_logs;
 mod mismatch_http;
 mod mismatch_screen;
 mod otlp_e2e;

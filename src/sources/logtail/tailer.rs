@@ -75,6 +75,9 @@ impl Tailer {
     pub fn poll(&mut self) -> io::Result<TailBatch> {
         let mut batch = TailBatch::new(TailState::Following);
         let result = self.poll_into(&mut batch);
+        if batch.more && batch.state == TailState::Following {
+            batch.state = TailState::CatchingUp;
+        }
         self.totals.add(&batch.counts);
         result.map(|()| batch)
     }
