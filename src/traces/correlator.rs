@@ -68,6 +68,13 @@ pub struct Correlator {
     pub(super) kills: Vec<super::instance::kill::Kill>,
     /// When pdtop began reading (`set_started`).
     pub(super) started: Option<f64>,
+    /// The latest line read for set-up only (printed before `--since`):
+    /// a request's lines before it were not read (`on_setup_line`).
+    pub(super) setup_only_until: Option<f64>,
+    /// Logs that print requests' arrivals (`Received request`, `Added
+    /// request`): a request one of them names without its arrival began
+    /// before what was read of it.
+    pub(super) arrivals_logged: Vec<LogOrigin>,
     /// Traces given a fact by the read under way, with its read time:
     /// settled once each when it is done (`settle_touched`).
     pub(super) touched: Vec<(u64, f64)>,
@@ -120,6 +127,8 @@ impl Correlator {
             backlog_unread: false,
             kills: Vec::new(),
             started: None,
+            setup_only_until: None,
+            arrivals_logged: Vec::new(),
             touched: Vec::new(),
         }
     }

@@ -136,6 +136,15 @@ impl Correlator {
             ids_shared: self.joiner.ever_shared,
             waiting_copies,
             direct: !tk.proxy_seen && self.proxy_read(),
+            began_unread: self.setup_only_until.is_some()
+                && !tk.arrived
+                && (t.engine_ids.iter().map(|(o, _)| *o))
+                    .chain(t.prefill.map(LogOrigin::Prefill))
+                    .chain(t.decode.map(LogOrigin::Decode))
+                    .any(|o| self.arrivals_logged.contains(&o)),
+            copy_unread: self
+                .setup_only_until
+                .is_some_and(|u| tk.decode_event_t.unwrap_or(t.first_seen) - u < win),
         }
     }
 }

@@ -25,6 +25,9 @@ pub(crate) struct Track {
     pub prefill_tokens: Option<u32>,
     pub decode_at: Option<f64>,
     pub decode_event_t: Option<f64>,
+    /// An instance's `Received request` line for it was read: its start
+    /// on some side, not only what came after.
+    pub arrived: bool,
     /// Read time of the decode's `Added` line (when its hit is due).
     pub decode_added_at: Option<f64>,
     pub decode_has_params: bool,

@@ -54,7 +54,13 @@ fn verdicts(cap: &Capture, r: &Reading) -> Verdicts {
 }
 
 fn verdicts_of(cap: &Capture, messages: Vec<Msg>, secs: f64) -> Verdicts {
-    let mut st = initial_state(cap, true);
+    verdicts_since(cap, messages, secs, None)
+}
+
+/// `since`: the logs' lines printed longer than this before the first
+/// read are read for set-up only (`--since`).
+fn verdicts_since(cap: &Capture, messages: Vec<Msg>, secs: f64, since: Option<f64>) -> Verdicts {
+    let mut st = initial_state(cap, true).reading_since(since);
     for m in messages {
         st.apply(m);
     }
@@ -235,6 +241,56 @@ fn a_message_between_a_rounds_batches_changes_no_verdict() {
             if !d.is_empty() {
                 failed.push(format!(
                     "{name} from {start} s, a tick after each batch: {} differ: {d:#?}",
+                    d.len()
+                ));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Opened late with `--since` shorter than the run: the logs' lines before
+/// the cut are read for set-up only. A request that began before the cut,
+/// or whose prefill copy may lie before it, is never said surely to be
+/// otherwise than a reading of the whole logs says: its verdict is
+/// unknown, or not sure (joins by arrival order next to the cut may pair
+/// other copies, and say they may). Not "no prefill" for a copy pdtop
+/// did not read, not "cancelled" for a request whose failure came first.
+#[test]
+fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
+    // Each request's verdict, keyed as `verdicts` keys it, with how sure
+    // it says it is whatever its join.
+    let sure = |cap: &Capture, msgs: Vec<Msg>, secs: f64, since: Option<f64>| {
+        let mut st = initial_state(cap, true).reading_since(since);
+        for m in msgs {
+            st.apply(m);
+        }
+        st.finish(cap.t0 + secs);
+        let mut out = Verdicts::new();
+        for t in st.logs.as_ref().unwrap().correlator.traces() {
+            if t.engine_ids.iter().any(|(o, _)| matches!(o, pdtop::feed::LogOrigin::Decode(_))) {
+                out.insert(t.id.clone(), (t.outcome, t.confidence));
+            }
+        }
+        out
+    };
+    let mut failed = Vec::new();
+    for name in ALL {
+        let cap = capture(name);
+        let start = (secs(&cap) * 0.75).round();
+        let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
+        let want = sure(&cap, read_as(&cap, &full), full.secs, None);
+        for cut in [0.2, 0.4, 0.6] {
+            let since = (secs(&cap) * cut).round();
+            let got = sure(&cap, read_as(&cap, &full), full.secs, Some(since));
+            let d: Vec<String> = got
+                .iter()
+                .filter(|(k, g)| g.1 == Confidence::Sure && want.get(*k).is_none_or(|w| w.0 != g.0))
+                .map(|(k, g)| format!("{k}: {:?} -> {g:?}", want.get(k)))
+                .collect();
+            if !d.is_empty() {
+                failed.push(format!(
+                    "{name} opened {start} s in, since {since} s: {} contradict: {d:#?}",
                     d.len()
                 ));
             }

@@ -44,6 +44,16 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
         v.outcome = Outcome::Loaded;
         v.confidence = Confidence::Likely;
     }
+    // Only its later lines were read: a failure they name is one, at most
+    // likely; anything else may have been undone by what came before.
+    if cx.began_unread && !matches!(v.outcome, Outcome::Pending | Outcome::Unknown) {
+        if v.outcome == Outcome::Error {
+            v.confidence = v.confidence.min(Confidence::Likely);
+        } else {
+            let was = v.outcome;
+            v = Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::BeganBeforeRead { was }]);
+        }
+    }
     if v.outcome != Outcome::Pending {
         v.reasons.extend(pair::join_note(e));
     }

@@ -28,6 +28,9 @@ pub(super) fn deadline(e: &Entry, cx: &Ctx) -> Verdict {
             }
             if !cx.prefill_read {
                 Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::NoPrefillLog { decode }])
+            } else if cx.copy_unread {
+                let r = R::CopyBeforeRead { decode, window: o.order_window_s };
+                Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r])
             } else if !cx.waiting_copies.is_empty() {
                 let r = R::CopyWaiting { decode, copies: cx.waiting_copies.clone() };
                 Verdict::new(Outcome::Unknown, Confidence::Unsure, vec![r])

@@ -36,6 +36,14 @@ pub(crate) struct Ctx<'a> {
     pub waiting_copies: Vec<String>,
     /// Came straight to the decode while the proxy's log is read.
     pub direct: bool,
+    /// The logs were read for requests only from a time (`--since`)
+    /// less than the order window before this decode request came: its
+    /// prefill copy may be among the lines read for set-up only.
+    pub copy_unread: bool,
+    /// Lines were read for set-up only (`--since`) and no instance's
+    /// arrival line of this request was read: it began before what pdtop
+    /// read, and its later lines cannot say all that became of it.
+    pub began_unread: bool,
 }
 
 /// A request's verdict.

@@ -13,7 +13,16 @@ impl Correlator {
         if matches!(src, LogOrigin::Proxy) {
             return;
         }
+        self.setup_only_until = Some(self.setup_only_until.map_or(at, |u| u.max(at)));
         let Some(l) = crate::logs::vllm::parse_vllm_line(line) else { return };
+        // A log that prints arrivals: what it names later without one began here.
+        if matches!(
+            l.event,
+            crate::logs::vllm::VllmEvent::Received { .. } | crate::logs::vllm::VllmEvent::Added { .. }
+        ) && !self.arrivals_logged.contains(&src)
+        {
+            self.arrivals_logged.push(src);
+        }
         let setup = matches!(
             l.event,
             crate::logs::vllm::VllmEvent::KvConnectorConfig { .. }

@@ -102,9 +102,13 @@ impl Correlator {
                 e.trace.join = Join::ByOrder;
             }
             e.track.decode_at = Some(a.at);
+            e.track.arrived = true;
             e.track.decode_event_t = Some(a.t);
             e.track.decode_has_params = params.is_some();
             e.trace.remote_num_tokens = params.and_then(|p| p.remote_num_tokens);
+        }
+        if !self.arrivals_logged.contains(&src) {
+            self.arrivals_logged.push(src);
         }
         if params.is_some() {
             self.decodes.entry(i).or_default().params_seen = true;

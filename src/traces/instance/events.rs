@@ -241,8 +241,12 @@ impl Correlator {
             e.trace.prefill = Some(i);
             e.trace.engine_ids.push((src, a.id.to_string()));
             e.track.prefill_at = Some(a.at);
+            e.track.arrived = true;
             e.track.prefill_wants_pull = wants_pull;
             has_decode = e.trace.decode.is_some();
+        }
+        if !self.arrivals_logged.contains(&src) {
+            self.arrivals_logged.push(src);
         }
         self.joiner.await_access(src, s, self.opts.max_pending);
         if refused.is_some() {

@@ -19,6 +19,8 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::RestartedBeforeLoad { .. }
             | R::NoAddedLine { .. }
             | R::NoPrefillLog { .. }
+            | R::CopyBeforeRead { .. }
+            | R::BeganBeforeRead { .. }
             | R::CopyWaiting { .. }
             | R::NoSharedIds { .. }
             | R::PrefillOnly { .. }
@@ -95,6 +97,15 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         R::NoPrefillLog { decode } => {
             write!(f, "served by decode#{decode}; no prefill log is being read")
         }
+        R::CopyBeforeRead { decode, window } => write!(
+            f,
+            "served by decode#{decode} within {window:.0} s of the start of what pdtop read of the logs (--since): its prefill copy may be before it"
+        ),
+        R::BeganBeforeRead { was } => write!(
+            f,
+            "it began before what pdtop read of the logs (--since): its later lines alone say {}, which what came before may undo",
+            was.name().replace('_', " ")
+        ),
         R::CopyWaiting { decode, copies } => write!(
             f,
             "served by decode#{decode}, and the prefill copy {} sent about then is paired with no decode request: without a shared id the logs cannot tell whether it was this request's",

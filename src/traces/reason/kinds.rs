@@ -191,6 +191,13 @@ pub enum Reason {
     NoPrefillLog {
         decode: usize,
     },
+    CopyBeforeRead {
+        decode: usize,
+        window: f64,
+    },
+    BeganBeforeRead {
+        was: Outcome,
+    },
     CopyWaiting {
         decode: usize,
         copies: Vec<String>,

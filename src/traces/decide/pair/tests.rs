@@ -40,6 +40,8 @@ fn ctx(opts: &CorrelatorOptions, style: Style) -> Ctx<'_> {
         ids_shared: true,
         waiting_copies: Vec::new(),
         direct: false,
+        copy_unread: false,
+        began_unread: false,
     }
 }
 
