@@ -298,3 +298,30 @@ fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
     }
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// Cut after their arrival and before the decode's `transfer failed` line
+/// (mooncake's two stale probes), a failure read alone is an error, and
+/// not sure: what came before it was not read (a whole reading says the
+/// prefill died holding the KV, likely).
+#[test]
+fn a_failure_read_without_its_arrival_is_an_error_at_most_likely() {
+    let cap = capture("mooncake-tcp-1p1d");
+    let start = (secs(&cap) * 0.75).round();
+    let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
+    let mut st = initial_state(&cap, true).reading_since(Some((secs(&cap) * 0.2).round()));
+    for m in read_as(&cap, &full) {
+        st.apply(m);
+    }
+    st.finish(cap.t0 + full.secs);
+    let probes: Vec<(String, Outcome, Confidence)> = st
+        .logs
+        .as_ref()
+        .unwrap()
+        .correlator
+        .traces()
+        .filter(|t| t.id.starts_with("probe-stale"))
+        .map(|t| (t.id.clone(), t.outcome, t.confidence))
+        .collect();
+    assert_eq!(probes.len(), 2, "{probes:?}");
+    assert!(probes.iter().all(|p| p.1 == Outcome::Error && p.2 == Confidence::Likely), "{probes:?}");
+}

@@ -12,7 +12,9 @@
 //!    tensor, an LMCache lookup; or none: a pull connector given no params
 //!    after a prefill, no hit after the wait, the prefill's KV expiring
 //!    unread;
-//! 3. what time allows: a request with only one side after its window.
+//! 3. what time allows: a request with only one side after its window;
+//! 4. the logs' past cut by `--since`: a request whose arrival was cut is
+//!    an error at most likely, else unknown.
 //!
 //! A verdict on a request joined by arrival order alone is never sure, and
 //! never a miss unless the proxy's flow vouches that it was prefilled. One
@@ -48,7 +50,7 @@ pub(crate) fn decide(e: &Entry, cx: &Ctx) -> Verdict {
     // likely; anything else may have been undone by what came before.
     if cx.began_unread && !matches!(v.outcome, Outcome::Pending | Outcome::Unknown) {
         if v.outcome == Outcome::Error {
-            v.confidence = v.confidence.min(Confidence::Likely);
+            v.confidence = v.confidence.max(Confidence::Likely);
         } else {
             let was = v.outcome;
             v = Verdict::new(Outcome::Unknown, Confidence::Likely, vec![R::BeganBeforeRead { was }]);
