@@ -60,11 +60,7 @@ fn verdicts_of(cap: &Capture, messages: Vec<Msg>, secs: f64) -> Verdicts {
 /// `since`: the logs' lines printed longer than this before the first
 /// read are read for set-up only (`--since`).
 fn verdicts_since(cap: &Capture, messages: Vec<Msg>, secs: f64, since: Option<f64>) -> Verdicts {
-    let mut st = initial_state(cap, true).reading_since(since);
-    for m in messages {
-        st.apply(m);
-    }
-    st.finish(cap.t0 + secs);
+    let st = read_state(cap, messages, secs, since);
     let mut out = Verdicts::new();
     let mut nameless: BTreeMap<String, usize> = BTreeMap::new();
     for t in st.logs.as_ref().unwrap().correlator.traces() {
@@ -86,6 +82,17 @@ fn verdicts_since(cap: &Capture, messages: Vec<Msg>, secs: f64, since: Option<f6
         out.insert(key, (t.outcome, confidence));
     }
     out
+}
+
+/// The state after `messages`, the logs read from `since` (`--since`),
+/// finished `secs` into the capture.
+fn read_state(cap: &Capture, messages: Vec<Msg>, secs: f64, since: Option<f64>) -> pdtop::state::AppState {
+    let mut st = initial_state(cap, true).reading_since(since);
+    for m in messages {
+        st.apply(m);
+    }
+    st.finish(cap.t0 + secs);
+    st
 }
 
 fn differences(want: &Verdicts, got: &Verdicts) -> Vec<String> {
@@ -261,11 +268,7 @@ fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
     // Each request's verdict, keyed as `verdicts` keys it, with how sure
     // it says it is whatever its join.
     let sure = |cap: &Capture, msgs: Vec<Msg>, secs: f64, since: Option<f64>| {
-        let mut st = initial_state(cap, true).reading_since(since);
-        for m in msgs {
-            st.apply(m);
-        }
-        st.finish(cap.t0 + secs);
+        let st = read_state(cap, msgs, secs, since);
         let mut out = Verdicts::new();
         for t in st.logs.as_ref().unwrap().correlator.traces() {
             if t.engine_ids.iter().any(|(o, _)| matches!(o, pdtop::feed::LogOrigin::Decode(_))) {
@@ -308,11 +311,7 @@ fn a_failure_read_without_its_arrival_is_an_error_at_most_likely() {
     let cap = capture("mooncake-tcp-1p1d");
     let start = (secs(&cap) * 0.75).round();
     let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
-    let mut st = initial_state(&cap, true).reading_since(Some((secs(&cap) * 0.2).round()));
-    for m in read_as(&cap, &full) {
-        st.apply(m);
-    }
-    st.finish(cap.t0 + full.secs);
+    let st = read_state(&cap, read_as(&cap, &full), full.secs, Some((secs(&cap) * 0.2).round()));
     let probes: Vec<(String, Outcome, Confidence)> = st
         .logs
         .as_ref()
