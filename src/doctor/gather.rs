@@ -10,6 +10,10 @@ use super::facts::{DirFacts, DirMeta, InstanceFacts, MetricsFacts, PairFacts};
 use super::loglines::LogFacts;
 use crate::error::{Error, Result};
 use crate::feed::Role;
+use crate::sources::host::{Listener, Unreadable};
+
+/// Every listening socket of the host, or why they could not be listed.
+pub type Listing = std::result::Result<Vec<Listener>, Unreadable>;
 use crate::sources::scrape::{ScrapeOptions, fetch, http_client, parse_models, parse_version};
 
 /// What to read.
@@ -40,9 +44,15 @@ impl Sources {
         }
     }
 
-    /// The sockets listening on the instances' and the proxy's ports (none
-    /// where they cannot be read): a restarted server has a new one.
-    pub fn listeners(&self) -> Vec<crate::sources::host::Listener> {
+    /// Every listening socket of the host, as [`Sources::add_host_listed`]
+    /// takes them.
+    pub fn all_listeners(&self) -> Listing {
+        crate::sources::host::read_listeners(&self.root())
+    }
+
+    /// Of `all`, the sockets listening on the instances' and the proxy's
+    /// ports (none where they cannot be read): a restarted server has a new one.
+    pub fn ours(&self, all: &Listing) -> Vec<Listener> {
         let ports: Vec<u16> = self
             .prefill
             .iter()
@@ -50,7 +60,7 @@ impl Sources {
             .chain(&self.proxy)
             .filter_map(|ep| super::host::port_of(ep))
             .collect();
-        let mut l = crate::sources::host::read_listeners(&self.root()).unwrap_or_default();
+        let mut l: Vec<Listener> = all.as_deref().unwrap_or(&[]).to_vec();
         l.retain(|l| ports.contains(&l.addr.port()));
         l.sort();
         l
@@ -58,12 +68,17 @@ impl Sources {
 
     /// This host's processes and interfaces, added to the facts.
     pub fn add_host(&self, f: &mut PairFacts) {
+        self.add_host_listed(f, self.all_listeners());
+    }
+
+    /// [`Sources::add_host`] with the listeners already read.
+    pub fn add_host_listed(&self, f: &mut PairFacts, listeners: Listing) {
         let root = self.root();
         let sys = crate::sources::host::SysRoots {
             net: Some(self.sys_class_net.clone()),
             infiniband: Some(PathBuf::from("/sys/class/infiniband")),
         };
-        super::host::add_host_facts(f, &root, &sys, self.proxy.as_deref(), self.own_pid);
+        super::host::add_listed_host_facts(f, &root, &sys, self.proxy.as_deref(), self.own_pid, listeners);
     }
 }
 

@@ -9,7 +9,8 @@ use super::facts::{
     HostNet, Iface, InstanceFacts, PairFacts, ProcessFacts, ProxyFacts, endpoint_host, is_local_host,
 };
 use crate::sources::host::{
-    HostFacts, NotFound, ProcRoot, ServeArgs, ServeProcess, SysRoots, Unreadable, parse_environ,
+    HostFacts, Listener, NotFound, ProcRoot, ServeArgs, ServeProcess, SysRoots, Unreadable, parse_environ,
+    read_listeners,
 };
 
 /// The port of `HOST:PORT` or a URL.
@@ -27,9 +28,21 @@ pub fn add_host_facts(
     proxy: Option<&str>,
     own: Option<u32>,
 ) {
+    add_listed_host_facts(f, root, sys, proxy, own, read_listeners(root));
+}
+
+/// [`add_host_facts`] with the listeners already read.
+pub fn add_listed_host_facts(
+    f: &mut PairFacts,
+    root: &ProcRoot,
+    sys: &SysRoots,
+    proxy: Option<&str>,
+    own: Option<u32>,
+    listeners: Result<Vec<Listener>, Unreadable>,
+) {
     let mut ports: Vec<u16> = f.instances.iter().filter_map(|i| port_of(&i.endpoint)).collect();
     ports.extend(proxy.and_then(port_of));
-    let host = HostFacts::read(root, sys, &ports);
+    let host = HostFacts::read_listed(root, sys, &ports, listeners);
     let net = host_net(&host);
     for u in &host.interfaces.unread {
         f.unread(u.path.display().to_string(), u.to_string());

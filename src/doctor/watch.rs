@@ -117,9 +117,12 @@ pub async fn run(sources: Sources, logs: StartupLogs, clock: Arc<dyn Clock>, tx:
         // Listing sockets walks the host's whole TCP table: only when a log
         // said something new, or every `FULL_EVERY`th round.
         let log_news = last.as_ref().is_none_or(|(_, l)| *l != said);
-        let listeners = match &last {
-            Some((l, _)) if !log_news && !round.is_multiple_of(FULL_EVERY) => l.clone(),
-            _ => sources.listeners(),
+        let (listeners, all) = match &last {
+            Some((l, _)) if !log_news && !round.is_multiple_of(FULL_EVERY) => (l.clone(), None),
+            _ => {
+                let all = sources.all_listeners();
+                (sources.ours(&all), Some(all))
+            }
         };
         let seen = (listeners, said);
         if last.as_ref() == Some(&seen) && !round.is_multiple_of(FULL_EVERY) {
@@ -127,7 +130,11 @@ pub async fn run(sources: Sources, logs: StartupLogs, clock: Arc<dyn Clock>, tx:
             continue;
         }
         last = Some(seen);
-        sources.add_host(&mut facts);
+        // The listing just read serves the host's facts too.
+        match all {
+            Some(all) => sources.add_host_listed(&mut facts, all),
+            None => sources.add_host(&mut facts),
+        }
         gather::read_kv_dirs(&mut facts, &sources.proc_root);
         let report = super::diagnose(&facts);
         if tx.send(Msg::Doctor { at: clock.now(), report }).await.is_err() {

@@ -104,11 +104,16 @@ pub fn shorten(text: &str, cols: usize) -> String {
         return String::new();
     }
     let mut kept: Vec<&str> = Vec::new();
+    // The kept words' width, and that of the whitespace they end in: each
+    // word is measured once (this runs for many rows of every frame).
+    let (mut total, mut trailing) = (0, 0);
     for word in text.split_inclusive(' ') {
-        let next: String = kept.iter().copied().chain([word]).collect();
-        if width(next.trim_end()) + 1 > cols {
+        let (w, bare) = (width(word), width(word.trim_end()));
+        let trailing_next = if word.trim_end().is_empty() { trailing + w } else { w - bare };
+        if total + w - trailing_next + 1 > cols {
             break;
         }
+        (total, trailing) = (total + w, trailing_next);
         kept.push(word);
     }
     // A number whose unit or meaning was cut goes with it: `5.3 GB`
@@ -203,6 +208,39 @@ mod tests {
         assert_eq!(secs_tight(Some(0.0874)), "87ms");
     }
 
+    proptest::proptest! {
+        /// The kept words measured once give what measuring every prefix did.
+        #[test]
+        fn shorten_measures_as_the_whole_prefix_would(
+            text in "[a-z0-9 .:,·(=日\u{3000}\u{200b}]{0,40}",
+            cols in 0usize..44,
+        ) {
+            let by_prefix = || {
+                if width(&text) <= cols {
+                    return text.clone();
+                }
+                if cols == 0 {
+                    return String::new();
+                }
+                let mut kept: Vec<&str> = Vec::new();
+                for word in text.split_inclusive(' ') {
+                    let next: String = kept.iter().copied().chain([word]).collect();
+                    if width(next.trim_end()) + 1 > cols {
+                        break;
+                    }
+                    kept.push(word);
+                }
+                while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
+                    kept.pop();
+                }
+                let out: String = kept.concat();
+                let out = out.trim_end().trim_end_matches([':', ',', '·', '(', '=']).trim_end();
+                format!("{out}…")
+            };
+            proptest::prop_assert_eq!(shorten(&text, cols), by_prefix());
+        }
+    }
+
     #[test]
     fn shortened_by_words_never_inside_a_number() {
         let t = "⚠ metrics count 14 silent miss(es), traces 13";
@@ -213,6 +251,8 @@ mod tests {
         assert_eq!(shorten(t, 42), "⚠ metrics count 14 silent miss(es)…");
         assert_eq!(shorten(t, 17), "⚠ metrics count…");
         assert_eq!(shorten("12345", 3), "…");
+        // A zero-width word is no whitespace: the space before it counts.
+        assert_eq!(shorten("ab \u{200b} cd", 3), "ab…");
         assert_eq!(ellipsis("chatcmpl-8cbfd94d781597f", 10), "chatcmpl-…");
     }
 

@@ -32,14 +32,18 @@ pub fn lines_into(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
                 }
             }
         };
+        // The row's cells, indexed once (`buf[(x, y)]` computes and checks
+        // the index for every cell); `cells` stays within `area.width`.
+        let start = buf.index_of(area.x, y);
+        let row = &mut buf.content[start..start + area.width as usize];
         cells(line, area.width, |at, symbol, style, w| {
-            let x = area.x + x + at;
-            buf[(x, y)].set_symbol(symbol).set_style(style);
+            let at = (x + at) as usize;
+            row[at].set_symbol(symbol).set_style(style);
             // The cells a wide grapheme hides are cleared, as a `Span`
             // clears them: what was there must not show when it goes.
-            for hidden in x + 1..x + w {
-                buf[(hidden, y)].reset();
-            }
+            row[at + 1..at + w as usize].iter_mut().for_each(|c| {
+                c.reset();
+            });
         });
     }
 }
@@ -68,6 +72,28 @@ fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Sty
             }
             continue;
         }
+        if text.chars().all(stands_alone) {
+            // Box drawing, blocks, braille, arrows, Latin letters: each
+            // character is a grapheme, measured alone (splitting the
+            // screen's bars and charts into graphemes was a twentieth of a
+            // frame).
+            let style = line.style.patch(span.style);
+            for (i, c) in text.char_indices() {
+                let symbol = &text[i..i + c.len_utf8()];
+                let w = symbol.cell_width();
+                if w > max {
+                    continue;
+                }
+                if x + w > max {
+                    return x;
+                }
+                if w > 0 {
+                    put(x, symbol, style, w);
+                }
+                x += w;
+            }
+            continue;
+        }
         for g in span.styled_graphemes(line.style) {
             let w = g.symbol.cell_width();
             if w > max {
@@ -83,6 +109,23 @@ fn cells<'a>(line: &'a Line<'a>, max: u16, mut put: impl FnMut(u16, &'a str, Sty
         }
     }
     x
+}
+
+/// Whether a character is a grapheme whatever stands beside it: printable,
+/// and neither a mark that joins the one before (Extend, SpacingMark, ZWJ)
+/// nor one that joins the one after (Prepend, regional indicators, Hangul
+/// jamo), per UAX #29. The ranges hold only grapheme class Other; the soft
+/// hyphen and the joiners, bidi and invisible format characters of
+/// U+2000 to U+206F are Control or Extend and left out.
+fn stands_alone(c: char) -> bool {
+    matches!(c,
+        ' '..='~'
+        | '\u{A0}'..='\u{AC}'
+        | '\u{AE}'..='\u{2FF}'
+        | '\u{2010}'..='\u{2027}'
+        | '\u{2030}'..='\u{205E}'
+        | '\u{2070}'..='\u{20CF}'
+        | '\u{2100}'..='\u{2BFF}')
 }
 
 #[cfg(test)]
@@ -144,7 +187,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_text_draws_as_a_paragraph_draws_it(
-            texts in proptest::collection::vec("[ -~éあ日\u{301}\u{200b}\t\n█▉━⠒●✖]{0,30}", 1..6),
+            texts in proptest::collection::vec("[ -~éあ日\u{301}\u{200b}\t\n█▉━⠒●✖‹⌚€ʰ\u{ad}\u{200d}]{0,30}", 1..6),
             align in 0u8..3,
             (x, y, w, h) in (0u16..6, 0u16..3, 0u16..26, 0u16..7),
         ) {

@@ -29,8 +29,18 @@ impl HostFacts {
     /// namespace sees it (`ProcRoot::netns_sys_net`), or the interfaces'
     /// state and speed are the reader's namespace's.
     pub fn read(root: &ProcRoot, sys: &SysRoots, ports: &[u16]) -> HostFacts {
+        HostFacts::read_listed(root, sys, ports, read_listeners(root))
+    }
+
+    /// [`HostFacts::read`] with the listeners already read this round:
+    /// listing them walks the kernel's whole connection table.
+    pub fn read_listed(
+        root: &ProcRoot,
+        sys: &SysRoots,
+        ports: &[u16],
+        listeners: Result<Vec<Listener>, Unreadable>,
+    ) -> HostFacts {
         let table = read_table(root);
-        let listeners = read_listeners(root);
         let all: &[Listener] = listeners.as_deref().unwrap_or(&[]);
         let wanted: BTreeSet<u64> = all.iter().map(|l| l.inode).collect();
         let owners = socket_owners(root, table.keys().copied(), &wanted);
