@@ -5,6 +5,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::fmt;
@@ -131,6 +132,8 @@ fn legend(totals: &[f64; 3], cols: usize, theme: &Theme) -> Vec<Line<'static>> {
 const SHORT: [&str; 3] = ["moved", "cached", "computed"];
 
 fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Theme) {
+    // Cells are set by index below: never outside the buffer.
+    let area = area.intersection(buf.area);
     let max = columns.iter().map(|c| c.iter().sum::<f64>()).fold(0.0f64, f64::max);
     if max.is_nan() || max <= 0.0 || area.height == 0 {
         let msg =
@@ -141,9 +144,11 @@ fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Them
         return;
     }
     let h = area.height as f64;
+    // Each source's cell once, not looked up in the theme for every cell.
+    let looks: [(&str, Style); 3] = std::array::from_fn(|k| (glyph(k, theme), theme.fg(SOURCES[k].2)));
     for (x, col) in columns.iter().enumerate().take(area.width as usize) {
         let mut drawn = 0u16;
-        for (k, (_, _, role)) in SOURCES.iter().enumerate() {
+        for (k, (symbol, style)) in looks.iter().enumerate() {
             // Any non-zero amount gets at least one cell: a single
             // recomputed prompt must be visible next to large transfers.
             let cells = if col[k] > 0.0 { ((col[k] / max * h).round() as u16).max(1) } else { 0 };
@@ -152,7 +157,8 @@ fn draw_columns(buf: &mut Buffer, area: Rect, columns: &[[f64; 3]], theme: &Them
                     break;
                 }
                 let y = area.y + area.height - 1 - drawn;
-                buf.set_string(area.x + x as u16, y, glyph(k, theme), theme.fg(role));
+                // One cell wide, as every glyph of the chart is.
+                buf[(area.x + x as u16, y)].set_symbol(symbol).set_style(*style);
                 drawn += 1;
             }
         }
