@@ -167,3 +167,25 @@ async fn non_utf8_and_megabyte_lines_are_counted_and_skipped_not_fatal() {
     w.until("a later line", |l| l.lines == 6).await;
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// A log longer than one read (4 MiB a round) says so on the LOGS row while
+/// it is read in pieces, and `●` once it is read to its end.
+#[tokio::test]
+async fn a_log_longer_than_one_read_shows_reading_until_read_through() {
+    let dir = temp_dir("long");
+    let path = dir.join("decode.log");
+    // Past one read's worth.
+    let n = (5 << 20) / line(0).len() + 1;
+    append(&path, lines(0..n).as_bytes());
+    let mut w = Watch::start(&path);
+    w.until("the first read", |l| l.lines > 0).await;
+    assert_eq!(w.log().state, Some(TailState::CatchingUp), "{:?}", w.log());
+    assert!((w.log().lines as usize) < n, "{:?}", w.log());
+    let row = w.row();
+    assert!(row.contains("◐ reading decode#0 decode.log"), "{row}");
+    w.until("the whole log", |l| l.lines as usize == n).await;
+    assert_eq!(w.log().state, Some(TailState::Following), "{:?}", w.log());
+    let row = w.row();
+    assert!(row.contains("● decode#0 decode.log"), "{row}");
+    let _ = fs::remove_dir_all(&dir);
+}
