@@ -11,10 +11,10 @@ use super::loglines::LogFacts;
 use crate::error::{Error, Result};
 use crate::feed::Role;
 use crate::sources::host::{Listener, Unreadable};
+use crate::sources::scrape::{ScrapeOptions, fetch, http_client, parse_models, parse_version};
 
 /// Every listening socket of the host, or why they could not be listed.
 pub type Listing = std::result::Result<Vec<Listener>, Unreadable>;
-use crate::sources::scrape::{ScrapeOptions, fetch, http_client, parse_models, parse_version};
 
 /// What to read.
 #[derive(Debug, Clone)]

@@ -5,13 +5,11 @@
 //! on (x86-64, aarch64) `0100007F` is 127.0.0.1. Parsed as little-endian
 //! whatever the reading machine, so a captured file reads the same anywhere.
 
-use std::io::BufRead;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::path::Path;
 
 use serde::Serialize;
 
-use super::root::{ProcRoot, Unreadable};
+use super::root::{ProcRoot, Unreadable, read_text};
 
 /// A socket in state LISTEN (`st` = `0A`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -21,11 +19,6 @@ pub struct Listener {
 }
 
 const LISTEN: &str = "0A";
-/// `SYN_RECV`: kernels before 4.4 print a listener's pending connections
-/// right after it, among the listeners.
-const SYN_RECV: &str = "03";
-/// One row of `tcp` (the kernel pads each to 150 bytes; `tcp6`'s are longer).
-const ROW: usize = 150;
 
 fn word(hex: &str) -> Option<[u8; 4]> {
     Some(u32::from_str_radix(hex, 16).ok()?.to_le_bytes())
@@ -65,42 +58,13 @@ pub fn parse_listeners(text: &str) -> Vec<Listener> {
 /// kernel without IPv6) is no error; a missing `tcp` is.
 pub fn read_listeners(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
     let net = root.net();
-    let mut out = read_listening(&net.join("tcp"))?;
-    if let Ok(l6) = read_listening(&net.join("tcp6")) {
-        out.extend(l6);
+    let mut out = parse_listeners(&read_text(&net.join("tcp"), None)?);
+    if let Ok(t6) = read_text(&net.join("tcp6"), None) {
+        out.extend(parse_listeners(&t6));
     }
     out.sort();
     out.dedup();
     Ok(out)
-}
-
-/// The LISTEN rows of one file, read no further than the listeners. The
-/// kernel prints them first, then walks its whole table of connections,
-/// every bucket of it, to print the rest: read to the end, a file cost
-/// 1.4 ms on a 2-core VM with five sockets open, and the doctor reads two
-/// files twice in a round. Read a row at a time, the walk goes only as far
-/// as the first connection (the kernel looks one row ahead).
-fn read_listening(path: &Path) -> Result<Vec<Listener>, Unreadable> {
-    let unreadable = |e: std::io::Error| Unreadable::from_io(path, None, &e);
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut rows = std::io::BufReader::with_capacity(ROW, file);
-    let mut out = Vec::new();
-    let mut row = Vec::with_capacity(2 * ROW);
-    loop {
-        row.clear();
-        if rows.read_until(b'\n', &mut row).map_err(unreadable)? == 0 {
-            return Ok(out);
-        }
-        let text = String::from_utf8_lossy(&row);
-        match text.split_whitespace().nth(3) {
-            Some(LISTEN) => out.extend(parse_listeners(&text)),
-            Some(SYN_RECV) => {}
-            // A connection: the listeners are behind.
-            Some(st) if st.len() == 2 && u8::from_str_radix(st, 16).is_ok() => return Ok(out),
-            // The header, a damaged row.
-            _ => {}
-        }
-    }
 }
 
 #[cfg(test)]
@@ -132,26 +96,5 @@ mod tests {
         let l6 = parse_listeners(TCP6);
         assert_eq!(l6[0].addr, "[::]:8080".parse().unwrap());
         assert_eq!(l6[1].addr, "[::1]:8081".parse().unwrap());
-    }
-
-    /// A row after the first connection is never read: on a live host the
-    /// kernel walks its whole connection table to print those rows. A
-    /// pending connection among the listeners (kernels before 4.4) reads on.
-    #[test]
-    fn reads_no_further_than_the_listeners() {
-        let dir = std::env::temp_dir().join(format!("pdtop-tcp-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let rows: Vec<&str> = TCP.lines().collect();
-        let syn_recv = rows[1].replace(" 0A ", " 03 ").replace(":944F", ":9450");
-        let after = rows[2].replace(":15E0", ":15E1");
-        let text = [rows[0], rows[1], &syn_recv, rows[2], rows[3], &after].join("\n");
-        let path = dir.join("tcp");
-        std::fs::write(&path, text).unwrap();
-        let ports: Vec<u16> = read_listening(&path).unwrap().iter().map(|l| l.addr.port()).collect();
-        assert_eq!(ports, vec![0x944F, 0x15E0]);
-        let six = dir.join("tcp6");
-        std::fs::write(&six, TCP6).unwrap();
-        assert_eq!(read_listening(&six).unwrap(), parse_listeners(TCP6));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
