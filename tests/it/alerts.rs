@@ -142,6 +142,9 @@ fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
         st.apply(msg);
         st.apply(Msg::Tick { at: clock.now() });
     }
+    // The lab's writers stop before its folder goes, or they make it again.
+    lab.clock.stop();
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let _ = std::fs::remove_dir_all(&dir);
     let events: Vec<String> = st.events.iter().map(|e| format!("{} {}", e.kind.name(), e.text)).collect();
     for e in &st.events {

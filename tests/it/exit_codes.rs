@@ -24,10 +24,29 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("pdtop-exit-{}", std::process::id()));
+/// A file of a folder of its own, the folder gone when it is dropped: a
+/// test run leaves nothing in the temp folder.
+struct Tmp(std::path::PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
+    let dir = std::env::temp_dir().join(format!("pdtop-exit-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    Tmp(dir.join(name))
 }
 
 #[test]
@@ -36,13 +55,15 @@ fn exit_0_a_check_that_finds_nothing_wrong() {
     // disaggregated requests that loaded their KV.
     let d = common::capture_dir("qwen3-shape-restart");
     let mut args = vec!["check".to_string(), "--from-logs".into()];
+    let mut files = Vec::new();
     for (flag, name) in [("--prefill-log", "vllm-prefill.log"), ("--decode-log", "vllm-decode.log")] {
         let log = std::fs::read_to_string(d.join(name)).unwrap();
         let head: String =
             log.lines().take_while(|l| !l.contains("lab-edge_block")).map(|l| format!("{l}\n")).collect();
         let path = tmp(name);
-        std::fs::write(&path, head).unwrap();
+        std::fs::write(&*path, head).unwrap();
         args.extend([flag.to_string(), path.display().to_string()]);
+        files.push(path);
     }
     let out = Command::new(env!("CARGO_BIN_EXE_pdtop")).args(&args).output().unwrap();
     assert_eq!(code(&out), 0, "{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
@@ -91,7 +112,7 @@ fn exit_2_bad_usage() {
 fn exit_3_runtime_failures() {
     // A file that opens but is no recording.
     let bad = tmp("damaged.pdrec");
-    std::fs::write(&bad, b"not a recording\n").unwrap();
+    std::fs::write(&*bad, b"not a recording\n").unwrap();
     let out = pdtop(&["check", "--replay", &bad.display().to_string()]);
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     assert!(stderr(&out).contains("at byte"), "{}", stderr(&out));
