@@ -103,6 +103,21 @@ pub fn shorten(text: &str, cols: usize) -> String {
     if cols == 0 {
         return String::new();
     }
+    let mut kept = words_that_fit(text, cols);
+    // A number whose unit or meaning was cut goes with it: `5.3 GB`
+    // is never shown as `5.3…`.
+    while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
+        kept.pop();
+    }
+    let out: String = kept.concat();
+    let out = out.trim_end().trim_end_matches([':', ',', '·', '(', '=']).trim_end();
+    format!("{out}…")
+}
+
+/// The leading words of `text` (each with the spaces after it) that fit
+/// in `cols` with one column after them for the `…`, their trailing
+/// whitespace not counted.
+fn words_that_fit(text: &str, cols: usize) -> Vec<&str> {
     let mut kept: Vec<&str> = Vec::new();
     // The kept words' width, and that of the whitespace they end in: each
     // word is measured once (this runs for many rows of every frame).
@@ -116,14 +131,7 @@ pub fn shorten(text: &str, cols: usize) -> String {
         (total, trailing) = (total + w, trailing_next);
         kept.push(word);
     }
-    // A number whose unit or meaning was cut goes with it: `5.3 GB`
-    // is never shown as `5.3…`.
-    while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
-        kept.pop();
-    }
-    let out: String = kept.concat();
-    let out = out.trim_end().trim_end_matches([':', ',', '·', '(', '=']).trim_end();
-    format!("{out}…")
+    kept
 }
 
 /// `text` cut to `cols` columns with `…` where it was cut, for a name with
@@ -211,33 +219,19 @@ mod tests {
     proptest::proptest! {
         /// The kept words measured once give what measuring every prefix did.
         #[test]
-        fn shorten_measures_as_the_whole_prefix_would(
+        fn words_fit_as_their_whole_prefix_would(
             text in "[a-z0-9 .:,·(=日\u{3000}\u{200b}]{0,40}",
             cols in 0usize..44,
         ) {
-            let by_prefix = || {
-                if width(&text) <= cols {
-                    return text.clone();
+            let mut by_prefix: Vec<&str> = Vec::new();
+            for word in text.split_inclusive(' ') {
+                let next: String = by_prefix.iter().copied().chain([word]).collect();
+                if width(next.trim_end()) + 1 > cols {
+                    break;
                 }
-                if cols == 0 {
-                    return String::new();
-                }
-                let mut kept: Vec<&str> = Vec::new();
-                for word in text.split_inclusive(' ') {
-                    let next: String = kept.iter().copied().chain([word]).collect();
-                    if width(next.trim_end()) + 1 > cols {
-                        break;
-                    }
-                    kept.push(word);
-                }
-                while kept.last().is_some_and(|w| w.starts_with(|c: char| c.is_ascii_digit())) {
-                    kept.pop();
-                }
-                let out: String = kept.concat();
-                let out = out.trim_end().trim_end_matches([':', ',', '·', '(', '=']).trim_end();
-                format!("{out}…")
-            };
-            proptest::prop_assert_eq!(shorten(&text, cols), by_prefix());
+                by_prefix.push(word);
+            }
+            proptest::prop_assert_eq!(words_that_fit(&text, cols), by_prefix);
         }
     }
 
