@@ -130,11 +130,9 @@ pub async fn run(sources: Sources, logs: StartupLogs, clock: Arc<dyn Clock>, tx:
             continue;
         }
         last = Some(seen);
-        // The listing just read serves the host's facts too.
-        match all {
-            Some(all) => sources.add_host_listed(&mut facts, all),
-            None => sources.add_host(&mut facts),
-        }
+        // The listing just read serves the host's facts too (a round that
+        // kept the last one found nothing new and went on above).
+        sources.add_host_listed(&mut facts, all.unwrap_or_else(|| sources.all_listeners()));
         gather::read_kv_dirs(&mut facts, &sources.proc_root);
         let report = super::diagnose(&facts);
         if tx.send(Msg::Doctor { at: clock.now(), report }).await.is_err() {
