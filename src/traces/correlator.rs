@@ -263,7 +263,7 @@ impl Correlator {
             sources: self.stats.values().cloned().collect(),
             orphan_hits: self.decodes.values().map(|d| d.hits.orphan_total).sum(),
             open: self.open.len(),
-            queued: self.decodes.values().map(|d| d.hits.len() + d.params_loaded.len()).sum::<usize>()
+            queued: self.decodes.values().map(|d| d.hits.len() + d.transfers.len()).sum::<usize>()
                 + self.joiner.queued()
                 + self.flow.queued()
                 + self.notes.len(),

@@ -86,12 +86,13 @@ pub(crate) enum FactKind {
     /// Its load failed on a decode configured `kv_load_failure_policy:
     /// recompute`: the scheduler computes such a request itself.
     PolicyRecompute,
-    /// A `KV Transfer metrics` window counted `n` transfers with this one.
+    /// Its decode's `KV Transfer metrics` windows had counted `counted`
+    /// transfers by a quiet point, at least one for each of the `loads`
+    /// loads before it (`connector::transfers`).
     TransferCounted {
-        n: u64,
+        counted: u64,
+        loads: u64,
     },
-    /// Two windows went by and none counted it.
-    TransferUncounted,
     /// Still seen waiting for its KV past the stuck threshold.
     Stuck {
         id: String,

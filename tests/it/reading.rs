@@ -288,7 +288,9 @@ fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
             let got = sure(&cap, read_as(&cap, &full), full.secs, Some(since));
             let d: Vec<String> = got
                 .iter()
-                .filter(|(k, g)| g.1 == Confidence::Sure && want.get(*k).is_none_or(|w| w.0 != g.0))
+                .filter(|(k, g)| {
+                    g.1 == Confidence::Sure && want.get(*k).is_none_or(|w| w.0 != g.0 || w.1 != g.1)
+                })
                 .map(|(k, g)| format!("{k}: {:?} -> {g:?}", want.get(k)))
                 .collect();
             if !d.is_empty() {

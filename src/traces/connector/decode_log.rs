@@ -1,17 +1,16 @@
 //! What the correlator follows per decode instance's log: its hit queue,
 //! its requests loaded on `kv_transfer_params`, whether it is queueing.
 
-use std::collections::VecDeque;
-
 use super::hits::HitQueue;
+use super::transfers::TransferLedger;
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DecodeLog {
     /// ExampleConnector hit attribution.
     pub hits: HitQueue,
-    /// Requests loaded on the strength of `kv_transfer_params`, waiting for
-    /// a `KV Transfer metrics` window to count them.
-    pub params_loaded: VecDeque<u64>,
+    /// Requests loaded on the strength of `kv_transfer_params`, against
+    /// the transfers the `KV Transfer metrics` windows counted.
+    pub transfers: TransferLedger,
     /// Read time until which the engine counts as queueing.
     pub busy_until: Option<f64>,
     /// Its requests have arrived with `kv_transfer_params`.

@@ -9,3 +9,4 @@ pub(super) mod hits;
 pub(super) mod lmcache;
 pub(super) mod named;
 pub(super) mod signals;
+pub(super) mod transfers;

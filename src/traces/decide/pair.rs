@@ -132,17 +132,8 @@ fn params(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
     };
     let mut v = Verdict::new(Outcome::Loaded, conf, vec![first]);
     for f in facts.iter() {
-        match &f.kind {
-            F::TransferCounted { n } => {
-                if let LogOrigin::Decode(decode) = f.src {
-                    v.reasons.push(R::TransferCounted { decode, n: *n });
-                }
-            }
-            F::TransferUncounted => {
-                v.confidence = v.confidence.max(Confidence::Likely);
-                v.reasons.push(R::TransferUncounted);
-            }
-            _ => {}
+        if let (F::TransferCounted { counted, loads }, LogOrigin::Decode(decode)) = (&f.kind, f.src) {
+            v.reasons.push(R::TransferCounted { decode, counted: *counted, loads: *loads });
         }
     }
     let was = |first: R, v: Verdict| {

@@ -10,7 +10,6 @@ use crate::traces::evidence::FactKind;
 use crate::traces::ids::{base_id, external_of_internal, invented, trace_key};
 use crate::traces::instance::events::{Added, Arrival};
 use crate::traces::model::{Hop, Join, Outcome};
-use crate::traces::store::push_capped;
 use crate::traces::store::{Entry, failed_prefill, recent};
 
 impl Correlator {
@@ -139,8 +138,8 @@ impl Correlator {
             blocks: p.remote_block_count.and_then(|n| u32::try_from(n).ok()),
         };
         self.said(s, t, LogOrigin::Decode(i), kind, at);
-        let q = &mut self.decodes.entry(i).or_default().params_loaded;
-        push_capped(q, s, self.opts.max_pending);
+        let cap = self.opts.max_pending;
+        self.decodes.entry(i).or_default().transfers.load(s, t, cap);
     }
 
     pub(crate) fn decode_added(&mut self, i: usize, added: Added<'_>) {

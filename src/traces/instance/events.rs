@@ -167,10 +167,11 @@ impl Correlator {
                     // The line comes every 10 s: a queue it reports may last that long.
                     let until = if s.waiting > 0 { at + 15.0 } else { at };
                     self.decodes.entry(i).or_default().busy_until = Some(until);
+                    self.on_decode_stats(i, s, t, at);
                 }
             }
             (VllmEvent::KvTransferMetrics(m), LogOrigin::Decode(i)) => {
-                self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), at);
+                self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), t, at);
             }
             (VllmEvent::Access(a), _) => {
                 if a.method != "POST" || !a.path.starts_with("/v1/") {

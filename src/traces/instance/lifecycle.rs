@@ -4,7 +4,9 @@
 use super::events::hop_of;
 use super::inflight::Stop;
 use crate::feed::LogOrigin;
+use crate::logs::vllm::EngineStats;
 use crate::traces::connector::named::Side;
+use crate::traces::connector::transfers::{Confirmed, Due};
 use crate::traces::correlator::{Correlator, Style};
 use crate::traces::evidence::FactKind;
 use crate::traces::ids::{base_id, external_of_internal};
@@ -141,6 +143,7 @@ impl Correlator {
             self.reset_hits(i, at);
             if let Some(d) = self.decodes.get_mut(&i) {
                 d.busy_until = None;
+                d.transfers.restart();
             }
         }
     }
@@ -206,33 +209,42 @@ impl Correlator {
         }
     }
 
-    /// A `KV Transfer metrics` window: confirms that many param-loaded requests.
-    pub(crate) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
-        let Some(q) = self.decodes.get_mut(&i).map(|d| &mut d.params_loaded) else {
+    /// A `KV Transfer metrics` window of decode `i`.
+    pub(crate) fn on_transfer_metrics(&mut self, i: usize, n: u64, t: f64, at: f64) {
+        let due = self.decodes.entry(i).or_default().transfers.window(n);
+        self.confirm_transfers(i, due, t, at);
+    }
+
+    /// Decode `i`'s stats line: one with nothing running or waiting is a
+    /// quiet point for its transfer ledger. With several engines behind
+    /// one API server, one engine's quiet says nothing of the others'.
+    pub(crate) fn on_decode_stats(&mut self, i: usize, s: &EngineStats, t: f64, at: f64) {
+        let src = LogOrigin::Decode(i);
+        let alone = !self.logs.stalls.keys().any(|(o, e)| *o == src && e.is_some_and(|e| e > 0));
+        let quiet = alone && s.running == 0 && s.waiting == 0 && s.deferred.unwrap_or(0) == 0;
+        let due = self.decodes.entry(i).or_default().transfers.stats(quiet, t);
+        self.confirm_transfers(i, due, t, at);
+    }
+
+    /// A quiet point: the loads before it that the windows' counts cover
+    /// are confirmed. Only where the decode counts its reads: NIXL's pull
+    /// side does, its push side and most other connectors print no window.
+    fn confirm_transfers(&mut self, i: usize, due: Option<Due>, t: f64, at: f64) {
+        let Some(due) = due else {
             return;
         };
-        let mut confirmed = Vec::new();
-        let mut stale = Vec::new();
-        let mut left = n;
-        while let Some(s) = q.front().copied() {
-            if left > 0 {
-                q.pop_front();
-                confirmed.push(s);
-                left -= 1;
-            } else if self.store.get(s).and_then(|e| e.track.decode_at).is_none_or(|d| at - d > 25.0) {
-                // Two windows went by without counting it.
-                q.pop_front();
-                stale.push(s);
-            } else {
-                break;
-            }
-        }
         let src = LogOrigin::Decode(i);
-        for s in confirmed {
-            self.said(s, at, src, FactKind::TransferCounted { n }, at);
-        }
-        for s in stale {
-            self.said(s, at, src, FactKind::TransferUncounted, at);
+        let pulls = self.stats.get(&src).and_then(|s| s.connector.as_deref()) == Some("NixlConnector");
+        let (store, decodes) = (&self.store, &mut self.decodes);
+        let Some(d) = decodes.get_mut(&i).filter(|d| pulls || d.transfers.counts) else {
+            return;
+        };
+        let loaded = |s: u64| store.get(s).is_some_and(|e| !e.retired && e.trace.outcome == Outcome::Loaded);
+        let Some(Confirmed { loads, counted, total }) = d.transfers.settle(&due, loaded) else {
+            return;
+        };
+        for s in loads {
+            self.said(s, t, src, FactKind::TransferCounted { counted, loads: total }, at);
         }
     }
 

@@ -106,9 +106,9 @@ pub enum Reason {
     },
     TransferCounted {
         decode: usize,
-        n: u64,
+        counted: u64,
+        loads: u64,
     },
-    TransferUncounted,
     // ---- silent miss
     NoParams {
         prefill: usize,

@@ -17,7 +17,6 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::Lmcache { .. }
             | R::GroupLoaded { .. }
             | R::TransferCounted { .. }
-            | R::TransferUncounted
             | R::NoParams { .. }
             | R::NoHit { .. }
             | R::NeverPulled { .. }
@@ -80,10 +79,10 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         R::GroupLoaded { decode, inject, group } => {
             write!(f, "Inject {} tokens fits its own prompt: {}", opt(*inject), together(*decode, group))
         }
-        R::TransferCounted { decode, n } => {
-            write!(f, "decode#{decode}'s KV Transfer metrics counted {n} transfers in that window")
-        }
-        R::TransferUncounted => f.write_str("no KV Transfer metrics window counted a transfer for it"),
+        R::TransferCounted { decode, counted, loads } => write!(
+            f,
+            "decode#{decode}'s KV Transfer metrics counted {counted} transfers for its first {loads} loads, this one among them, by the time it was idle"
+        ),
         R::NoParams { prefill, connector } => write!(
             f,
             "decode got no kv_transfer_params although prefill#{prefill} ran it: {connector} cannot pull without them"

@@ -108,7 +108,7 @@ fn a_shared_step_is_unknown_and_names_the_others() {
 #[test]
 fn params_load_surely_with_the_prefill_seen() {
     let opts = CorrelatorOptions::default();
-    let e = entry(vec![(D, params()), (D, F::TransferCounted { n: 3 })]);
+    let e = entry(vec![(D, params()), (D, F::TransferCounted { counted: 3, loads: 3 })]);
     let v = rule("params", &e, &ctx(&opts, Style::Params)).unwrap();
     assert_eq!((v.outcome, v.confidence), (Outcome::Loaded, Confidence::Sure));
     assert_eq!(
@@ -121,21 +121,15 @@ fn params_load_surely_with_the_prefill_seen() {
                 blocks: Some(32),
                 finished: Finished::UnderASecond
             },
-            R::TransferCounted { decode: 0, n: 3 },
+            R::TransferCounted { decode: 0, counted: 3, loads: 3 },
         ]
     );
-    // Without the prefill's side, or a window that never counted it: likely.
+    // Without the prefill's side: likely.
     let mut e = entry(vec![(D, params())]);
     e.trace.prefill = None;
     let v = rule("params", &e, &ctx(&opts, Style::Params)).unwrap();
     assert_eq!(v.confidence, Confidence::Likely);
     assert!(matches!(v.reasons[0], R::ParamsUnseenPrefill { .. }), "{v:?}");
-    let v =
-        rule("params", &entry(vec![(D, params()), (D, F::TransferUncounted)]), &ctx(&opts, Style::Params));
-    assert_eq!(
-        v.map(|v| (v.confidence, v.reasons.last().cloned())),
-        Some((Confidence::Likely, Some(R::TransferUncounted)))
-    );
 }
 
 #[test]
