@@ -263,6 +263,7 @@ fn a_message_between_a_rounds_batches_changes_no_verdict() {
 /// unknown, or not sure (joins by arrival order next to the cut may pair
 /// other copies, and say they may). Not "no prefill" for a copy pdtop
 /// did not read, not "cancelled" for a request whose failure came first.
+/// Nor surer than the whole reading: what is sure in a cut is sure whole.
 #[test]
 fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
     // Each request's verdict, keyed as `verdicts` keys it, with how sure
