@@ -327,3 +327,39 @@ fn a_failure_read_without_its_arrival_is_an_error_at_most_likely() {
     assert_eq!(probes.len(), 2, "{probes:?}");
     assert!(probes.iter().all(|p| p.1 == Outcome::Error && p.2 == Confidence::Likely), "{probes:?}");
 }
+
+/// The decodes' `KV Transfer metrics` windows confirm loads only against
+/// counts that cannot be of loads pdtop did not read: cut by `--since`, a
+/// decode's counts begin at its first quiet point after the cut. Each load
+/// a cut confirms, the whole reading confirms too, and it loaded.
+#[test]
+fn a_cut_confirms_transfers_only_of_loads_it_read() {
+    let cap = capture("router-nixl-1p2d");
+    let truth =
+        std::fs::read_to_string(common::capture_dir("router-nixl-1p2d").join("requests.jsonl")).unwrap();
+    let loaded: std::collections::BTreeSet<String> = truth
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| matches!(r["outcome"].as_str(), Some("loaded" | "loaded_stale_kv")))
+        .filter_map(|r| r["vllm_base_id"].as_str().map(str::to_string))
+        .collect();
+    let full = Reading::from_start(secs(&cap), true);
+    let confirmed = |since: Option<f64>| -> std::collections::BTreeSet<String> {
+        let st = read_state(&cap, read_as(&cap, &full), full.secs, since);
+        let c = &st.logs.as_ref().unwrap().correlator;
+        c.traces()
+            .filter(|t| t.evidence().contains("KV Transfer metrics counted"))
+            .map(|t| t.id.clone())
+            .collect()
+    };
+    let whole = confirmed(None);
+    // 160 loads in truth; the windows' counts match them exactly.
+    assert_eq!(whole, loaded);
+    for cut in [0.2, 0.4, 0.6] {
+        let since = (secs(&cap) * cut).round();
+        let got = confirmed(Some(since));
+        assert!(!got.is_empty() && got.len() < whole.len(), "since {since}: {}", got.len());
+        let extra: Vec<&String> = got.difference(&whole).collect();
+        assert!(extra.is_empty(), "since {since}: {extra:?}");
+    }
+}

@@ -16,6 +16,10 @@
 //! quiet line 5 s after `Added request ...nixl-16`, whose 278 MiB read the
 //! next window counted). So a shortfall leaves the loads unconfirmed,
 //! waiting for a later quiet point, and says nothing against them.
+//!
+//! Counts can be matched to loads only from the process's start: read
+//! from the middle, a window counts reads of loads pdtop never saw. Such a
+//! ledger starts at its first quiet point.
 
 /// Source seconds before a quiet line within which a load is taken as
 /// maybe not yet known to the engine (one-second stamps).
@@ -34,6 +38,9 @@ pub(crate) struct TransferLedger {
     /// This process printed a window: its connector counts reads here
     /// (a push connector's decode never does).
     pub counts: bool,
+    /// Every load since the counts began was read: the process's start
+    /// was, or a quiet point since.
+    pub whole: bool,
 }
 
 /// A quiet point reached: the loads to judge against the counts.
@@ -83,6 +90,13 @@ impl TransferLedger {
     pub fn settle(&mut self, due: &Due, loaded: impl Fn(u64) -> bool) -> Option<Confirmed> {
         self.pending.retain(|(s, _)| loaded(*s));
         let on_time = self.pending.iter().take_while(|(_, t)| *t < due.at - LATE_S).count();
+        if !self.whole {
+            // Count from here: the window just closed may hold the reads
+            // of late loads too, so they go with what came before.
+            self.pending.clear();
+            (self.counted, self.confirmed, self.whole) = (0, 0, true);
+            return None;
+        }
         let n = on_time as u64;
         if n == 0 || self.counted < self.confirmed + n {
             return None;
@@ -92,9 +106,10 @@ impl TransferLedger {
         Some(Confirmed { loads, counted: self.counted, total: self.confirmed })
     }
 
-    /// A new process: its windows count nothing of the old one's loads.
+    /// A new process, read from its start: its windows count nothing of
+    /// the old one's loads.
     pub fn restart(&mut self) {
-        *self = Self::default();
+        *self = Self { whole: true, ..Self::default() };
     }
 
     pub fn len(&self) -> usize {
@@ -106,9 +121,15 @@ impl TransferLedger {
 mod tests {
     use super::*;
 
+    fn whole() -> TransferLedger {
+        let mut l = TransferLedger::default();
+        l.restart();
+        l
+    }
+
     #[test]
     fn a_quiet_point_confirms_the_loads_its_counts_cover() {
-        let mut l = TransferLedger::default();
+        let mut l = whole();
         l.load(1, 0.0, 10);
         l.load(2, 1.0, 10);
         assert_eq!(l.window(1), None);
@@ -129,7 +150,7 @@ mod tests {
     #[test]
     fn a_shortfall_leaves_the_loads_for_a_later_quiet_point() {
         // nixl-1p2d-cascade: the quiet line came while a read was still on.
-        let mut l = TransferLedger::default();
+        let mut l = whole();
         l.load(1, 0.0, 10);
         l.load(2, 3.0, 10);
         l.window(1);
@@ -146,7 +167,7 @@ mod tests {
     fn a_load_just_before_a_quiet_line_is_late_and_one_no_longer_loaded_leaves() {
         // vLLM 0.26 (nixl-llama-shape): `Added request ...steady-24` then,
         // in the same second, `Running: 0 reqs, Waiting: 0 reqs`.
-        let mut l = TransferLedger::default();
+        let mut l = whole();
         l.load(1, 0.0, 10);
         l.load(9, 1.0, 10);
         l.load(2, 27.0, 10);
@@ -158,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_restart_forgets_and_the_cap_drops_the_oldest() {
-        let mut l = TransferLedger::default();
+        let mut l = whole();
         for s in 0..3 {
             l.load(s, 0.0, 2);
         }
@@ -172,5 +193,25 @@ mod tests {
             (l.stats(true, 30.0), l.window(1), l.len(), l.counts),
             (None, Some(Due { at: 30.0 }), 0, true)
         );
+    }
+
+    #[test]
+    fn read_from_the_middle_the_counts_begin_at_the_first_quiet_point() {
+        // The first window may count reads of loads before the reading.
+        let mut l = TransferLedger::default();
+        l.load(1, 0.0, 10);
+        l.window(3);
+        l.stats(true, 10.0);
+        let due = l.window(0).unwrap();
+        assert_eq!(l.settle(&due, |_| true), None);
+        assert_eq!((l.len(), l.whole), (0, true));
+        l.load(2, 11.0, 10);
+        l.stats(true, 20.0);
+        let due = l.window(0).unwrap();
+        assert_eq!(l.settle(&due, |_| true), None);
+        l.window(1);
+        l.stats(true, 30.0);
+        let due = l.stats(false, 40.0).unwrap();
+        assert_eq!(l.settle(&due, |_| true).map(|c| c.loads), Some(vec![2]));
     }
 }

@@ -141,10 +141,9 @@ impl Correlator {
         self.joiner.forget_access(src);
         if let LogOrigin::Decode(i) = src {
             self.reset_hits(i, at);
-            if let Some(d) = self.decodes.get_mut(&i) {
-                d.busy_until = None;
-                d.transfers.restart();
-            }
+            let d = self.decodes.entry(i).or_default();
+            d.busy_until = None;
+            d.transfers.restart();
         }
     }
 
