@@ -18,6 +18,8 @@ pub struct KvParams {
     pub remote_block_count: Option<usize>,
     pub remote_host: Option<String>,
     pub remote_port: Option<u16>,
+    /// The prefill's tensor parallel size (NIXL's `tp_size`).
+    pub tp_size: Option<u32>,
 }
 
 /// `Received request <id>: params: SamplingParams(...), lora_request: ...`
@@ -121,6 +123,7 @@ fn kv_params_of(extra: &Py) -> Option<KvParams> {
         },
         remote_host: s("remote_host"),
         remote_port: n("remote_port").and_then(|v| u16::try_from(v).ok()),
+        tp_size: n("tp_size").and_then(|v| u32::try_from(v).ok()),
     })
 }
 
@@ -132,6 +135,9 @@ pub struct KvConfigFields {
     pub engine_id: Option<String>,
     /// `kv_load_failure_policy` (vLLM ≥ 0.26): `fail` or `recompute`.
     pub failure_policy: Option<String>,
+    /// Tensor and data parallel sizes, where the line was `non-default
+    /// args: {...}` (a size it lacks is the default, 1).
+    pub parallel: Option<(u32, u32)>,
 }
 
 /// Body of `KVTransferConfig(` up to its `)`.
@@ -173,10 +179,16 @@ pub(super) fn kv_config(msg: &str) -> Option<(KvConfigFields, Option<u32>)> {
     const CFG: &str = "'kv_transfer_config': KVTransferConfig(";
     let i = msg.find(CFG)?;
     let fields = parse_kv_config(&msg[i + CFG.len()..]);
-    const BS: &str = "'block_size': ";
-    let block_size = msg
-        .find(BS)
-        .and_then(|j| super::line::leading_u64(&msg[j + BS.len()..]))
-        .and_then(|n| u32::try_from(n).ok());
+    let number = |key: &str| {
+        msg.find(key)
+            .and_then(|j| super::line::leading_u64(&msg[j + key.len()..]))
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let block_size = number("'block_size': ");
+    let mut fields = fields;
+    if msg.starts_with("non-default args: ") {
+        let size = |key| number(key).unwrap_or(1);
+        fields.parallel = Some((size("'tensor_parallel_size': "), size("'data_parallel_size': ")));
+    }
     Some((fields, block_size))
 }

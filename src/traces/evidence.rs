@@ -184,14 +184,13 @@ pub(crate) enum FactKind {
 }
 
 impl FactKind {
-    /// A sign that the decode read the request's KV.
+    /// A sign that the decode read the request's KV. Not a transfer the
+    /// windows counted: they count a decode's reads together, and a count
+    /// that covers its loads need not be this one's.
     pub fn is_read(&self) -> bool {
         matches!(
             self,
-            FactKind::Hit { .. }
-                | FactKind::GroupSettled { hit: true, .. }
-                | FactKind::TensorReceived { .. }
-                | FactKind::TransferCounted { .. }
+            FactKind::Hit { .. } | FactKind::GroupSettled { hit: true, .. } | FactKind::TensorReceived { .. }
         )
     }
 }

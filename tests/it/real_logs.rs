@@ -354,6 +354,7 @@ fn nixl_kv_params_link_decode_to_prefill() {
             remote_block_count: Some(16),
             remote_host: Some("127.0.0.1".into()),
             remote_port: Some(5600),
+            tp_size: Some(1),
         }
     );
     for (id, p) in &params {

@@ -270,23 +270,14 @@ fn nixl_params() {
         assert!(t.evidence().starts_with("decode got no kv_transfer_params"), "{}", t.evidence());
         assert!(t.evidence().contains("released its KV unread"), "{id}: {}", t.evidence());
     }
-    // By the decode's quiet line at 06:40:27 its windows had counted 36
-    // reads: they confirm the 36 loads before it. steady-24, added in the
-    // same second, and the loads after it (shut down before another quiet
-    // line; decode2 never quiet) stay unconfirmed, and no less sure.
-    let confirmed: Vec<String> = sorted(
-        c.traces()
-            .filter(|t| t.evidence().contains("KV Transfer metrics counted 36"))
-            .map(|t| t.id.clone())
-            .collect(),
-    );
-    let mut want: Vec<String> =
-        ["warmup_p", "disagg", "edge_block"].iter().flat_map(|p| ids_of_phase(dir, p)).collect();
-    want.extend((0..24).map(|i| format!("lab-steady-{i}")));
-    assert_eq!(confirmed, sorted(want));
-    for id in (24..30).map(|i| format!("lab-steady-{i}")) {
-        let t = c.get(&id).expect("trace");
-        assert!(!t.evidence().contains("KV Transfer metrics"), "{id}: {}", t.evidence());
+    // The decode's one quiet line (06:40:27) came in the second steady-24
+    // was added: its read may be among that window's 36 counts, which
+    // then leave one of the 36 loads before it uncounted. The decode shut
+    // down before another quiet point: no load is confirmed, and none is
+    // less sure for it.
+    for t in c.traces().filter(|t| t.outcome == Outcome::Loaded) {
+        assert!(!t.evidence().contains("KV Transfer metrics"), "{}: {}", t.id, t.evidence());
+        assert_eq!(t.confidence, Confidence::Sure, "{}: {}", t.id, t.evidence());
     }
 }
 

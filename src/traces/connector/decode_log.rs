@@ -11,6 +11,8 @@ pub(crate) struct DecodeLog {
     /// Requests loaded on the strength of `kv_transfer_params`, against
     /// the transfers the `KV Transfer metrics` windows counted.
     pub transfers: TransferLedger,
+    /// Tensor and data parallel sizes its last start's arguments gave.
+    pub parallel: Option<(u32, u32)>,
     /// Read time until which the engine counts as queueing.
     pub busy_until: Option<f64>,
     /// Its requests have arrived with `kv_transfer_params`.

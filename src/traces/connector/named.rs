@@ -146,6 +146,12 @@ impl Correlator {
             {
                 e.track.load_failed = Some((src, t));
             }
+            if let (LogOrigin::Decode(i), K::TransferFailed | K::HandshakeFailed | K::KvLoadFailed) =
+                (src, sig.kind)
+                && let Some(d) = self.decodes.get_mut(&i)
+            {
+                d.transfers.failed(s);
+            }
             let recompute =
                 self.stats.get(&src).and_then(|st| st.failure_policy.as_deref()) == Some("recompute");
             if matches!(sig.kind, K::TransferFailed | K::HandshakeFailed)

@@ -33,7 +33,7 @@ impl Correlator {
             self.on_line(src, line, at);
             // A start read for set-up only: the loads after it were not.
             if let LogOrigin::Decode(i) = src {
-                self.decodes.entry(i).or_default().transfers.whole = false;
+                self.decodes.entry(i).or_default().transfers.read_from_the_middle();
             }
         } else if let Some(n) = self.notes.read(src, line, &l) {
             self.logs.max_log_len.insert(src, n);

@@ -90,9 +90,8 @@ impl Correlator {
         }
     }
 
-    /// The decode read this request's KV (its hit, its tensor, a transfer
-    /// counted): the prefill's part was over, whatever its stream's end
-    /// looked like.
+    /// The decode read this request's KV (its hit, its tensor): the
+    /// prefill's part was over, whatever its stream's end looked like.
     fn kv_read(&self, s: u64) -> bool {
         self.store.get(s).is_some_and(|e| e.facts.has(FactKind::is_read))
     }

@@ -139,7 +139,8 @@ impl Correlator {
         };
         self.said(s, t, LogOrigin::Decode(i), kind, at);
         let cap = self.opts.max_pending;
-        self.decodes.entry(i).or_default().transfers.load(s, t, cap);
+        let one_rank = p.tp_size == Some(1);
+        self.decodes.entry(i).or_default().transfers.load(s, t, one_rank, cap);
     }
 
     pub(crate) fn decode_added(&mut self, i: usize, added: Added<'_>) {

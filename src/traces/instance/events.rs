@@ -154,6 +154,9 @@ impl Correlator {
                 }
                 // Printed whole at each start: absent is vLLM's default (fail).
                 st.failure_policy.clone_from(&f.failure_policy);
+                if let (LogOrigin::Decode(i), Some(p)) = (src, f.parallel) {
+                    self.decodes.entry(i).or_default().parallel = Some(p);
+                }
             }
             (VllmEvent::EngineStats(s), _) => {
                 self.on_engine_progress(src, s, t);
@@ -171,7 +174,7 @@ impl Correlator {
                 }
             }
             (VllmEvent::KvTransferMetrics(m), LogOrigin::Decode(i)) => {
-                self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), t, at);
+                self.on_transfer_metrics(i, m.num_successful_transfers.unwrap_or(0), at);
             }
             (VllmEvent::Access(a), _) => {
                 if a.method != "POST" || !a.path.starts_with("/v1/") {

@@ -6,7 +6,7 @@ use super::inflight::Stop;
 use crate::feed::LogOrigin;
 use crate::logs::vllm::EngineStats;
 use crate::traces::connector::named::Side;
-use crate::traces::connector::transfers::{Confirmed, Due};
+use crate::traces::connector::transfers::{Confirmed, Quiet};
 use crate::traces::correlator::{Correlator, Style};
 use crate::traces::evidence::FactKind;
 use crate::traces::ids::{base_id, external_of_internal};
@@ -209,41 +209,43 @@ impl Correlator {
     }
 
     /// A `KV Transfer metrics` window of decode `i`.
-    pub(crate) fn on_transfer_metrics(&mut self, i: usize, n: u64, t: f64, at: f64) {
+    pub(crate) fn on_transfer_metrics(&mut self, i: usize, n: u64, at: f64) {
         let due = self.decodes.entry(i).or_default().transfers.window(n);
-        self.confirm_transfers(i, due, t, at);
+        self.confirm_transfers(i, due, at);
     }
 
     /// Decode `i`'s stats line: one with nothing running or waiting is a
-    /// quiet point for its transfer ledger. With several engines behind
-    /// one API server, one engine's quiet says nothing of the others'.
+    /// quiet point for its transfer ledger.
     pub(crate) fn on_decode_stats(&mut self, i: usize, s: &EngineStats, t: f64, at: f64) {
-        let src = LogOrigin::Decode(i);
-        let alone = !self.logs.stalls.keys().any(|(o, e)| *o == src && e.is_some_and(|e| e > 0));
-        let quiet = alone && s.running == 0 && s.waiting == 0 && s.deferred.unwrap_or(0) == 0;
+        let quiet = s.running == 0 && s.waiting == 0 && s.deferred.unwrap_or(0) == 0;
         let due = self.decodes.entry(i).or_default().transfers.stats(quiet, t);
-        self.confirm_transfers(i, due, t, at);
+        self.confirm_transfers(i, due, at);
     }
 
-    /// A quiet point: the loads before it that the windows' counts cover
-    /// are confirmed. Only where the decode counts its reads: NIXL's pull
-    /// side does, its push side and most other connectors print no window.
-    fn confirm_transfers(&mut self, i: usize, due: Option<Due>, t: f64, at: f64) {
+    /// A quiet point of decode `i` (its line's source time first): the loads its
+    /// counts cover are confirmed. Only where the decode counts one read
+    /// per load: NIXL's pull side does (its push side and most other
+    /// connectors print no window), on one rank and one engine (with
+    /// several, one engine's quiet says nothing of the others').
+    fn confirm_transfers(&mut self, i: usize, due: Option<Quiet>, at: f64) {
         let Some(due) = due else {
             return;
         };
         let src = LogOrigin::Decode(i);
         let pulls = self.stats.get(&src).and_then(|s| s.connector.as_deref()) == Some("NixlConnector");
-        let (store, decodes) = (&self.store, &mut self.decodes);
-        let Some(d) = decodes.get_mut(&i).filter(|d| pulls || d.transfers.counts) else {
+        let Some(d) = self.decodes.get_mut(&i) else {
             return;
         };
-        let loaded = |s: u64| store.get(s).is_some_and(|e| !e.retired && e.trace.outcome == Outcome::Loaded);
-        let Some(Confirmed { loads, counted, total }) = d.transfers.settle(&due, loaded) else {
+        let Some(Confirmed { loads, counted, confirmed }) = d.transfers.settle(due) else {
             return;
         };
+        if !(pulls || d.transfers.counts) || d.parallel != Some((1, 1)) {
+            return;
+        }
         for s in loads {
-            self.said(s, t, src, FactKind::TransferCounted { counted, loads: total }, at);
+            if self.store.get(s).is_some_and(|e| !e.retired) {
+                self.said(s, due.0, src, FactKind::TransferCounted { counted, loads: confirmed }, at);
+            }
         }
     }
 

@@ -81,7 +81,7 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         }
         R::TransferCounted { decode, counted, loads } => write!(
             f,
-            "decode#{decode}'s KV Transfer metrics counted {counted} transfers for its first {loads} loads, this one among them, by the time it was idle"
+            "decode#{decode}'s KV Transfer metrics had counted {counted} transfers for {loads} loads, this one among them, when it was next idle"
         ),
         R::NoParams { prefill, connector } => write!(
             f,
