@@ -211,9 +211,19 @@ impl MissDetector {
         };
         self.supported = Some(true);
         let total = computed.total().round() as u64;
-        let whole = (computed.count_above(threshold).round() as u64).min(total);
-        let tail_only = total - whole;
-        self.outcomes.seen += total;
+        let whole_all = (computed.count_above(threshold).round() as u64).min(total);
+        // vLLM observes every finished request's computed tokens, the
+        // failed and aborted ones too: a load that failed computed nothing
+        // it loaded, a whole prompt (router-nixl-1p2d: 27 errors, 27 whole
+        // prompts). Up to `failed` of either kind were those; the answered
+        // ones that may be either are unknown.
+        let failed = (errors + cancelled).min(total);
+        let (whole, tail_only) =
+            (whole_all.saturating_sub(failed), (total - whole_all).saturating_sub(failed));
+        for _ in whole + tail_only..total - failed {
+            self.count_unknown(iv.t);
+        }
+        self.outcomes.seen += total - failed;
         // The latest the requests could have arrived; slack widens what is
         // *possible* (a scrape may lag), never what is *certain*.
         let arrival_bound = iv.t - shortest_latency(iv);
@@ -482,6 +492,26 @@ mod tests {
             d.outcomes,
             Counts { seen: 5, loaded: 2, silent_miss: 1, no_prefill: 2, ..Counts::default() }
         );
+    }
+
+    /// vLLM observes the computed tokens of every finished request, the
+    /// failed ones too: a decode whose loads failed (router-nixl-1p2d, the
+    /// prefill killed) observes whole prompts for them. They are errors,
+    /// not misses; an answered request that may have been either is unknown.
+    #[test]
+    fn a_failed_request_is_no_miss_and_counts_once() {
+        let mut d = MissDetector::default();
+        d.on_prefill_interval(&interval(1.0, 3.0, None));
+        let mut iv = interval(2.0, 0.0, Some(computed(&[0., 0., 0., 0., 0., 0., 0., 2.])));
+        iv.counters.insert(Counter::RequestsErrored, 2.0);
+        assert_eq!(judge(&mut d, &iv), None);
+        assert_eq!(d.outcomes, Counts { seen: 2, error: 2, ..Counts::default() });
+        // One failed, one answered, one whole prompt and one tail: which
+        // was the failed one is open.
+        let mut iv = interval(3.0, 1.0, Some(computed(&[0., 0., 0., 0., 1., 0., 0., 1.])));
+        iv.counters.insert(Counter::RequestsErrored, 1.0);
+        assert_eq!(judge(&mut d, &iv), None);
+        assert_eq!(d.outcomes, Counts { seen: 4, error: 3, unknown: 1, ..Counts::default() });
     }
 
     /// The decode's scrape saw a whole-prompt request finish before the

@@ -262,3 +262,25 @@ fn read_names_cover_everything_a_real_scrape_is_read_for() {
     // The cut is worth making: most of a vLLM scrape is not read.
     assert!(kept * 2 < all, "{kept} of {all} samples read");
 }
+
+/// vLLM observes the computed tokens of every finished request, the
+/// failed ones too. In router-nixl-1p2d the prefill was killed with 27
+/// loads in flight on decode (policy `fail`: errors, a whole prompt each
+/// in the histogram) and 21 on decode2 (policy `recompute`: answered, the
+/// prompt computed: the misses). Read as a metrics-only pdtop would, the
+/// metrics count the 27 as errors and never as misses.
+#[test]
+fn metrics_count_failed_loads_as_errors_not_misses() {
+    use pdtop::lab::replay::{Reading, initial_state, read_as};
+    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("router-nixl-1p2d")).unwrap();
+    let secs = cap.t_end - cap.t0;
+    let mut st = initial_state(&cap, false);
+    for m in read_as(&cap, &Reading::from_start(secs, false)) {
+        st.apply(m);
+    }
+    st.finish(cap.t_end);
+    let o = st.misses.outcomes;
+    assert_eq!((o.error, o.silent_miss), (27, 21), "{o:?}");
+    // Each finished request once: the answered and the failed.
+    assert_eq!(o.seen, o.loaded + o.silent_miss + o.no_prefill + o.unknown + o.error, "{o:?}");
+}
