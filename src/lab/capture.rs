@@ -188,6 +188,12 @@ impl Capture {
         let instances = instances(&names, &port_of);
         let mut scrapes = Vec::new();
         for row in raw {
+            // vllm-router's own /metrics (router-nixl-1p2d) is no instance:
+            // taken for the decode, its bodies would stand between the
+            // decode's own.
+            if row.instance == "router" {
+                continue;
+            }
             // A name that is no role (an old capture's `decode` spelled
             // otherwise) is the decode, as it always was.
             let k = instances.iter().position(|i| i.name == row.instance);

@@ -287,9 +287,12 @@ impl Report {
             None => (metrics, Vec::new(), 0, "metrics"),
         };
         // Misses the traces know of but cannot name count on their side.
-        // Metrics saw only what came after pdtop started.
+        // Metrics saw only what finished after pdtop started: of the misses
+        // that began before, any number.
         let known = requests.silent_miss_since_start() + unattributed;
-        let disagreement = (source == "traces" && known != metrics.silent_miss).then(|| {
+        // Those the metrics left unknown may be any of the traces' too.
+        let agree = known.saturating_sub(metrics.unknown)..=known + requests.silent_miss_before_start;
+        let disagreement = (source == "traces" && !agree.contains(&metrics.silent_miss)).then(|| {
             format!(
                 "traces name {} silent miss(es), metrics count {}{}",
                 requests.silent_miss_since_start(),

@@ -57,6 +57,9 @@ pub(crate) struct Track {
     pub unsized_copies: Vec<String>,
     /// Its miss was announced (`drain_new_misses`).
     pub alerted: bool,
+    /// Its expiry unread counted among the misses known but not named
+    /// (`unattributed_misses`), until a read after all takes it back.
+    pub unattributed_miss: bool,
     /// Opened by a line the first read found in a log that prints no time
     /// (before pdtop started): its time is not known.
     pub undated: bool,

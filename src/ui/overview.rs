@@ -246,6 +246,14 @@ fn requests_lines(state: &AppState, logs_only: bool, theme: &Theme) -> (Line<'st
             // The metrics left open which requests were the rest: no
             // contradiction.
             (format!(" metrics agree: {m} silent miss(es) + {open} unknown, traces {since}"), theme.dim())
+        } else if since < m && m <= since + o.silent_miss_before_start {
+            // Metrics count a miss when it finishes: one that began before
+            // pdtop started may have finished after.
+            let before = o.silent_miss_before_start;
+            (
+                format!(" metrics agree: {m} silent miss(es), traces {since} + {before} begun before pdtop"),
+                theme.dim(),
+            )
         } else if state.cross_check().is_some_and(|c| !c.disagree_now()) {
             // Apart once, long ago (metrics pair by timing): agreeing now.
             (format!(" metrics agree now ({} vs {since} in all)", metrics.silent_miss), theme.dim())

@@ -124,6 +124,10 @@ impl Correlator {
             if sig.kind == K::InvalidKvRead {
                 if let Some(e) = self.store.get_mut(s) {
                     e.facts.forget(|k| *k == FactKind::KvExpiredUnread);
+                    // Nor was it the miss its expiry was counted as.
+                    if std::mem::take(&mut e.track.unattributed_miss) {
+                        self.unattributed_misses = self.unattributed_misses.saturating_sub(1);
+                    }
                 }
                 if !self.store.get(s).is_some_and(|e| e.facts.has(|k| *k == FactKind::StaleRead)) {
                     self.said(s, t, src, FactKind::StaleRead, at);

@@ -92,6 +92,9 @@ impl Correlator {
         });
         if !named {
             self.unattributed_misses += 1;
+            if let Some(e) = self.store.get_mut(s) {
+                e.track.unattributed_miss = true;
+            }
         }
     }
 
