@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::instances::{Instance, instances, owner, port_in_cmd, role_of};
 use super::kvdir::{creation_order, folder_scans, parse_listing};
+use super::log_times::{proxy_lines, stamped_lines, timed_lines};
 use crate::feed::{KvDirSnapshot, LogOrigin, Role};
 
 /// One recorded `/metrics` fetch.
@@ -234,7 +235,10 @@ impl Capture {
         }
         logs.retain(|l| !l.lines.is_empty());
         if let Some(proxy) = &files.proxy_log {
-            let script = match proxy_lines(proxy, files.requests.as_deref(), t0) {
+            // A proxy that stamps its lines (vllm-router) is placed by them.
+            let lines =
+                stamped_lines(proxy, t0).or_else(|| proxy_lines(proxy, files.requests.as_deref(), t0));
+            let script = match lines {
                 Some(lines) => LogScript { file_name: "proxy.log".into(), source: LogOrigin::Proxy, lines, undated: None },
                 None => LogScript {
                     file_name: "proxy.log".into(),
@@ -343,104 +347,4 @@ fn model_label(body: &str) -> Option<String> {
     let start = rest.find(key)? + key.len();
     let end = rest[start..].find('"')?;
     Some(rest[start..start + end].to_string())
-}
-
-/// Gives each line the time it was printed: vLLM lines carry
-/// `MM-DD HH:MM:SS` (UTC in the captures), read with the log parser and
-/// anchored to the recording's year; a line without one (uvicorn's access
-/// line) was printed before the next stamped line, so it takes that
-/// line's second (the previous line's at the end of the file).
-fn timed_lines(bytes: &[u8], t0: f64) -> Vec<(f64, String)> {
-    let text = String::from_utf8_lossy(bytes);
-    let stamps: Vec<Option<f64>> = text.lines().map(|l| vllm_timestamp(l, t0)).collect();
-    let mut next = vec![None; stamps.len()];
-    let mut upcoming = None;
-    for (k, ts) in stamps.iter().enumerate().rev() {
-        upcoming = ts.or(upcoming);
-        next[k] = upcoming;
-    }
-    let mut t = f64::MIN;
-    let mut out = Vec::new();
-    for (k, line) in text.lines().enumerate() {
-        // Keep file order: a process printing a second late never moves
-        // a line before the one above it.
-        if let Some(ts) = stamps[k].or(next[k]) {
-            t = t.max(ts);
-        }
-        out.push((t, line.to_string()));
-    }
-    out
-}
-
-fn vllm_timestamp(line: &str, t0: f64) -> Option<f64> {
-    let stamp = crate::logs::vllm::parse_vllm_line(line)?.timestamp?;
-    crate::traces::anchor(stamp, t0, None)
-}
-
-/// The proxy log has no timestamps; its `POST` access line is printed when
-/// the decode response starts, so the n-th one is timed at the n-th
-/// proxied request's start plus its TTFT (its end when nothing came back),
-/// from the ground truth. Other lines (the demo proxy's error report) were
-/// printed just before the access line that follows them.
-fn proxy_lines(bytes: &[u8], requests: Option<&[u8]>, t0: f64) -> Option<Vec<(f64, String)>> {
-    let mut times: Vec<f64> = requests
-        .map(|r| String::from_utf8_lossy(r).into_owned())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        // Through the proxy: `mode` in the first captures, `target` in later ones.
-        .filter(|v| v["mode"] == "proxy" || v["mode"] == "chat" || v["target"] == "proxy")
-        .filter_map(|v| {
-            // When the proxy began to answer (`t_answer`, where the capture
-            // recorded it: its stream starts once the decode is reached),
-            // else the first token's time, else the end.
-            let start = v["t_start"].as_f64()?;
-            Some(match (v["t_answer"].as_f64(), v["ttft_ms"].as_f64()) {
-                (Some(t), _) => t,
-                (None, Some(ms)) => start + ms / 1000.0,
-                (None, None) => v["t_end"].as_f64().unwrap_or(start),
-            })
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
-    let is_post = |l: &str| l.contains("\"POST ") && l.contains(" HTTP/");
-    // Answers with nothing to date them: never all at the start.
-    if times.is_empty() && lines.iter().any(|l| is_post(l)) {
-        return None;
-    }
-    let mut next = times.into_iter();
-    let mut last = t0;
-    let mut out: Vec<(f64, String)> = Vec::with_capacity(lines.len());
-    for (k, line) in lines.iter().enumerate() {
-        if is_post(line) {
-            last = next.next().unwrap_or(last);
-        } else if !line.starts_with("INFO:") && lines[k + 1..].iter().take(4).any(|l| is_post(l)) {
-            // An error report: its access line comes within a few lines.
-            let mut peek = next.clone();
-            if let Some(t) = peek.next() {
-                out.push(((t - 0.001).max(last), line.to_string()));
-                continue;
-            }
-        }
-        out.push((last, line.to_string()));
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn log_lines_are_timed() {
-        // 1796019931 is 2026-11-30 06:25:31 UTC.
-        let t = vllm_timestamp(
-            "(APIServer pid=3126) INFO 11-30 06:25:31 [request_logger.py:63] Received",
-            1_796_000_000.0,
-        );
-        assert_eq!(t, Some(1_796_019_931.0));
-        assert_eq!(vllm_timestamp("INFO:     127.0.0.1:1 - \"GET /metrics\"", 1_796_000_000.0), None);
-    }
 }

@@ -6,6 +6,7 @@ pub mod capture;
 mod clock;
 pub mod instances;
 mod kvdir;
+mod log_times;
 pub mod replay;
 mod sender;
 pub mod server;

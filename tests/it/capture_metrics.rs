@@ -318,6 +318,14 @@ fn the_cross_check_on_the_router_capture_agrees() {
     st.finish(cap.t_end);
     let c = st.logs.as_ref().unwrap().correlator.counts();
     assert_eq!((c.silent_miss, c.unattributed_misses), (21, 0), "{c:?}");
+    // Read from the start, nothing began before pdtop did: the router's
+    // lines are placed by their own stamps (they were all put at the
+    // recording's first instant: 243 requests "from before it").
+    assert_eq!(c.before_start, 0, "{c:?}");
     let r = Report::from_state(&st);
     assert_eq!(r.disagreement, None, "{:?}", r.requests);
+    let app = pdtop::app::App::new(st, pdtop::theme::Theme::builtin("dark").unwrap());
+    let text = common::screen_text(&app, 120, 40);
+    let line = text.lines().find(|l| l.contains("metrics")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("metrics agree: 21 silent miss(es)") && !line.contains('⚠'), "{line}");
 }
