@@ -97,7 +97,7 @@ fn shared_step(e: &Entry, _: &Ctx, _: &Seen) -> Option<Verdict> {
 
 /// Loaded by `kv_transfer_params` (NIXL, Mooncake...), unless the KV
 /// expired unread, the instance died with it, or it never came.
-fn params(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
+fn params(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
     let (t, facts) = (&e.trace, &e.facts);
     let (pf, (remote, tokens, blocks)) = facts.last(|k| match k {
         F::Params { remote, tokens, blocks } => Some((remote.clone(), *tokens, *blocks)),
@@ -117,9 +117,19 @@ fn params(e: &Entry, _: &Ctx, seen: &Seen) -> Option<Verdict> {
             v.error_at = Some(hop_of(instance));
             return Some(v);
         }
+        // Not read within the producer's lease, which is no recompute: a
+        // decode given params reads or fails. NIXL's decode reads late
+        // blocks (the producer then says `Potentially invalid`), or fails
+        // on a line of its own, and reads even for a full prefix hit, to
+        // free them; Mooncake's waits on its pull until that fails. Until
+        // one of those lines, it is open; at the run's end, not known.
         if t.join == Join::ById {
-            let r = R::NeverPulled { remote: Some(remote) };
-            return Some(Verdict::new(Outcome::SilentMiss, Confidence::Sure, vec![r]));
+            let r = R::NotReadYet { remote: Some(remote) };
+            let v = match cx.force {
+                false => Verdict::new(Outcome::Pending, Confidence::Sure, vec![r]),
+                true => Verdict::new(Outcome::Unknown, Confidence::Likely, vec![r]),
+            };
+            return Some(v);
         }
     }
     // A full prefix-cache hit read nothing: served from the decode's own cache.

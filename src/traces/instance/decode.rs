@@ -138,6 +138,14 @@ impl Correlator {
             blocks: p.remote_block_count.and_then(|n| u32::try_from(n).ok()),
         };
         self.said(s, t, LogOrigin::Decode(i), kind, at);
+        // Its producer's expiry, read first, was counted a miss no request
+        // could be named for: this decode's lines will say what it was.
+        if let Some(e) = self.store.get_mut(s)
+            && e.trace.join == crate::traces::model::Join::ById
+            && std::mem::take(&mut e.track.unattributed_miss)
+        {
+            self.unattributed_misses = self.unattributed_misses.saturating_sub(1);
+        }
         let cap = self.opts.max_pending;
         let one_rank = p.tp_size == Some(1);
         self.decodes.entry(i).or_default().transfers.load(s, t, one_rank, cap);

@@ -86,9 +86,12 @@ impl Correlator {
         }
         self.said(s, t, src, FactKind::KvExpiredUnread, at);
         // A miss nothing ties to a decode request by id is real but unnamed.
+        // A decode given its params by id is no such miss: its own lines
+        // say what became of the load (`decide::pair::params`).
         let named = self.store.get(s).is_some_and(|e| {
             matches!(e.trace.outcome, Outcome::SilentMiss | Outcome::Error | Outcome::Cancelled)
                 || e.facts.has(|k| matches!(k, FactKind::NotifyFailed { .. }))
+                || (e.trace.join == Join::ById && e.facts.has(|k| matches!(k, FactKind::Params { .. })))
         });
         if !named {
             self.unattributed_misses += 1;

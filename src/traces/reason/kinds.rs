@@ -123,7 +123,7 @@ pub enum Reason {
         busy: bool,
         early: Option<Early>,
     },
-    NeverPulled {
+    NotReadYet {
         remote: Option<String>,
     },
     ExpiredAfterDecode {

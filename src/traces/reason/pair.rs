@@ -19,7 +19,7 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::TransferCounted { .. }
             | R::NoParams { .. }
             | R::NoHit { .. }
-            | R::NeverPulled { .. }
+            | R::NotReadYet { .. }
             | R::ExpiredAfterDecode { .. }
             | R::ExpiryConfirms { .. }
             | R::GroupMiss { .. }
@@ -105,14 +105,14 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 None => Ok(()),
             }
         }
-        R::NeverPulled { remote } => {
+        R::NotReadYet { remote } => {
             f.write_str("decode got kv_transfer_params")?;
             if let Some(r) = remote {
                 write!(f, " ({r})")?;
             }
             f.write_str(
-                    " but never pulled: the prefill released its KV unread (lease expired); it recomputed the prompt",
-                )
+                " but had not read it when the prefill released it unread (lease expired); no decode line yet said it read it late or failed",
+            )
         }
         R::ExpiredAfterDecode { decode, src } => write!(
             f,

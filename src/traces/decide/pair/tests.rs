@@ -133,12 +133,18 @@ fn params_load_surely_with_the_prefill_seen() {
 }
 
 #[test]
-fn params_whose_kv_expired_unread_were_never_pulled() {
+fn params_whose_kv_expired_unread_wait_for_the_decodes_read_or_failure() {
     let opts = CorrelatorOptions::default();
     let e = entry(vec![(D, params()), (P, F::KvExpiredUnread)]);
+    // No recompute: the decode reads late, or fails on a line of its own.
     let v = rule("params", &e, &ctx(&opts, Style::Params)).unwrap();
-    assert_eq!((v.outcome, v.confidence), (Outcome::SilentMiss, Confidence::Sure));
-    assert_eq!(v.reasons, vec![R::NeverPulled { remote: Some("cmpl-x-0".into()) }]);
+    assert_eq!((v.outcome, v.confidence), (Outcome::Pending, Confidence::Sure));
+    assert_eq!(v.reasons, vec![R::NotReadYet { remote: Some("cmpl-x-0".into()) }]);
+    // The run ended before either: not known, and never a miss.
+    let mut cx = ctx(&opts, Style::Params);
+    cx.force = true;
+    let v = rule("params", &e, &cx).unwrap();
+    assert_eq!((v.outcome, v.confidence), (Outcome::Unknown, Confidence::Likely));
     // The decode's own prefix cache explains the expiry: loaded, likely.
     let notify = F::NotifyFailed { text: "notification_failed".into() };
     let e = entry(vec![(D, params()), (P, F::KvExpiredUnread), (P, notify)]);
