@@ -1174,9 +1174,11 @@ fn an_expiry_after_a_failed_notification_is_no_miss() {
         let t = c.get("lab-steady-3").expect("steady-3").clone();
         (t.outcome, t.confidence, t.evidence())
     };
-    // Alone, the expiry makes a miss of a request loaded by its params.
+    // Alone, the expiry says the decode had not read it yet, no recompute:
+    // with no later line of its read or failure, not known at the end.
     let (o, conf, ev) = play(None);
-    assert_eq!((o, conf), (Outcome::SilentMiss, Confidence::Sure), "{ev}");
+    assert_eq!((o, conf), (Outcome::Unknown, Confidence::Likely), "{ev}");
+    assert!(ev.contains("had not read it when the prefill released it unread"), "{ev}");
     let (o, _, ev) = play(Some(true));
     assert_eq!(o, Outcome::Loaded, "{ev}");
     assert!(ev.contains("released its KV unread") && ev.contains("failed notification"), "{ev}");
