@@ -10,8 +10,9 @@ use super::connector::decode_log::DecodeLog;
 use super::instance::notes::{InstanceNote, InstanceNotes};
 use super::joiner::Joiner;
 pub(crate) use super::line_time::LineTime;
-use super::model::{CorrelatorOptions, CorrelatorStats, Outcome, SourceStats, Trace};
+use super::model::{Confidence, CorrelatorOptions, CorrelatorStats, Outcome, SourceStats, Trace};
 use super::proxy::flow::Flow;
+use super::reason::Reason;
 use super::store::Store;
 pub(crate) use super::style::Style;
 use crate::feed::LogOrigin;
@@ -228,6 +229,22 @@ impl Correlator {
     pub fn finish(&mut self, now: f64) {
         let now = if now.is_finite() { now } else { self.last_at };
         self.sweep(now, true);
+        // A load by params is likely while its read may still fail; at the
+        // end none can any more (`decide::pair::params`).
+        let loads: Vec<u64> = self
+            .store
+            .serials()
+            .filter(|&s| {
+                self.store.get(s).is_some_and(|e| {
+                    e.trace.outcome == Outcome::Loaded
+                        && e.trace.confidence == Confidence::Likely
+                        && matches!(e.trace.reasons.first(), Some(Reason::ParamsLoaded { .. }))
+                })
+            })
+            .collect();
+        for s in loads {
+            self.settle_by(s, now, true);
+        }
     }
 
     /// Oldest → newest.

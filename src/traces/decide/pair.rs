@@ -132,8 +132,16 @@ fn params(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
             return Some(v);
         }
     }
-    // A full prefix-cache hit read nothing: served from the decode's own cache.
-    let sure = if seen.notified.is_some() { Confidence::Likely } else { Confidence::Sure };
+    // A full prefix-cache hit read nothing: served from the decode's own
+    // cache. Otherwise its read may still fail: NIXL prints failures only,
+    // and in router-nixl-1p2d 46 reads said loaded failed tens of seconds
+    // later. Sure once its decode's transfer counts covered it, or once
+    // the run ended with no failure named.
+    let counted = facts.has(|k| matches!(k, F::TransferCounted { .. }));
+    let sure = match (seen.notified.is_some(), counted || cx.force) {
+        (false, true) => Confidence::Sure,
+        _ => Confidence::Likely,
+    };
     let (conf, first) = match t.prefill {
         Some(prefill) => {
             (sure, R::ParamsLoaded { prefill, remote, tokens, blocks, finished: finished(e, pf.t) })

@@ -124,6 +124,13 @@ fn params_load_surely_with_the_prefill_seen() {
             R::TransferCounted { decode: 0, counted: 3, loads: 3 },
         ]
     );
+    // Uncounted, its read may still fail: likely, until the run ends.
+    let e = entry(vec![(D, params())]);
+    let v = rule("params", &e, &ctx(&opts, Style::Params)).unwrap();
+    assert_eq!((v.outcome, v.confidence), (Outcome::Loaded, Confidence::Likely));
+    let mut cx = ctx(&opts, Style::Params);
+    cx.force = true;
+    assert_eq!(rule("params", &e, &cx).unwrap().confidence, Confidence::Sure);
     // Without the prefill's side: likely.
     let mut e = entry(vec![(D, params())]);
     e.trace.prefill = None;
