@@ -149,6 +149,9 @@ fn params(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
         None => (Confidence::Likely, R::ParamsUnseenPrefill { remote, tokens }),
     };
     let mut v = Verdict::new(Outcome::Loaded, conf, vec![first]);
+    if t.prefill.is_some() && seen.notified.is_none() && conf == Confidence::Likely {
+        v.reasons.push(R::ReadMayFail);
+    }
     for f in facts.iter() {
         if let (F::TransferCounted { counted, loads }, LogOrigin::Decode(decode)) = (&f.kind, f.src) {
             v.reasons.push(R::TransferCounted { decode, counted: *counted, loads: *loads });

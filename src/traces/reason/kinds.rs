@@ -109,6 +109,8 @@ pub enum Reason {
         counted: u64,
         loads: u64,
     },
+    /// Not sure yet: the connector prints only a failed read.
+    ReadMayFail,
     // ---- silent miss
     NoParams {
         prefill: usize,

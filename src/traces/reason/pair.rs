@@ -17,6 +17,7 @@ pub(super) fn owns(r: &Reason) -> bool {
             | R::Lmcache { .. }
             | R::GroupLoaded { .. }
             | R::TransferCounted { .. }
+            | R::ReadMayFail
             | R::NoParams { .. }
             | R::NoHit { .. }
             | R::NotReadYet { .. }
@@ -82,6 +83,9 @@ pub(super) fn fmt(r: &Reason, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         R::TransferCounted { decode, counted, loads } => write!(
             f,
             "decode#{decode}'s KV Transfer metrics had counted {counted} transfers for {loads} loads, this one among them, when it was next idle"
+        ),
+        R::ReadMayFail => f.write_str(
+            "likely, not sure: its read prints nothing unless it fails, and nothing has counted it yet",
         ),
         R::NoParams { prefill, connector } => write!(
             f,

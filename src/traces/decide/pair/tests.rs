@@ -128,9 +128,12 @@ fn params_load_surely_with_the_prefill_seen() {
     let e = entry(vec![(D, params())]);
     let v = rule("params", &e, &ctx(&opts, Style::Params)).unwrap();
     assert_eq!((v.outcome, v.confidence), (Outcome::Loaded, Confidence::Likely));
+    assert_eq!(v.reasons.get(1), Some(&R::ReadMayFail), "{v:?}");
     let mut cx = ctx(&opts, Style::Params);
     cx.force = true;
-    assert_eq!(rule("params", &e, &cx).unwrap().confidence, Confidence::Sure);
+    let v = rule("params", &e, &cx).unwrap();
+    assert_eq!(v.confidence, Confidence::Sure);
+    assert!(!v.reasons.contains(&R::ReadMayFail), "{v:?}");
     // Without the prefill's side: likely.
     let mut e = entry(vec![(D, params())]);
     e.trace.prefill = None;
