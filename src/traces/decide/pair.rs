@@ -134,9 +134,9 @@ fn params(e: &Entry, cx: &Ctx, seen: &Seen) -> Option<Verdict> {
     }
     // A full prefix-cache hit read nothing: served from the decode's own
     // cache. Otherwise its read may still fail: NIXL prints failures only,
-    // and in router-nixl-1p2d 46 reads said loaded failed tens of seconds
-    // later. Sure once its decode's transfer counts covered it, or once
-    // the run ended with no failure named.
+    // and in router-nixl-1p2d 46 reads said loaded failed later. Sure once
+    // its decode's transfer counts covered it, or once the run ended with
+    // no failure named.
     let counted = facts.has(|k| matches!(k, F::TransferCounted { .. }));
     let sure = match (seen.notified.is_some(), counted || cx.force) {
         (false, true) => Confidence::Sure,

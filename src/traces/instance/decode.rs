@@ -141,7 +141,7 @@ impl Correlator {
         // Its producer's expiry, read first, was counted a miss no request
         // could be named for: this decode's lines will say what it was.
         if let Some(e) = self.store.get_mut(s)
-            && e.trace.join == crate::traces::model::Join::ById
+            && e.trace.join == Join::ById
             && std::mem::take(&mut e.track.unattributed_miss)
         {
             self.unattributed_misses = self.unattributed_misses.saturating_sub(1);
