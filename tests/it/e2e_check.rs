@@ -91,7 +91,7 @@ fn traces_name_the_misses_on_the_example_connector_capture() {
     // through the directory no interface carried the KV.
     // Live, a scan that comes late on a loaded machine widens a folder's
     // creation window until two writers fit it: that folder is left
-    // unknown (two full CI runs in 2026-12 left one of 80), not given to
+    // unknown (two full test runs in 2026-12 left one of 80), not given to
     // either.
     let folders = &kv["folders"];
     let (matched, stored) = (folders["matched"].as_u64().unwrap(), folders["stored"].as_u64().unwrap());
