@@ -12,6 +12,8 @@ mod ifaces;
 mod procs;
 mod root;
 mod serve;
+#[cfg(target_os = "linux")]
+mod sock_diag;
 mod tcp;
 
 pub use crate::sources::sysnet::SysRoots;

@@ -35,6 +35,12 @@ impl ProcRoot {
         self
     }
 
+    /// This process's own `/proc` and network namespace: what a system
+    /// call answers for it too.
+    pub fn is_live(&self) -> bool {
+        self.root == std::path::Path::new("/proc") && self.netns_pid.is_none()
+    }
+
     /// `<root>/net` or `<root>/PID/net`.
     pub fn net(&self) -> PathBuf {
         match self.netns_pid {

@@ -54,9 +54,22 @@ pub fn parse_listeners(text: &str) -> Vec<Listener> {
         .collect()
 }
 
-/// Every listener of the namespace `root` looks at. A missing `tcp6` (a
-/// kernel without IPv6) is no error; a missing `tcp` is.
+/// Every listener of the namespace `root` looks at: this host's own from
+/// the kernel's socket diagnostics (`sock_diag`), which list listeners
+/// without walking every connection, else from `net/tcp*`.
 pub fn read_listeners(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
+    #[cfg(target_os = "linux")]
+    if root.is_live()
+        && let Ok(l) = super::sock_diag::listeners()
+    {
+        return Ok(l);
+    }
+    read_files(root)
+}
+
+/// The listeners of `net/tcp` and `net/tcp6`. A missing `tcp6` (a kernel
+/// without IPv6) is no error; a missing `tcp` is.
+pub(super) fn read_files(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
     let net = root.net();
     let mut out = parse_listeners(&read_text(&net.join("tcp"), None)?);
     if let Ok(t6) = read_text(&net.join("tcp6"), None) {
