@@ -318,14 +318,17 @@ async fn read_head(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Clo
 /// A body of `n` bytes, the first of them already in `buf`, read into
 /// one allocation of its size.
 async fn read_sized(conn: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec<u8>, Closed> {
-    let mut body = vec![0u8; n];
-    let mut filled = buf.len().min(n);
-    body[..filled].copy_from_slice(&buf[..filled]);
+    // Read into spare capacity: zeroing the body first was a tenth of a
+    // scrape's reading.
+    let mut body = Vec::with_capacity(n);
+    let filled = buf.len().min(n);
+    body.extend_from_slice(&buf[..filled]);
     buf.drain(..filled);
-    while filled < n {
-        match conn.read(&mut body[filled..]).await {
+    while body.len() < n {
+        let rest = (n - body.len()) as u64;
+        match (&mut *conn).take(rest).read_buf(&mut body).await {
             Ok(0) => return Err(Closed::Other("body cut short".into())),
-            Ok(k) => filled += k,
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Closed::Other(format!("body cut short: {e}"))),
         }
