@@ -13,8 +13,6 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use rustix::net::netlink::{SOCK_DIAG, SocketAddrNetlink};
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
-use super::tcp::Listener;
-
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_DUMP: u16 = 0x100 | 0x200;
@@ -31,8 +29,8 @@ const REQUEST: usize = 56;
 const MESSAGE: usize = 72;
 
 /// Every TCP socket listening in this process's network namespace, IPv4
-/// and IPv6, as `net/tcp` and `net/tcp6` list them.
-pub fn listeners() -> io::Result<Vec<Listener>> {
+/// and IPv6, as `net/tcp` and `net/tcp6` list them: address and inode.
+pub fn listeners() -> io::Result<Vec<(SocketAddr, u64)>> {
     let fd = rustix::net::socket_with(
         AddressFamily::NETLINK,
         SocketType::DGRAM,
@@ -95,9 +93,9 @@ fn messages(mut d: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     })
 }
 
-/// One `inet_diag_msg` as a listener; its address bytes are in network
-/// order, its port big-endian.
-fn listener(m: &[u8]) -> Option<Listener> {
+/// One `inet_diag_msg`'s listening address and inode; its address bytes
+/// are in network order, its port big-endian.
+fn listener(m: &[u8]) -> Option<(SocketAddr, u64)> {
     if m.len() < MESSAGE || u32::from(m[1]) != TCP_LISTEN {
         return None;
     }
@@ -113,31 +111,12 @@ fn listener(m: &[u8]) -> Option<Listener> {
         _ => return None,
     };
     let inode = u32::from_ne_bytes(m[68..72].try_into().ok()?);
-    Some(Listener { addr: SocketAddr::new(ip, port), inode: u64::from(inode) })
+    Some((SocketAddr::new(ip, port), u64::from(inode)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The kernel's answer for this process's own listeners is what the
-    /// kernel prints for them in `/proc/net/tcp` and `tcp6`, inode for inode.
-    #[test]
-    fn the_kernels_listeners_are_those_of_proc_net_tcp() {
-        let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let v6 = std::net::TcpListener::bind("[::1]:0").ok();
-        let ours: Vec<SocketAddr> =
-            std::iter::once(&v4).chain(v6.as_ref()).map(|l| l.local_addr().unwrap()).collect();
-        let by_diag = listeners().unwrap();
-        let by_file = super::super::tcp::read_files(&super::super::ProcRoot::system()).unwrap();
-        let of = |l: &[Listener]| l.iter().filter(|l| ours.contains(&l.addr)).copied().collect::<Vec<_>>();
-        assert_eq!(of(&by_diag).len(), ours.len(), "{by_diag:?}");
-        assert_eq!(of(&by_diag), of(&by_file));
-        assert!(of(&by_diag).iter().all(|l| l.inode > 0));
-        drop(v4);
-        let after = listeners().unwrap();
-        assert!(!after.iter().any(|l| l.addr == ours[0]), "a closed listener is gone");
-    }
 
     #[test]
     fn a_message_cut_short_is_no_listener_and_a_bad_length_ends_the_datagram() {
@@ -147,7 +126,7 @@ mod tests {
         m[4..6].copy_from_slice(&8000u16.to_be_bytes());
         m[8..12].copy_from_slice(&[127, 0, 0, 1]);
         m[68..72].copy_from_slice(&42u32.to_ne_bytes());
-        assert_eq!(listener(&m), Some(Listener { addr: "127.0.0.1:8000".parse().unwrap(), inode: 42 }));
+        assert_eq!(listener(&m), Some(("127.0.0.1:8000".parse().unwrap(), 42)));
         assert_eq!(listener(&m[..MESSAGE - 1]), None);
         let mut d = Vec::new();
         d.extend_from_slice(&((HEADER + MESSAGE) as u32).to_ne_bytes());

@@ -62,14 +62,14 @@ pub fn read_listeners(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
     if root.is_live()
         && let Ok(l) = super::sock_diag::listeners()
     {
-        return Ok(l);
+        return Ok(l.into_iter().map(|(addr, inode)| Listener { addr, inode }).collect());
     }
     read_files(root)
 }
 
 /// The listeners of `net/tcp` and `net/tcp6`. A missing `tcp6` (a kernel
 /// without IPv6) is no error; a missing `tcp` is.
-pub(super) fn read_files(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
+fn read_files(root: &ProcRoot) -> Result<Vec<Listener>, Unreadable> {
     let net = root.net();
     let mut out = parse_listeners(&read_text(&net.join("tcp"), None)?);
     if let Ok(t6) = read_text(&net.join("tcp6"), None) {
@@ -95,6 +95,36 @@ mod tests {
    0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 697629 1 00000000c90ffc6d 100 0 0 10 0
    1: 00000000000000000000000001000000:1F91 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 697630 1 000000000421b577 100 0 0 10 0
 ";
+
+    /// The kernel's socket diagnostics give this process's own listeners
+    /// as `/proc/net/tcp` and `tcp6` print them, inode for inode.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_live_hosts_listeners_are_those_of_its_files() {
+        let v4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let v6 = std::net::TcpListener::bind("[::1]:0").ok();
+        let ours: Vec<SocketAddr> =
+            std::iter::once(&v4).chain(v6.as_ref()).map(|l| l.local_addr().unwrap()).collect();
+        let live = ProcRoot::system();
+        assert!(live.is_live() && !ProcRoot::at("/tmp/proc").is_live());
+        let of = |l: &[Listener]| l.iter().filter(|l| ours.contains(&l.addr)).copied().collect::<Vec<_>>();
+        // The kernel's answer itself: `read_listeners` would fall back.
+        let by_diag: Vec<Listener> = super::super::sock_diag::listeners()
+            .unwrap()
+            .into_iter()
+            .map(|(addr, inode)| Listener { addr, inode })
+            .collect();
+        assert_eq!(of(&read_listeners(&live).unwrap()), of(&by_diag));
+        let by_file = read_files(&live).unwrap();
+        assert_eq!(of(&by_diag).len(), ours.len(), "{by_diag:?}");
+        assert_eq!(of(&by_diag), of(&by_file));
+        assert!(of(&by_diag).iter().all(|l| l.inode > 0));
+        drop(v4);
+        assert!(
+            !read_listeners(&live).unwrap().iter().any(|l| l.addr == ours[0]),
+            "a closed listener is gone"
+        );
+    }
 
     #[test]
     fn listen_rows_only_with_little_endian_words() {
