@@ -52,6 +52,8 @@ pub struct InstanceState {
     pub latest: Option<InstanceSample>,
     pub latest_at: Option<f64>,
     pub history: VecDeque<Interval>,
+    /// The history's TTFT and TPOT per block of clock time, for the charts.
+    pub latency_blocks: super::blocks::Blocks,
     /// Sums of all intervals since pdtop started.
     pub total_counters: BTreeMap<Counter, f64>,
     pub total_hists: BTreeMap<Hist, Histogram>,
@@ -97,6 +99,7 @@ impl InstanceState {
             latest: None,
             latest_at: None,
             history: VecDeque::new(),
+            latency_blocks: Default::default(),
             total_counters: BTreeMap::new(),
             total_hists: BTreeMap::new(),
             bounds: BTreeMap::new(),
@@ -144,9 +147,13 @@ impl InstanceState {
                 let want = (self.history.len() * 2).clamp(16, HISTORY_CAP + 1);
                 self.history.reserve_exact(want.saturating_sub(self.history.len()));
             }
+            self.latency_blocks.push(iv);
             self.history.push_back(iv.clone());
             while self.history.len() > HISTORY_CAP {
                 self.history.pop_front();
+            }
+            if let Some(first) = self.history.front() {
+                self.latency_blocks.forget_before(first.t);
             }
         }
         self.latest = Some(sample);
@@ -158,9 +165,7 @@ impl InstanceState {
     pub fn hist_since(&self, hist: Hist, since: f64) -> Option<Histogram> {
         let mut out: Option<Histogram> = None;
         for iv in self.history.iter().rev().take_while(|iv| iv.t > since) {
-            if let Some(h) = iv.hists.get(&hist) {
-                out.get_or_insert_with(Histogram::default).merge(&h);
-            }
+            iv.hists.merge_into(&hist, &mut out);
         }
         out
     }

@@ -1,8 +1,11 @@
 //! Latency over time: a role's TTFT or TPOT percentiles per time bin,
 //! from the per-interval histogram deltas the state already keeps (the
-//! last hour per instance). Computed on read; nothing stored.
+//! last hour per instance), summed per [`BLOCK_S`] of clock time as they
+//! come (`state::blocks`).
 
 use super::AppState;
+pub use super::blocks::BLOCK_S;
+use super::blocks::CHARTED;
 use crate::feed::Role;
 use crate::metrics::histogram::Histogram;
 use crate::metrics::model::Hist;
@@ -17,32 +20,66 @@ pub struct Point {
     pub count: f64,
 }
 
-/// `bins` equal bins from `since` to now, merged across the role's
-/// instances (or only `only`); bins without a request are left out (a gap,
-/// not a zero). A bin where every observation was 0 (a prefill's TPOT) is
-/// left out too.
-pub fn series(
-    state: &AppState,
-    role: Role,
-    hist: Hist,
-    since: f64,
-    bins: usize,
-    only: Option<usize>,
-) -> Vec<Point> {
-    let span = state.now - since;
-    if bins == 0 || span.is_nan() || span <= 0.0 {
+/// Time bins: `count` of `width` seconds from `start`, each
+/// `(start + i·width, start + (i+1)·width]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bins {
+    pub start: f64,
+    pub width: f64,
+    pub count: usize,
+}
+
+impl Bins {
+    /// About `most` bins at most from `since` to `now`, each a whole
+    /// number of blocks wide and starting on a multiple of its width: a
+    /// bin holds the same intervals from frame to frame, so its point stays
+    /// put as time passes and only the newest one grows.
+    pub fn aligned(since: f64, now: f64, most: usize) -> Bins {
+        let span = (now - since).max(0.0);
+        let width = (span / most.max(1) as f64 / BLOCK_S).ceil().max(1.0) * BLOCK_S;
+        let start = (since / width).floor() * width;
+        let count = ((now - start) / width).ceil().max(1.0);
+        Bins { start, width, count: if count.is_finite() { count as usize } else { 0 } }
+    }
+
+    fn of(&self, t: f64) -> usize {
+        (((t - self.start) / self.width).ceil() as usize).clamp(1, self.count) - 1
+    }
+
+    /// Whether each block lies within one bin.
+    fn whole_blocks(&self) -> bool {
+        self.width >= BLOCK_S && self.width % BLOCK_S == 0.0 && self.start % BLOCK_S == 0.0
+    }
+}
+
+/// The role's percentiles per bin up to now, merged across its instances
+/// (or only `only`); bins without a request are left out (a gap, not a
+/// zero). A bin where every observation was 0 (a prefill's TPOT) is left
+/// out too. Each point is at its bin's end, the newest at now. Bins of
+/// whole blocks fold the blocks, others each interval: the same sums.
+pub fn series(state: &AppState, role: Role, hist: Hist, bins: Bins, only: Option<usize>) -> Vec<Point> {
+    if bins.count == 0
+        || bins.width.is_nan()
+        || bins.width <= 0.0
+        || !bins.start.is_finite()
+        || state.now <= bins.start
+    {
         return Vec::new();
     }
-    let width = span / bins as f64;
-    let mut acc: Vec<Option<Histogram>> = vec![None; bins];
+    let mut acc: Vec<Option<Histogram>> = vec![None; bins.count];
     let chosen = state.instances.iter().enumerate().filter(|(i, s)| {
         s.endpoint.role == role && only.is_none_or(|o| o == *i || state.instances[o].endpoint.role != role)
     });
+    let by_block = bins.whole_blocks() && CHARTED.contains(&hist);
     for (_, inst) in chosen {
-        for iv in inst.history.iter().rev().take_while(|iv| iv.t > since) {
-            let Some(h) = iv.hists.get(&hist) else { continue };
-            let b = (((iv.t - since) / width).ceil() as usize).clamp(1, bins) - 1;
-            acc[b].get_or_insert_with(Histogram::default).merge(&h);
+        if by_block {
+            for (t, hists) in inst.latency_blocks.newest_after(bins.start) {
+                hists.merge_into(&hist, &mut acc[bins.of(t)]);
+            }
+        } else {
+            for iv in inst.history.iter().rev().take_while(|iv| iv.t > bins.start) {
+                iv.hists.merge_into(&hist, &mut acc[bins.of(iv.t)]);
+            }
         }
     }
     acc.into_iter()
@@ -53,7 +90,7 @@ pub fn series(
                 return None;
             }
             Some(Point {
-                t: since + width * (i + 1) as f64,
+                t: (bins.start + bins.width * (i + 1) as f64).min(state.now),
                 p50: h.quantile(0.5)?,
                 p90: h.quantile(0.9)?,
                 count: h.total(),

@@ -4,6 +4,7 @@
 
 pub mod alerting;
 pub mod alerts;
+pub mod blocks;
 mod checks;
 pub mod connectors;
 pub mod discovery;
@@ -38,8 +39,7 @@ use instance::InstanceState;
 use logs::LogState;
 use misses::MissDetector;
 
-/// Collector failures kept (each is also an event).
-const SOURCE_ERRORS_CAP: usize = 20;
+const SOURCE_ERRORS_CAP: usize = 20; // collector failures kept, each also an event
 
 #[derive(Debug, Clone)]
 pub struct AppState {

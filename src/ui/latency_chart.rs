@@ -12,13 +12,12 @@ use super::{fmt, header::role_style};
 use crate::feed::Role;
 use crate::metrics::model::Hist;
 use crate::state::AppState;
-use crate::state::latency::{Point, series};
+use crate::state::latency::{Bins, Point, series};
 use crate::theme::Theme;
 use crate::ui::Panel;
 
 /// The most history drawn: what the state keeps per instance.
 const SPAN_S: f64 = 3600.0;
-const MIN_BIN_S: f64 = 5.0;
 
 /// Whether there is any latency to draw since the start: without it the
 /// overview gives the rows to other panels.
@@ -114,16 +113,15 @@ pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, focus: Option<usiz
 
 fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Option<usize>, theme: &Theme) {
     let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
-    // Two columns a bin, and at least 5 s in each: a percentile of a
-    // handful of requests is noise, not a trend.
-    let by_time = ((state.now - since) / MIN_BIN_S).ceil() as usize;
-    let bins = (area.width.saturating_sub(10) as usize / 2).min(by_time).clamp(1, 240);
+    // Two columns a bin, and at least 5 s in each (a block): a percentile
+    // of a handful of requests is noise, not a trend.
+    let bins = Bins::aligned(since, state.now, (area.width.saturating_sub(10) as usize / 2).clamp(1, 240));
     let name = if hist == Hist::Ttft { "TTFT" } else { "TPOT" };
     let roles = [Role::Prefill, Role::Decode];
     let data: Vec<(Role, Line, Line)> = roles
         .iter()
         .map(|&r| {
-            let pts: Vec<Point> = series(state, r, hist, since, bins, focus);
+            let pts: Vec<Point> = series(state, r, hist, bins, focus);
             let p50 = pts.iter().map(|p| (p.t, p.p50 * 1000.0)).collect();
             let p90 = pts.iter().map(|p| (p.t, p.p90 * 1000.0)).collect();
             (r, p50, p90)

@@ -6,15 +6,16 @@ use crate::common;
 use pdtop::feed::Role;
 use pdtop::metrics::model::Hist;
 use pdtop::state::EventKind;
-use pdtop::state::latency::series;
+use pdtop::state::latency::{BLOCK_S, Bins, series};
 
 #[test]
 fn ttft_series_of_both_roles_with_the_restart_as_a_gap() {
     let st = common::replay_metrics_only("qwen3-shape-restart", 160.0);
     let since = st.started_at.unwrap();
-    let bins = ((st.now - since) / 2.0) as usize;
-    let p = series(&st, Role::Prefill, Hist::Ttft, since, bins, None);
-    let d = series(&st, Role::Decode, Hist::Ttft, since, bins, None);
+    let count = ((st.now - since) / 2.0) as usize;
+    let bins = Bins { start: since, width: (st.now - since) / count as f64, count };
+    let p = series(&st, Role::Prefill, Hist::Ttft, bins, None);
+    let d = series(&st, Role::Decode, Hist::Ttft, bins, None);
     assert!(p.len() >= 10 && d.len() >= 10, "{} {}", p.len(), d.len());
     for pt in p.iter().chain(&d) {
         assert!(pt.p50 > 0.0 && pt.p50 <= pt.p90 && pt.count > 0.0, "{pt:?}");
@@ -24,10 +25,55 @@ fn ttft_series_of_both_roles_with_the_restart_as_a_gap() {
     let down = st.events.iter().find(|e| e.kind == EventKind::Down && e.text.contains("8200")).unwrap().t;
     let up = st.events.iter().find(|e| e.kind == EventKind::Up && e.t > down).unwrap().t;
     assert!(up - down > 10.0, "{down} {up}");
-    let width = (st.now - since) / bins as f64;
+    let width = bins.width;
     assert!(!d.iter().any(|pt| pt.t > down + 2.0 * width && pt.t < up - width), "{d:?}");
     // And the series resumes after the restart.
     assert!(d.iter().any(|pt| pt.t > up), "{d:?}");
     // A prefill's TPOT is always 0: no series rather than a flat zero.
-    assert!(series(&st, Role::Prefill, Hist::Tpot, since, bins, None).is_empty());
+    assert!(series(&st, Role::Prefill, Hist::Tpot, bins, None).is_empty());
+}
+
+/// The charts' bins are whole blocks of 5 s on their edges, and fold the
+/// blocks: the points are those of the intervals one by one, each at its
+/// bin's end (the newest at now), however far into the run.
+#[test]
+fn bins_of_whole_blocks_are_the_bins_of_their_intervals() {
+    use pdtop::metrics::histogram::Histogram;
+    let st = common::replay_metrics_only("qwen3-shape-restart", 160.0);
+    let since = st.started_at.unwrap();
+    let mut compared = 0;
+    for most in [80, 12] {
+        let bins = Bins::aligned(since, st.now, most);
+        assert!(bins.width >= BLOCK_S && bins.width % BLOCK_S == 0.0 && bins.start % bins.width == 0.0);
+        assert!(bins.start <= since && bins.start + bins.count as f64 * bins.width >= st.now);
+        assert!(bins.count <= most + 1, "{bins:?}");
+        for (role, hist) in
+            [(Role::Prefill, Hist::Ttft), (Role::Decode, Hist::Ttft), (Role::Decode, Hist::Tpot)]
+        {
+            let mut acc: Vec<Option<Histogram>> = vec![None; bins.count];
+            for inst in st.instances.iter().filter(|i| i.endpoint.role == role) {
+                for iv in inst.history.iter().filter(|iv| iv.t > bins.start) {
+                    if let Some(h) = iv.hists.get(&hist) {
+                        let b = ((iv.t - bins.start) / bins.width).ceil() as usize - 1;
+                        acc[b].get_or_insert_with(Histogram::default).merge(&h);
+                    }
+                }
+            }
+            let want: Vec<(f64, f64, f64, f64)> = acc
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| {
+                    let h = h.as_ref().filter(|h| h.total() > 0.0 && h.sum != 0.0)?;
+                    let end = (bins.start + bins.width * (i + 1) as f64).min(st.now);
+                    Some((end, h.quantile(0.5)?, h.quantile(0.9)?, h.total()))
+                })
+                .collect();
+            let got: Vec<(f64, f64, f64, f64)> =
+                series(&st, role, hist, bins, None).iter().map(|p| (p.t, p.p50, p.p90, p.count)).collect();
+            assert!(want.len() >= 3, "{role:?} {hist:?}: {want:?}");
+            assert_eq!(got, want, "{role:?} {hist:?} {bins:?}");
+            compared += got.len();
+        }
+    }
+    assert!(compared >= 20, "{compared}");
 }
