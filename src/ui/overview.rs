@@ -122,7 +122,8 @@ fn bottom_panels(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewStat
     let right_w = if area.width >= WIDE { text_w.max(area.width / 2) } else { text_w };
     let right_w = right_w.min(area.width.saturating_sub(30));
     let [chart, right] = Layout::horizontal([Constraint::Min(0), Constraint::Length(right_w)]).areas(area);
-    let traced = super::requests::visible(state, view);
+    // The newest requests panel shows at most a row of the area each.
+    let traced = super::requests::visible_first(state, view, area.height as usize);
     if view.logs_only {
         // No token chart without metrics: its notice keeps one row and the
         // newest requests take the rest of the column.

@@ -41,6 +41,32 @@ pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
     rows
 }
 
+/// The first `k` of [`visible`], the rest left unsorted: the overview
+/// shows a handful of the up to 2,000 held, each frame.
+pub fn visible_first<'a>(state: &'a AppState, view: &ViewState, k: usize) -> Vec<&'a Trace> {
+    use super::waterfall::RequestSort;
+    if view.req_sort != RequestSort::Newest || !view.search.trim().is_empty() {
+        let mut rows = visible(state, view);
+        rows.truncate(k);
+        return rows;
+    }
+    // `visible`'s stable sort, newest first: ties keep the search's order.
+    let mut rows: Vec<(usize, &Trace)> =
+        request_ids::search(state, &view.search).into_iter().map(|(t, _)| t).enumerate().collect();
+    let order = |a: &(usize, &Trace), b: &(usize, &Trace)| {
+        b.1.first_seen.total_cmp(&a.1.first_seen).then(a.0.cmp(&b.0))
+    };
+    if rows.len() > k {
+        if k == 0 {
+            return Vec::new();
+        }
+        rows.select_nth_unstable_by(k - 1, order);
+        rows.truncate(k);
+    }
+    rows.sort_by(order);
+    rows.into_iter().map(|(_, t)| t).collect()
+}
+
 /// An id cut to `w` columns, padded: the head (`cmpl-`, `chatcmpl-`) and
 /// the tail, where ids sharing a prefix differ, around a `…`.
 pub fn cut_id(id: &str, w: usize) -> String {

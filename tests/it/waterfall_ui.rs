@@ -221,6 +221,25 @@ fn each_row_of_a_reused_id_opens_its_own_trace() {
     assert!(title(&app).contains("loaded"), "{}", title(&app));
 }
 
+/// The overview's newest requests are the Requests list's first rows,
+/// whatever the count asked, the sort or the search.
+#[test]
+fn the_newest_few_are_the_lists_first_rows() {
+    use pdtop::ui::requests::{visible, visible_first};
+    let mut app = app();
+    let serials = |v: Vec<&pdtop::traces::Trace>| v.iter().map(|t| t.serial).collect::<Vec<u64>>();
+    let all = serials(visible(&app.state, &app.view));
+    assert!(all.len() >= 40, "{}", all.len());
+    for k in [0, 1, 5, 39, all.len(), all.len() + 3] {
+        assert_eq!(serials(visible_first(&app.state, &app.view, k)), all[..k.min(all.len())], "{k}");
+    }
+    app.view.view = View::Requests;
+    app.on_action(pdtop::keymap::Action::Sort);
+    let by_ttft = serials(visible(&app.state, &app.view));
+    assert_ne!(by_ttft, all);
+    assert_eq!(serials(visible_first(&app.state, &app.view, 7)), by_ttft[..7]);
+}
+
 /// The serials of the rows a search lists.
 fn found(app: &App, query: &str) -> Vec<u64> {
     let mut view = app.view.clone();
