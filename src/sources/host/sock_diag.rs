@@ -9,8 +9,10 @@
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 use rustix::net::netlink::{SOCK_DIAG, SocketAddrNetlink};
+use rustix::net::sockopt::Timeout;
 use rustix::net::{AddressFamily, RecvFlags, SendFlags, SocketFlags, SocketType};
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -37,6 +39,9 @@ pub fn listeners() -> io::Result<Vec<(SocketAddr, u64)>> {
         SocketFlags::CLOEXEC,
         Some(SOCK_DIAG),
     )?;
+    // The kernel ends each dump; should it not, the collector's thread is
+    // not held for long (the caller falls back to the files).
+    rustix::net::sockopt::set_socket_timeout(&fd, Timeout::Recv, Some(Duration::from_secs(1)))?;
     let kernel = SocketAddrNetlink::new(0, 0);
     let mut out = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
