@@ -175,8 +175,8 @@ impl Hists {
     /// Adds `hist`, where this interval has it, to `acc` (made on first
     /// use), as `Histogram::merge` adds `get(hist)`; with `acc`'s bounds it
     /// adds the runs in place, rebuilding nothing. The charts and windows
-    /// fold up to an hour of intervals a frame: a histogram rebuilt for
-    /// each was half of a frame's cost.
+    /// fold up to an hour of intervals a frame: rebuilding each histogram
+    /// (and freeing it) was half of that fold's cost an hour in (`perf`).
     pub fn merge_into(&self, hist: &Hist, acc: &mut Option<Histogram>) {
         let Some(i) = self.heads.iter().position(|h| h.hist == *hist) else { return };
         let head = &self.heads[i];

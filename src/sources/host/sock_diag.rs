@@ -55,6 +55,9 @@ pub fn listeners() -> io::Result<Vec<(SocketAddr, u64)>> {
             for (kind, body) in messages(&buf[..n]) {
                 match kind {
                     NLMSG_DONE => break 'dump,
+                    // A kernel without IPv6 refuses its dump: no IPv6
+                    // listeners, as a missing `tcp6` is none.
+                    NLMSG_ERROR if family == AddressFamily::INET6 => break 'dump,
                     NLMSG_ERROR => {
                         let errno = body.get(..4).map_or(0, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
                         return Err(io::Error::from_raw_os_error(-errno));
