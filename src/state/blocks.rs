@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::interval::{Hists, Interval, share_bounds};
 use crate::metrics::histogram::Histogram;
@@ -32,8 +33,17 @@ struct Block {
     /// The end of its last interval that observed something: where a
     /// chart places it, as it would place that interval.
     t: f64,
+    /// The push that made it, unique in the process ([`PUSHES`]).
+    push: u64,
     hists: Hists,
 }
+
+/// Pushes so far, in every instance's blocks. A block's sums never change
+/// under its number (adding to a block makes a new one), and blocks go
+/// only from the ends of a deque: so the blocks from one number to another
+/// are always the same blocks, and a sum of them can be kept by the two
+/// numbers (`latency::Folds`).
+static PUSHES: AtomicU64 = AtomicU64::new(0);
 
 impl Blocks {
     /// Adds an interval's charted histograms to its block.
@@ -60,13 +70,14 @@ impl Blocks {
             .zip(&mut self.bounds)
             .filter_map(|((k, h), cache)| h.as_ref().map(|h| (*k, h, share_bounds(cache, &h.bounds))))
             .collect();
-        self.blocks.push_back(Block { key, t: iv.t, hists: Hists::from_sorted(shared) });
+        let push = PUSHES.fetch_add(1, Ordering::Relaxed);
+        self.blocks.push_back(Block { key, t: iv.t, push, hists: Hists::from_sorted(shared) });
     }
 
-    /// Each block placed after `t`, newest first: where it is placed, and
-    /// its sums.
-    pub fn newest_after(&self, t: f64) -> impl Iterator<Item = (f64, &Hists)> {
-        self.blocks.iter().rev().take_while(move |b| b.t > t).map(|b| (b.t, &b.hists))
+    /// Each block placed after `t`, newest first: where it is placed, the
+    /// push that made it, and its sums.
+    pub fn newest_after(&self, t: f64) -> impl Iterator<Item = (f64, u64, &Hists)> + Clone {
+        self.blocks.iter().rev().take_while(move |b| b.t > t).map(|b| (b.t, b.push, &b.hists))
     }
 
     /// Drops the blocks placed before `t` (the history's oldest interval).
@@ -107,7 +118,7 @@ mod tests {
         b.push(&Interval { t: 104.9, ..Default::default() });
         b.push(&interval(105.0, 0.0)); // still (100, 105]
         b.push(&interval(105.1, 1.0)); // (105, 110]
-        let got: Vec<(f64, Histogram)> = b.newest_after(0.0).map(|(t, h)| (t, ttft(h))).collect();
+        let got: Vec<(f64, Histogram)> = b.newest_after(0.0).map(|(t, _, h)| (t, ttft(h))).collect();
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].0, 105.1);
         assert_eq!(got[1].0, 105.0);
@@ -115,7 +126,7 @@ mod tests {
         assert_eq!((got[1].1.sum, got[1].1.count), (4.5, 6.0));
         assert_eq!(b.newest_after(105.0).count(), 1);
         b.forget_before(105.05);
-        assert_eq!(b.newest_after(0.0).map(|(t, _)| t).collect::<Vec<_>>(), vec![105.1]);
+        assert_eq!(b.newest_after(0.0).map(|(t, _, _)| t).collect::<Vec<_>>(), vec![105.1]);
         // An hour of intervals a second keeps its 720 blocks and the one its
         // oldest interval is in, however long it runs.
         let mut b = Blocks::default();

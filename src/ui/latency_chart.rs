@@ -15,6 +15,7 @@ use crate::state::AppState;
 use crate::state::latency::{Bins, Point, series};
 use crate::theme::Theme;
 use crate::ui::Panel;
+use crate::ui::view::ViewState;
 
 /// The most history drawn: what the state keeps per instance.
 const SPAN_S: f64 = 3600.0;
@@ -104,14 +105,14 @@ fn legend(roles: &[Role], cols: u16, theme: &Theme) -> ratatui::text::Line<'stat
 /// (time, milliseconds) points of one percentile.
 type Line = Vec<(f64, f64)>;
 
-pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, focus: Option<usize>, theme: &Theme) {
+pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
-    chart(buf, left, state, Hist::Ttft, focus, theme);
-    chart(buf, right, state, Hist::Tpot, focus, theme);
+    chart(buf, left, state, Hist::Ttft, view, theme);
+    chart(buf, right, state, Hist::Tpot, view, theme);
 }
 
-fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Option<usize>, theme: &Theme) {
+fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, view: &ViewState, theme: &Theme) {
     let since = state.started_at.unwrap_or(state.now).max(state.now - SPAN_S);
     // Two columns a bin, and at least 5 s in each (a block): a percentile
     // of a handful of requests is noise, not a trend.
@@ -121,7 +122,7 @@ fn chart(buf: &mut Buffer, area: Rect, state: &AppState, hist: Hist, focus: Opti
     let data: Vec<(Role, Line, Line)> = roles
         .iter()
         .map(|&r| {
-            let pts: Vec<Point> = series(state, r, hist, bins, focus);
+            let pts: Vec<Point> = series(state, r, hist, bins, view.focus, &view.folds);
             let p50 = pts.iter().map(|p| (p.t, p.p50 * 1000.0)).collect();
             let p90 = pts.iter().map(|p| (p.t, p.p90 * 1000.0)).collect();
             (r, p50, p90)

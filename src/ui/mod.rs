@@ -122,6 +122,7 @@ pub fn render(buf: &mut Buffer, live: &AppState, view: &ViewState, theme: &Theme
     if view.help {
         help_overlay(buf, area, replay, theme);
     }
+    view.folds.end_frame();
 }
 
 fn title_bar(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, theme: &Theme) {

@@ -90,7 +90,7 @@ pub fn render(buf: &mut Buffer, area: Rect, state: &AppState, view: &ViewState, 
         theme,
     );
     if series_h > 0 {
-        super::latency_chart::render(buf, series_area, state, view.focus, theme);
+        super::latency_chart::render(buf, series_area, state, view, theme);
     } else if !view.logs_only && super::latency_chart::has_data(state, view.focus) {
         // Left out: said on the border above the chart that replaces it.
         // The screen size at which this body would have room for it.

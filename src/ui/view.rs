@@ -88,6 +88,8 @@ pub struct ViewState {
     /// The wrong-wire warning and the state time it was built at
     /// ([`ViewState::wire_warning`]).
     pub wire: std::cell::RefCell<Option<(f64, Option<String>)>>,
+    /// The latency charts' sums of bins, kept from frame to frame.
+    pub folds: crate::state::latency::Folds,
 }
 
 /// How often (state seconds) the banner's wrong-wire warning is built
@@ -141,6 +143,7 @@ impl Default for ViewState {
             said: None,
             trace_scroll: 0,
             wire: Default::default(),
+            folds: Default::default(),
         }
     }
 }

@@ -74,7 +74,7 @@ fn latency(theme: &str) -> String {
     let mut term = Terminal::new(TestBackend::new(100, 14)).unwrap();
     term.draw(|f| {
         let a = f.area();
-        pdtop::ui::latency_chart::render(f.buffer_mut(), a, &state, None, &theme)
+        pdtop::ui::latency_chart::render(f.buffer_mut(), a, &state, &pdtop::ui::ViewState::default(), &theme)
     })
     .unwrap();
     common::buffer_text(term.backend().buffer())
