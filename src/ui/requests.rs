@@ -41,30 +41,32 @@ pub fn visible<'a>(state: &'a AppState, view: &ViewState) -> Vec<&'a Trace> {
     rows
 }
 
-/// The first `k` of [`visible`], the rest left unsorted: the overview
-/// shows a handful of the up to 2,000 held, each frame.
+/// The first `k` of [`visible`]: the overview shows a handful of the up
+/// to 2,000 held, each frame. Newest first with no search, the held
+/// traces are walked once, keeping the `k` newest; none are gathered.
 pub fn visible_first<'a>(state: &'a AppState, view: &ViewState, k: usize) -> Vec<&'a Trace> {
     use super::waterfall::RequestSort;
+    let Some(logs) = &state.logs else { return Vec::new() };
     if view.req_sort != RequestSort::Newest || !view.search.trim().is_empty() {
         let mut rows = visible(state, view);
         rows.truncate(k);
         return rows;
     }
-    // `visible`'s stable sort, newest first: ties keep the search's order.
-    let mut rows: Vec<(usize, &Trace)> =
-        request_ids::search(state, &view.search).into_iter().map(|(t, _)| t).enumerate().collect();
+    // `visible`'s stable sort of the search's order (newest held first):
+    // ties keep that order.
     let order = |a: &(usize, &Trace), b: &(usize, &Trace)| {
         b.1.first_seen.total_cmp(&a.1.first_seen).then(a.0.cmp(&b.0))
     };
-    if rows.len() > k {
-        if k == 0 {
-            return Vec::new();
+    let mut top: Vec<(usize, &Trace)> = Vec::with_capacity(k + 1);
+    for row in logs.correlator.traces().rev().enumerate() {
+        if top.len() == k && top.last().is_none_or(|last| order(&row, last).is_ge()) {
+            continue;
         }
-        rows.select_nth_unstable_by(k - 1, order);
-        rows.truncate(k);
+        let at = top.partition_point(|x| order(x, &row).is_lt());
+        top.insert(at, row);
+        top.truncate(k);
     }
-    rows.sort_by(order);
-    rows.into_iter().map(|(_, t)| t).collect()
+    top.into_iter().map(|(_, t)| t).collect()
 }
 
 /// An id cut to `w` columns, padded: the head (`cmpl-`, `chatcmpl-`) and
