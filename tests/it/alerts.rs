@@ -123,7 +123,7 @@ fn a_looped_recording_is_no_restart_and_no_new_miss() {
 #[test]
 fn the_demo_over_a_loop_shows_only_what_the_capture_holds() {
     use pdtop::pipeline::Feed;
-    let cap = Capture::embedded().unwrap();
+    let cap = common::embedded_capture().clone();
     let (t0, model) = (cap.t0, cap.model_config.clone());
     let speed = 10.0;
     let dir = std::env::temp_dir().join(format!("pdtop-alerts-demo-{}", std::process::id()));
@@ -220,10 +220,22 @@ fn a_dead_engine_comes_first_and_stays_while_its_instance_is_down() {
 fn a_killed_instance_alerts_while_it_answers_no_scrape() {
     let cap = capture("qwen3-shape-restart");
     for with_logs in [true, false] {
-        let down: Vec<f64> = (60..140)
-            .map(f64::from)
-            .filter(|&s| !played(&cap, s, with_logs).instances[1].health.up)
-            .collect();
+        // The seconds 60 to 139 in which the decode was down, read off one
+        // play at its ticks (each the state `played` would give there).
+        let mut st = pdtop::lab::replay::initial_state(&cap, with_logs);
+        let mut down = Vec::new();
+        for m in pdtop::lab::replay::messages(&cap, 139.0, with_logs) {
+            let tick = match m {
+                Msg::Tick { at } => Some(at - cap.t0),
+                _ => None,
+            };
+            st.apply(m);
+            if let Some(s) = tick.filter(|s| *s >= 60.0 && s.fract() == 0.0)
+                && !st.instances[1].health.up
+            {
+                down.push(s);
+            }
+        }
         assert!(down.len() >= 40, "logs {with_logs}: down {down:?}");
         let st = played(&cap, down[down.len() / 2], with_logs);
         let alerts = st.alerts(None);

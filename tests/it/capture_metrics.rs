@@ -154,8 +154,8 @@ fn metrics_detector_never_cries_wolf_whatever_the_scrape_timing() {
 /// the instant both bodies change), stamped with the read's time.
 fn replay_phased(cap: &str, period: f64, phases: &[f64], lags: &[f64]) -> pdtop::traces::Counts {
     use pdtop::feed::Msg;
-    let capture = pdtop::lab::Capture::from_dir(&common::capture_dir(cap)).unwrap();
-    let mut st = pdtop::lab::replay::initial_state(&capture, false);
+    let capture = common::capture(cap);
+    let mut st = pdtop::lab::replay::initial_state(capture, false);
     let mut reads: Vec<(f64, usize, Msg)> = Vec::new();
     for i in 0..capture.instances.len() {
         let rows: Vec<_> = capture.scrapes.iter().filter(|r| r.instance == i).collect();
@@ -272,10 +272,10 @@ fn read_names_cover_everything_a_real_scrape_is_read_for() {
 #[test]
 fn metrics_count_failed_loads_as_errors_not_misses() {
     use pdtop::lab::replay::{Reading, initial_state, read_as};
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("router-nixl-1p2d")).unwrap();
+    let cap = common::capture("router-nixl-1p2d");
     let secs = cap.t_end - cap.t0;
-    let mut st = initial_state(&cap, false);
-    for m in read_as(&cap, &Reading::from_start(secs, false)) {
+    let mut st = initial_state(cap, false);
+    for m in read_as(cap, &Reading::from_start(secs, false)) {
         st.apply(m);
     }
     st.finish(cap.t_end);
@@ -310,9 +310,9 @@ fn metrics_count_failed_loads_as_errors_at_every_scrape_phase() {
 #[test]
 fn the_cross_check_on_the_router_capture_agrees() {
     use pdtop::lab::replay::{Reading, initial_state, read_as};
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("router-nixl-1p2d")).unwrap();
-    let mut st = initial_state(&cap, true);
-    for m in read_as(&cap, &Reading::from_start(cap.t_end - cap.t0, true)) {
+    let cap = common::capture("router-nixl-1p2d");
+    let mut st = initial_state(cap, true);
+    for m in read_as(cap, &Reading::from_start(cap.t_end - cap.t0, true)) {
         st.apply(m);
     }
     st.finish(cap.t_end);

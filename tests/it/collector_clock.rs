@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use pdtop::clock::Clock;
 use pdtop::feed::{Endpoint, Msg, Role};
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 use pdtop::sources::prometheus;
 use pdtop::sources::scrape::{self, ScrapeOptions};
 
@@ -66,7 +66,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 async fn start_lab(dir: &Path) -> lab::LabHandle {
-    let cap = Capture::from_dir(&common::capture_dir("qwen3-shape-restart")).unwrap();
+    let cap = common::capture("qwen3-shape-restart").clone();
     lab::start(cap, LabOptions { speed: 1.0, looping: true, dir: dir.to_path_buf(), otlp_to: None })
         .await
         .unwrap()

@@ -10,7 +10,7 @@ use crate::common;
 use std::process::Command;
 
 use pdtop::feed::Role;
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 
 /// Lab seconds per real second.
 const SPEED: f64 = 4.0;
@@ -19,7 +19,7 @@ const SPEED: f64 = 4.0;
 async fn check_live_on_the_bench_run_is_never_sure_and_wrong_and_names_every_id_less_miss() {
     let _turn = common::real_time_turn().await;
     let name = "nixl-1p2d-bench";
-    let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+    let cap = common::capture(name).clone();
     let secs = (cap.t_end - cap.t0) / SPEED + 2.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{name}-{}", std::process::id()));
     let otlp = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();

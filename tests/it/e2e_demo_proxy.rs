@@ -6,7 +6,7 @@ use crate::common;
 
 use std::process::Command;
 
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 
 /// Lab seconds per real second: a miss is called 1.5 lab seconds after a
 /// request is added, so reading logs wants a slow lab on a loaded machine.
@@ -16,7 +16,7 @@ const SPEED: f64 = 5.0;
 async fn check_reports_every_trace_of_the_demo_proxy_capture() {
     let _turn = common::real_time_turn().await;
     let name = "demo-proxy-qwen3";
-    let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+    let cap = common::capture(name).clone();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{name}-{}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 
 /// Lab seconds per real second. Prometheus scrapes in real time: with
 /// `SCRAPE_MS` the server sees the lab every `SPEED * SCRAPE_MS` lab
@@ -125,7 +125,7 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-prom-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // Nothing listens on the dead target's port: Prometheus reports it up == 0.
-    let dead = format!("127.0.0.1:{}", common::prometheus::free_port());
+    let (_held, dead) = common::prometheus::dead_address();
 
     // Two copies of each recording: four pairs.
     let mut labs = Vec::new();
@@ -134,7 +134,7 @@ async fn a_4p4d_fleet_through_prometheus_matches_direct_scraping() {
     let play_at = tokio::time::Instant::now() + Duration::from_secs(8);
     let mut span: f64 = 0.0;
     for (n, name) in common::CAPTURES.iter().chain(common::CAPTURES.iter()).enumerate() {
-        let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+        let cap = common::capture(name).clone();
         span = span.max(cap.t_end - cap.t0);
         let opts =
             LabOptions { speed: SPEED, looping: false, dir: dir.join(format!("lab{n}")), otlp_to: None };
@@ -313,9 +313,9 @@ async fn the_demo_captures_misses_are_named_through_prometheus_as_directly() {
     let name = "qwen3-shape-restart";
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-prom-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let dead = format!("127.0.0.1:{}", common::prometheus::free_port());
+    let (_held, dead) = common::prometheus::dead_address();
     let play_at = tokio::time::Instant::now() + Duration::from_secs(8);
-    let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+    let cap = common::capture(name).clone();
     let span = cap.t_end - cap.t0;
     let opts = LabOptions { speed: SPEED, looping: false, dir: dir.join("lab"), otlp_to: None };
     let lab = lab::start_at(cap, opts, play_at).await.unwrap();

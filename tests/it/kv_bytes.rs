@@ -167,11 +167,11 @@ fn example_connector_every_folder_matched_to_its_request_byte_for_byte() {
 /// The NIXL recording replayed with `--iface eth0` named: the state a
 /// live pdtop reaches, and its Link view.
 fn nixl_named_eth0(secs: f64) -> pdtop::state::AppState {
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("nixl-llama-shape")).unwrap();
-    let mut session = pdtop::pipeline::Session::from_capture(&cap, true);
+    let cap = common::capture("nixl-llama-shape");
+    let mut session = pdtop::pipeline::Session::from_capture(cap, true);
     session.iface = Some("eth0".into());
     let mut st = session.state();
-    for m in pdtop::lab::replay::messages(&cap, secs, true) {
+    for m in pdtop::lab::replay::messages(cap, secs, true) {
         st.apply(m);
     }
     st

@@ -87,11 +87,11 @@ fn bins_of_whole_blocks_are_the_bins_of_their_intervals() {
 /// hour's history forgets them (here past 40 s).
 #[test]
 fn kept_bin_sums_draw_what_summing_each_frame_draws() {
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir("example-1p2d-demo-proxy")).unwrap();
-    let mut st = pdtop::lab::replay::initial_state(&cap, false);
+    let cap = common::capture("example-1p2d-demo-proxy");
+    let mut st = pdtop::lab::replay::initial_state(cap, false);
     let (kept, mut frames, mut points) = (Folds::default(), 0, 0);
     let mut next = 0.0;
-    for m in pdtop::lab::replay::messages(&cap, cap.t_end - cap.t0, false) {
+    for m in pdtop::lab::replay::messages(cap, cap.t_end - cap.t0, false) {
         st.apply(m);
         if st.now < next || st.started_at.is_none() {
             continue;

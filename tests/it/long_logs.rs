@@ -94,7 +94,7 @@ async fn tailed(cap: &Capture, logs: &[(LogOrigin, String)]) -> Verdicts {
 async fn a_log_longer_than_one_read_gives_the_verdicts_of_a_short_one() {
     let name = "nixl-1p2d-cascade";
     let src = common::capture_dir(name);
-    let cap = Capture::from_dir(&src).unwrap();
+    let cap = common::capture(name).clone();
     let base = std::env::temp_dir().join(format!("pdtop-long-logs-{}", std::process::id()));
     let dir = |s: &str| -> PathBuf { base.join(s) };
     let short = tailed(&cap, &copy_logs(&src, &dir("short"), 0)).await;

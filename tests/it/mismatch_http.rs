@@ -10,7 +10,7 @@ use crate::common;
 use std::process::Command;
 use std::thread;
 
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 
 /// A real idle scrape of the recorded pair (vLLM 0.26.0, block 16).
 fn real_scrape(role: &str) -> String {
@@ -129,10 +129,7 @@ fn a_consumer_behind_prefill_is_a_role_confusion() {
 /// had are then explained by the mismatch, and its restarts judged.
 #[tokio::test]
 async fn misses_behind_a_block_mismatch_name_it_as_the_likely_cause() {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let fixture = root.join("tests/fixtures/lab-captures/demo-proxy-qwen3");
-    let dir = if fixture.is_dir() { fixture } else { root.join("../shared/lab-captures/demo-proxy-qwen3") };
-    let mut cap = Capture::from_dir(&dir).unwrap();
+    let mut cap = common::capture("demo-proxy-qwen3").clone();
     for row in cap.scrapes.iter_mut().filter(|r| r.role == pdtop::feed::Role::Decode) {
         if let Some(body) = &mut row.body {
             *body = with_block(body, 32);

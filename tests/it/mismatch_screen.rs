@@ -11,10 +11,7 @@ use pdtop::lab::Capture;
 use pdtop::theme::Theme;
 
 fn capture_with_decode_block(block: u32) -> Capture {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let fixture = root.join("tests/fixtures/lab-captures/demo-proxy-qwen3");
-    let dir = if fixture.is_dir() { fixture } else { root.join("../shared/lab-captures/demo-proxy-qwen3") };
-    let mut cap = Capture::from_dir(&dir).unwrap();
+    let mut cap = common::capture("demo-proxy-qwen3").clone();
     for row in cap.scrapes.iter_mut().filter(|r| r.role == Role::Decode) {
         if let Some(body) = &mut row.body {
             *body = body.replace("block_size=\"16\"", &format!("block_size=\"{block}\""));

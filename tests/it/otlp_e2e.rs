@@ -8,7 +8,7 @@ use crate::common;
 use std::process::Command;
 use std::time::Duration;
 
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 use serde_json::Value;
 
 const CAPTURE: &str = "demo-proxy-qwen3";
@@ -52,7 +52,7 @@ fn timings_of<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[tokio::test]
 async fn check_and_record_receive_the_spans_and_replay_keeps_them() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cap = Capture::from_dir(&common::capture_dir(CAPTURE)).unwrap();
+    let cap = common::capture(CAPTURE).clone();
     let secs = (cap.t_end - cap.t0) / SPEED + 2.0;
     let dir = std::env::temp_dir().join(format!("pdtop-otlp-e2e-{}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })

@@ -63,7 +63,7 @@ where
 /// The capture's logs replayed into a state, then whatever the receiver
 /// delivered: the spans joined to the traces of the same requests.
 fn with_logs(msgs: Vec<Msg>) -> AppState {
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir(CAPTURE)).unwrap();
+    let cap = common::capture(CAPTURE);
     let mut st = common::replay_with_logs(CAPTURE, cap.t_end - cap.t0 + 5.0);
     for m in msgs {
         st.apply(m);

@@ -37,10 +37,6 @@ const ALL: [&str; 11] = [
 
 type Verdicts = BTreeMap<String, (Outcome, Confidence)>;
 
-fn capture(name: &str) -> Capture {
-    Capture::from_dir(&common::capture_dir(name)).unwrap()
-}
-
 /// Each request's verdict: by its decode's id where a decode's log named
 /// it (its identity whatever the reading); the others (a copy no decode
 /// logged, the proxy's id-less failures) by their outcome and rank among
@@ -139,11 +135,11 @@ fn secs(cap: &Capture) -> f64 {
 fn every_capture_gives_the_same_verdicts_at_every_pace() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        let whole = Reading::from_start(secs(&cap), true);
-        let want = verdicts(&cap, &whole);
+        let cap = common::capture(name);
+        let whole = Reading::from_start(secs(cap), true);
+        let want = verdicts(cap, &whole);
         for every in [0.25, 1.0, 5.0] {
-            let got = verdicts(&cap, &Reading { every, ..whole });
+            let got = verdicts(cap, &Reading { every, ..whole });
             let mut d = differences(&want, &got);
             if every > 1.0 {
                 d.retain(|line| !line.contains(" #"));
@@ -165,11 +161,11 @@ fn every_capture_gives_the_same_verdicts_at_every_pace() {
 fn every_capture_gives_the_same_verdicts_whatever_the_phase_of_its_reads() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        let base = Reading { every: 1.0, ..Reading::from_start(secs(&cap), true) };
-        let want = verdicts(&cap, &Reading { start: 0.1, ..base });
+        let cap = common::capture(name);
+        let base = Reading { every: 1.0, ..Reading::from_start(secs(cap), true) };
+        let want = verdicts(cap, &Reading { start: 0.1, ..base });
         for start in [0.4, 0.7] {
-            let d = differences(&want, &verdicts(&cap, &Reading { start, ..base }));
+            let d = differences(&want, &verdicts(cap, &Reading { start, ..base }));
             if !d.is_empty() {
                 failed.push(format!("{name} read every second from {start} s: {} differ: {d:#?}", d.len()));
             }
@@ -187,12 +183,12 @@ fn every_capture_gives_the_same_verdicts_whatever_the_phase_of_its_reads() {
 fn opened_part_way_a_capture_gives_the_verdicts_of_a_reading_from_its_start() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
+        let cap = common::capture(name);
         for at in [0.25, 0.5, 0.75] {
-            let start = (secs(&cap) * at).round();
-            let whole = Reading { lost_before: start, ..Reading::from_start(secs(&cap), true) };
-            let want = verdicts(&cap, &whole);
-            let got = verdicts(&cap, &Reading { every: 1.0, start, ..whole });
+            let start = (secs(cap) * at).round();
+            let whole = Reading { lost_before: start, ..Reading::from_start(secs(cap), true) };
+            let want = verdicts(cap, &whole);
+            let got = verdicts(cap, &Reading { every: 1.0, start, ..whole });
             let d = contradictions(&want, &got);
             if !d.is_empty() {
                 failed.push(format!("{name} opened {start} s in: {} contradict: {d:#?}", d.len()));
@@ -210,10 +206,10 @@ fn opened_part_way_a_capture_gives_the_verdicts_of_a_reading_from_its_start() {
 fn read_in_one_gulp_a_capture_gives_the_same_verdicts() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        let lost = Reading { lost_before: secs(&cap), ..Reading::from_start(secs(&cap), true) };
-        let want = verdicts(&cap, &lost);
-        let got = verdicts(&cap, &Reading { start: secs(&cap), ..lost });
+        let cap = common::capture(name);
+        let lost = Reading { lost_before: secs(cap), ..Reading::from_start(secs(cap), true) };
+        let want = verdicts(cap, &lost);
+        let got = verdicts(cap, &Reading { start: secs(cap), ..lost });
         let d = contradictions(&want, &got);
         if !d.is_empty() {
             failed.push(format!("{name} in one gulp: {} contradict: {d:#?}", d.len()));
@@ -233,18 +229,17 @@ fn read_in_one_gulp_a_capture_gives_the_same_verdicts() {
 fn a_message_between_a_rounds_batches_changes_no_verdict() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        for start in [0.0, (secs(&cap) * 0.5).round()] {
-            let r =
-                Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
-            let want = verdicts(&cap, &r);
+        let cap = common::capture(name);
+        for start in [0.0, (secs(cap) * 0.5).round()] {
+            let r = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(cap), true) };
+            let want = verdicts(cap, &r);
             let mut between = Vec::new();
-            for m in read_as(&cap, &r) {
+            for m in read_as(cap, &r) {
                 let tick = matches!(m, Msg::LogLines { .. }).then(|| Msg::Tick { at: m.at() });
                 between.push(m);
                 between.extend(tick);
             }
-            let d = differences(&want, &verdicts_of(&cap, between, r.secs));
+            let d = differences(&want, &verdicts_of(cap, between, r.secs));
             if !d.is_empty() {
                 failed.push(format!(
                     "{name} from {start} s, a tick after each batch: {} differ: {d:#?}",
@@ -280,13 +275,13 @@ fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
     };
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        let start = (secs(&cap) * 0.75).round();
-        let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
-        let want = sure(&cap, read_as(&cap, &full), full.secs, None);
+        let cap = common::capture(name);
+        let start = (secs(cap) * 0.75).round();
+        let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(cap), true) };
+        let want = sure(cap, read_as(cap, &full), full.secs, None);
         for cut in [0.2, 0.4, 0.6] {
-            let since = (secs(&cap) * cut).round();
-            let got = sure(&cap, read_as(&cap, &full), full.secs, Some(since));
+            let since = (secs(cap) * cut).round();
+            let got = sure(cap, read_as(cap, &full), full.secs, Some(since));
             let d: Vec<String> = got
                 .iter()
                 .filter(|(k, g)| {
@@ -311,10 +306,10 @@ fn a_cut_of_the_logs_past_is_never_surely_otherwise() {
 /// prefill died holding the KV, likely).
 #[test]
 fn a_failure_read_without_its_arrival_is_an_error_at_most_likely() {
-    let cap = capture("mooncake-tcp-1p1d");
-    let start = (secs(&cap) * 0.75).round();
-    let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(&cap), true) };
-    let st = read_state(&cap, read_as(&cap, &full), full.secs, Some((secs(&cap) * 0.2).round()));
+    let cap = common::capture("mooncake-tcp-1p1d");
+    let start = (secs(cap) * 0.75).round();
+    let full = Reading { every: 1.0, start, lost_before: start, ..Reading::from_start(secs(cap), true) };
+    let st = read_state(cap, read_as(cap, &full), full.secs, Some((secs(cap) * 0.2).round()));
     let probes: Vec<(String, Outcome, Confidence)> = st
         .logs
         .as_ref()
@@ -337,7 +332,7 @@ fn a_failure_read_without_its_arrival_is_an_error_at_most_likely() {
 /// a decode's counts begin at its second quiet point after the cut.
 #[test]
 fn a_cut_confirms_transfers_only_of_loads_it_read() {
-    let cap = capture("router-nixl-1p2d");
+    let cap = common::capture("router-nixl-1p2d");
     let truth =
         std::fs::read_to_string(common::capture_dir("router-nixl-1p2d").join("requests.jsonl")).unwrap();
     let loaded: std::collections::BTreeSet<String> = truth
@@ -346,9 +341,9 @@ fn a_cut_confirms_transfers_only_of_loads_it_read() {
         .filter(|r| matches!(r["outcome"].as_str(), Some("loaded" | "loaded_stale_kv")))
         .filter_map(|r| r["vllm_base_id"].as_str().map(str::to_string))
         .collect();
-    let full = Reading::from_start(secs(&cap), true);
+    let full = Reading::from_start(secs(cap), true);
     let confirmed = |since: Option<f64>, one_unread: bool| -> std::collections::BTreeSet<String> {
-        let mut msgs = read_as(&cap, &full);
+        let mut msgs = read_as(cap, &full);
         if one_unread {
             let (from, to) = ("Num successful transfers=34,", "Num successful transfers=33,");
             let mut n = 0;
@@ -362,7 +357,7 @@ fn a_cut_confirms_transfers_only_of_loads_it_read() {
             }
             assert_eq!(n, 1);
         }
-        let st = read_state(&cap, msgs, full.secs, since);
+        let st = read_state(cap, msgs, full.secs, since);
         let c = &st.logs.as_ref().unwrap().correlator;
         c.traces()
             .filter(|t| t.evidence().contains("KV Transfer metrics had counted"))
@@ -375,7 +370,7 @@ fn a_cut_confirms_transfers_only_of_loads_it_read() {
     assert_eq!(short.len(), 160 - 65);
     assert!(short.is_subset(&whole));
     for cut in [0.2, 0.4, 0.6] {
-        let since = (secs(&cap) * cut).round();
+        let since = (secs(cap) * cut).round();
         let got = confirmed(Some(since), true);
         let extra: Vec<&String> = got.difference(&short).collect();
         assert!(extra.is_empty(), "since {since}: {extra:?}");
@@ -397,10 +392,10 @@ fn a_cut_confirms_transfers_only_of_loads_it_read() {
 fn a_sure_verdict_said_during_a_reading_is_the_verdict_at_its_end() {
     let mut failed = Vec::new();
     for name in ALL {
-        let cap = capture(name);
-        let mut st = initial_state(&cap, true);
+        let cap = common::capture(name);
+        let mut st = initial_state(cap, true);
         let mut said: BTreeMap<u64, (String, Outcome)> = BTreeMap::new();
-        for m in read_as(&cap, &Reading::from_start(secs(&cap), true)) {
+        for m in read_as(cap, &Reading::from_start(secs(cap), true)) {
             st.apply(m);
             for t in st.logs.as_ref().unwrap().correlator.traces() {
                 if t.confidence == Confidence::Sure && t.outcome != Outcome::Pending {
@@ -408,7 +403,7 @@ fn a_sure_verdict_said_during_a_reading_is_the_verdict_at_its_end() {
                 }
             }
         }
-        st.finish(cap.t0 + secs(&cap));
+        st.finish(cap.t0 + secs(cap));
         let c = &st.logs.as_ref().unwrap().correlator;
         let end: BTreeMap<u64, Outcome> = c.traces().map(|t| (t.serial, t.outcome)).collect();
         let undone: Vec<String> = said

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common;
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 use pdtop::record::Recording;
 
 const SPEED: f64 = 5.0;
@@ -15,7 +15,7 @@ const SPEED: f64 = 5.0;
 async fn a_recording_killed_mid_run_replays_up_to_its_last_second() {
     let _turn = common::real_time_turn().await;
     let name = "qwen3-shape-restart";
-    let cap = Capture::from_dir(&common::capture_dir(name)).unwrap();
+    let cap = common::capture(name).clone();
     let dir = std::env::temp_dir().join(format!("pdtop-cut-{}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })
         .await

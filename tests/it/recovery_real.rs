@@ -6,13 +6,8 @@
 use pdtop::lab::Capture;
 use pdtop::state::AppState;
 
-/// A capture from `tests/fixtures`, or from `../shared/lab-captures` beside
-/// the checkout (where the newer recordings live).
 pub fn capture(name: &str) -> Capture {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let fixture = root.join("tests/fixtures/lab-captures").join(name);
-    let dir = if fixture.is_dir() { fixture } else { root.join("../shared/lab-captures").join(name) };
-    Capture::from_dir(&dir).unwrap_or_else(|e| panic!("{name}: {e}"))
+    crate::common::capture(name).clone()
 }
 
 /// The state at the end of a recording, as `check` leaves it.

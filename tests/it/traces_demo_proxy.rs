@@ -297,8 +297,7 @@ fn demo_proxy_from_logs_alone() {
 /// count.
 #[test]
 fn demo_proxy_check_report() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(DIR);
-    let mut cap = pdtop::lab::Capture::from_dir(&dir).expect("capture");
+    let mut cap = common::capture(DIR).clone();
     // Logs and metrics alone; with the recorded spans see
     // `the_recorded_spans_name_every_miss` below.
     let spans = std::mem::take(&mut cap.spans);
@@ -359,14 +358,13 @@ fn demo_proxy_check_report() {
 /// pdtop gives against each capture's truth (printed for the record).
 #[test]
 fn counts_on_every_capture() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures");
     for (name, loaded, miss, no_prefill, error, cancelled) in [
         ("qwen3-shape-restart", 60, 8, 8, 0, 0),
         ("nixl-llama-shape", 52, 4, 8, 0, 0),
         ("demo-proxy-qwen3", 27, 8, 6, 9, 2),
     ] {
-        let cap = pdtop::lab::Capture::from_dir(&root.join(name)).expect("capture");
-        let mut st = pdtop::lab::replay::state_at(&cap, cap.t_end - cap.t0 + 1.0, true);
+        let cap = common::capture(name);
+        let mut st = pdtop::lab::replay::state_at(cap, cap.t_end - cap.t0 + 1.0, true);
         st.finish(cap.t_end + 30.0);
         let r = serde_json::to_value(pdtop::report::Report::from_state(&st)).expect("json");
         let q = &r["requests"];

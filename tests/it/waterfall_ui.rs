@@ -15,7 +15,7 @@ use prost::Message;
 const CAPTURE: &str = "demo-proxy-qwen3";
 
 fn state() -> AppState {
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir(CAPTURE)).unwrap();
+    let cap = common::capture(CAPTURE);
     let mut st = common::replay_with_logs(CAPTURE, cap.t_end - cap.t0 + 5.0);
     let raw = std::fs::read(common::capture_dir(CAPTURE).join("otlp.bin")).unwrap();
     let mut rest = &raw[..];
@@ -399,7 +399,7 @@ fn a_p2p_nccl_tensor_id_finds_its_request() {
 #[test]
 fn a_forwarded_id_and_its_vllm_forms_select_their_request() {
     const Q: &str = "qwen3-shape-restart";
-    let cap = pdtop::lab::Capture::from_dir(&common::capture_dir(Q)).unwrap();
+    let cap = common::capture(Q);
     let st = common::replay_with_logs(Q, cap.t_end - cap.t0 + 5.0);
     let app = App::new(st, Theme::builtin("dark").unwrap());
     let logs = app.state.logs.as_ref().unwrap();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use pdtop::lab::{self, Capture, LabOptions};
+use pdtop::lab::{self, LabOptions};
 
 /// Lab seconds per real second. A miss is called 1.5 lab seconds after a
 /// request is added: checks that read logs at 10x leave a loaded 2-core
@@ -62,7 +62,7 @@ pub fn lab_run(capture: &'static str) -> &'static LabRun {
 }
 
 async fn play(capture: &str) -> LabRun {
-    let cap = Capture::from_dir(&super::capture_dir(capture)).unwrap();
+    let cap = super::capture(capture).clone();
     let secs = (cap.t_end - cap.t0) / SPEED + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-e2e-{capture}-{}", std::process::id()));
     let lab = lab::start(cap, LabOptions { speed: SPEED, looping: false, dir: dir.clone(), otlp_to: None })

@@ -8,13 +8,14 @@ pub mod prometheus;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::Duration;
 
 use pdtop::feed::Role;
 use pdtop::feed::{Endpoint, Msg};
+use pdtop::lab::Capture;
 use pdtop::state::AppState;
 
 pub const CAPTURES: [&str; 2] = ["qwen3-shape-restart", "nixl-llama-shape"];
@@ -23,6 +24,34 @@ pub fn capture_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/lab-captures").join(name);
     assert!(dir.is_dir(), "missing {}", dir.display());
     dir
+}
+
+/// A capture of `tests/fixtures/lab-captures/`, read once per test run:
+/// decoding one (xz, then a JSON line per scrape) takes seconds in a debug
+/// build, most of what a replay test spent, and the tests read each many
+/// times. Clone it to change it.
+pub fn capture(name: &str) -> &'static Capture {
+    static READ: Mutex<Vec<(String, &'static OnceLock<Capture>)>> = Mutex::new(Vec::new());
+    // One cell per name, taken under the lock; read outside it, so that two
+    // captures load side by side and a second reader of one waits for it.
+    let cell = {
+        let mut read = READ.lock().unwrap();
+        match read.iter().find(|(n, _)| n == name) {
+            Some((_, cell)) => *cell,
+            None => {
+                let cell: &'static OnceLock<Capture> = Box::leak(Box::default());
+                read.push((name.to_string(), cell));
+                cell
+            }
+        }
+    };
+    cell.get_or_init(|| Capture::from_dir(&capture_dir(name)).unwrap_or_else(|e| panic!("{name}: {e}")))
+}
+
+/// The capture the binary embeds (the demo's), read once per test run.
+pub fn embedded_capture() -> &'static Capture {
+    static READ: OnceLock<Capture> = OnceLock::new();
+    READ.get_or_init(|| Capture::embedded().unwrap())
 }
 
 /// `pdtop replay` of a capture folder, at ×1, in the theme `ui` names.
@@ -111,7 +140,7 @@ pub fn replay_scrapes(name: &str) -> AppState {
 
 /// The state a live pdtop would have `secs` into a capture, logs included.
 pub fn replay_with_logs(name: &str, secs: f64) -> AppState {
-    let mut cap = pdtop::lab::Capture::from_dir(&capture_dir(name)).unwrap();
+    let mut cap = capture(name).clone();
     // Logs and metrics only: a test that wants the recorded spans posts them.
     cap.spans.clear();
     pdtop::lab::replay::state_at(&cap, secs, true)
@@ -119,8 +148,7 @@ pub fn replay_with_logs(name: &str, secs: f64) -> AppState {
 
 /// The same without logs: what metrics alone show.
 pub fn replay_metrics_only(name: &str, secs: f64) -> AppState {
-    let cap = pdtop::lab::Capture::from_dir(&capture_dir(name)).unwrap();
-    pdtop::lab::replay::state_at(&cap, secs, false)
+    pdtop::lab::replay::state_at(capture(name), secs, false)
 }
 
 /// The symbols of a rendered buffer, one line per row.
@@ -253,10 +281,12 @@ pub fn otlp_bodies(capture: &str) -> Vec<(f64, Vec<u8>)> {
 }
 
 /// The tests that play a lab in real time and judge what a live pdtop saw
-/// take turns, two at a time: more beside each other on a 2-core machine,
-/// and one starves the others' scrapes, so each judges a slower lab than
-/// it played.
-pub static REAL_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+/// take turns, six at a time. Each spends a tenth to a quarter of a core
+/// (debug `pdtop check` processes scraping every 0.1 s), so six fill about
+/// one of the two cores and leave the other to the tests that compute;
+/// more would starve each other's scrapes, so each would judge a slower
+/// lab than it played.
+pub static REAL_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(6);
 
 /// A turn to play a lab in real time (`REAL_TIME`).
 pub async fn real_time_turn() -> tokio::sync::SemaphorePermit<'static> {
