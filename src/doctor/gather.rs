@@ -11,7 +11,8 @@ use super::loglines::LogFacts;
 use crate::error::{Error, Result};
 use crate::feed::Role;
 use crate::sources::host::{Listener, Unreadable};
-use crate::sources::scrape::{ScrapeOptions, fetch, http_client, parse_models, parse_version};
+use crate::sources::http::{Auth, HttpClient};
+use crate::sources::scrape::{parse_models, parse_version};
 
 /// Every listening socket of the host, or why they could not be listed.
 pub type Listing = std::result::Result<Vec<Listener>, Unreadable>;
@@ -123,30 +124,28 @@ pub fn instances(
 
 /// `/metrics`, `/version` and `/v1/models` of every instance.
 pub async fn fetch_http(f: &mut PairFacts, timeout: Duration) {
-    let client = match http_client(timeout) {
-        Ok(c) => c,
-        Err(e) => {
-            f.unread("HTTP endpoints", e);
-            return;
-        }
-    };
-    let opts = ScrapeOptions { interval: timeout, timeout, bearer_token: None };
     let mut read = Vec::new();
     let mut unread = Vec::new();
     for i in &mut f.instances {
         let base = crate::feed::Endpoint::parse(i.role, &i.endpoint).map(|e| e.base_url);
-        let Ok(base) = base else {
-            unread.push((i.name(), "not HOST:PORT or a URL".to_string()));
-            continue;
+        let client = base
+            .map_err(|_| "not HOST:PORT or a URL".to_string())
+            .and_then(|base| HttpClient::new(&base, Auth::None));
+        let mut client = match client {
+            Ok(c) => c,
+            Err(e) => {
+                unread.push((i.name(), e));
+                continue;
+            }
         };
-        match fetch(&client, &format!("{base}/metrics"), &opts).await {
+        match client.get("/metrics", timeout).await {
             Ok(body) => {
                 i.metrics = Some(MetricsFacts::from_text(&body));
                 read.push(format!("{}/metrics", i.endpoint));
             }
             Err(e) => unread.push((format!("{}/metrics", i.endpoint), e)),
         }
-        match fetch(&client, &format!("{base}/version"), &opts).await.map(|b| parse_version(&b)) {
+        match client.get("/version", timeout).await.map(|b| parse_version(&b)) {
             Ok(Some(v)) => {
                 i.version = Some(crate::logs::startup::normalize_version(&v));
                 read.push(format!("{}/version", i.endpoint));
@@ -154,7 +153,7 @@ pub async fn fetch_http(f: &mut PairFacts, timeout: Duration) {
             Ok(None) => unread.push((format!("{}/version", i.endpoint), "no version in the answer".into())),
             Err(e) => unread.push((format!("{}/version", i.endpoint), e)),
         }
-        match fetch(&client, &format!("{base}/v1/models"), &opts).await.map(|b| parse_models(&b)) {
+        match client.get("/v1/models", timeout).await.map(|b| parse_models(&b)) {
             Ok(Some(m)) => {
                 i.models = Some(m);
                 read.push(format!("{}/v1/models", i.endpoint));

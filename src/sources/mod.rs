@@ -5,11 +5,11 @@
 //! (a test or a sped-up lab drives its own); real time only paces the waits.
 
 pub mod host;
+pub mod http;
 pub mod kvdir;
 pub mod logtail;
 pub mod netdev;
 pub mod otlp;
-pub mod plain_http;
 pub mod prometheus;
 pub mod router;
 pub mod scrape;

@@ -14,8 +14,7 @@ use tokio::sync::mpsc::Sender;
 use crate::clock::Clock;
 use crate::feed::{Endpoint, ModelInfo, Msg};
 
-pub use super::plain_http::MAX_BODY_BYTES;
-use super::plain_http::STATUS_ERROR;
+use super::http::{Auth, HttpClient, STATUS_ERROR};
 /// The longest wait between attempts while an instance is failing.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// `/version` requests that got no answer before pdtop stops asking.
@@ -27,26 +26,6 @@ pub struct ScrapeOptions {
     pub timeout: Duration,
     /// Sent as `Authorization: Bearer ...`; never printed.
     pub bearer_token: Option<String>,
-}
-
-/// The HTTP client every scraper shares: rustls for https, no proxies from
-/// the environment (a lab's loopback endpoints must not go through one).
-pub fn http_client(timeout: Duration) -> Result<reqwest::Client, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .timeout(timeout)
-        .connect_timeout(timeout)
-        .no_proxy()
-        .user_agent(concat!("pdtop/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| e.to_string())
 }
 
 /// Prefix of the per-endpoint token variables: `PDTOP_BEARER_TOKEN_<HOST>_<PORT>`.
@@ -99,16 +78,17 @@ pub fn backoff(interval: Duration, failures: u32) -> Duration {
 pub async fn run(
     instance: usize,
     endpoint: Endpoint,
-    client: reqwest::Client,
     opts: ScrapeOptions,
     clock: Arc<dyn Clock>,
     tx: Sender<Msg>,
 ) {
-    // A plain http:// endpoint is asked over one kept connection of pdtop's
-    // own; anything else through reqwest.
-    let mut plain = super::plain_http::PlainGet::for_base(&endpoint.base_url);
-    let base = endpoint.base_url.as_str();
-    let client = &client;
+    let mut http = match client(&endpoint, &opts) {
+        Ok(c) => c,
+        Err(error) => {
+            let _ = tx.send(Msg::ScrapeFailed { instance, at: clock.now(), error }).await;
+            return;
+        }
+    };
     let mut failures = 0u32;
     let mut need_models = true;
     let mut need_version = true;
@@ -116,7 +96,7 @@ pub async fn run(
     loop {
         // Real time: the interval is a real wait even on a sped-up clock.
         let started = tokio::time::Instant::now();
-        let msg = match get(client, plain.as_mut(), base, "/metrics", &opts).await {
+        let msg = match http.get("/metrics", opts.timeout).await {
             Ok(body) => {
                 failures = 0;
                 Msg::Scrape { instance, at: clock.now(), body }
@@ -139,7 +119,7 @@ pub async fn run(
         }
         if ok
             && need_models
-            && let Ok(body) = get(client, plain.as_mut(), base, "/v1/models", &opts).await
+            && let Ok(body) = http.get("/v1/models", opts.timeout).await
             && let Some(mut info) = parse_models(&body)
         {
             info.config_json = local_config(info.root.as_deref()).await;
@@ -156,7 +136,7 @@ pub async fn run(
         // until the next reconnect.
         if ok && need_version {
             version_tries += 1;
-            let answer = get(client, plain.as_mut(), base, "/version", &opts).await;
+            let answer = http.get("/version", opts.timeout).await;
             let answered = answer.as_ref().map_or_else(|e| e.starts_with(STATUS_ERROR), |_| true);
             if answered || version_tries >= VERSION_TRIES {
                 need_version = false;
@@ -188,70 +168,10 @@ fn test_panic_once() {
     }
 }
 
-/// One GET of `path` under `base`: over the plain connection where there is one.
-async fn get(
-    client: &reqwest::Client,
-    plain: Option<&mut super::plain_http::PlainGet>,
-    base: &str,
-    path: &str,
-    opts: &ScrapeOptions,
-) -> Result<String, String> {
-    match plain {
-        Some(p) => p.get(path, opts.timeout, opts.bearer_token.as_deref()).await,
-        None => fetch(client, &format!("{base}{path}"), opts).await,
-    }
-}
-
-/// One GET, with the body size capped and a status that is not 2xx turned
-/// into an error that says what came back.
-pub async fn fetch(client: &reqwest::Client, url: &str, opts: &ScrapeOptions) -> Result<String, String> {
-    let mut req = client.get(url);
-    if let Some(token) = &opts.bearer_token {
-        req = req.bearer_auth(token);
-    }
-    let mut resp = req.send().await.map_err(|e| describe(&e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        return Err(format!("{STATUS_ERROR}{status}"));
-    }
-    if resp.content_length().is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
-    }
-    // Sized once when the server says how long (vLLM's does), not grown
-    // chunk by chunk.
-    let mut body = Vec::with_capacity(resp.content_length().map_or(0, |n| n as usize));
-    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!("body larger than {} MiB", MAX_BODY_BYTES >> 20));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    String::from_utf8(body).map_err(|_| "body is not UTF-8 text".to_string())
-}
-
-/// A short, readable cause for a reqwest error (its Display nests sources).
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error;
-    let mut msg = if e.is_timeout() {
-        "timed out".to_string()
-    } else if e.is_connect() {
-        "cannot connect".to_string()
-    } else if e.is_body() || e.is_decode() {
-        "body cut short".to_string()
-    } else {
-        "request failed".to_string()
-    };
-    let mut source = e.source();
-    let mut last = None;
-    while let Some(s) = source {
-        last = Some(s.to_string());
-        source = s.source();
-    }
-    if let Some(root) = last {
-        msg.push_str(": ");
-        msg.push_str(&root);
-    }
-    msg
+/// The client for one instance, with its token.
+pub fn client(endpoint: &Endpoint, opts: &ScrapeOptions) -> Result<HttpClient, String> {
+    let auth = opts.bearer_token.clone().map_or(Auth::None, Auth::Bearer);
+    HttpClient::new(&endpoint.base_url, auth)
 }
 
 /// The model's `config.json` when `/v1/models` names a local directory:

@@ -20,23 +20,17 @@ pub fn spawn_scrapers(
     clock: std::sync::Arc<dyn crate::clock::Clock>,
     tx: tokio::sync::mpsc::Sender<Msg>,
 ) -> Result<(), String> {
-    let client = scrape::http_client(opts.timeout)?;
     for (i, ep) in endpoints.iter().enumerate() {
         // A per-endpoint token (`PDTOP_BEARER_TOKEN_<HOST>_<PORT>`) wins over the global one.
         let token = scrape::token_for(ep, opts.bearer_token.as_deref(), |k| std::env::var(k).ok());
         let opts = scrape::ScrapeOptions { bearer_token: token, ..opts.clone() };
-        let (ep, client, clock, tx) = (ep.clone(), client.clone(), clock.clone(), tx.clone());
+        // A URL the client cannot take is said before anything starts.
+        scrape::client(ep, &opts)?;
+        let (ep, clock, tx) = (ep.clone(), clock.clone(), tx.clone());
         tokio::spawn(async move {
             let name = format!("scraper {}", ep.display);
             loop {
-                let task = tokio::spawn(scrape::run(
-                    i,
-                    ep.clone(),
-                    client.clone(),
-                    opts.clone(),
-                    clock.clone(),
-                    tx.clone(),
-                ));
+                let task = tokio::spawn(scrape::run(i, ep.clone(), opts.clone(), clock.clone(), tx.clone()));
                 let Err(e) = task.await else {
                     return;
                 };

@@ -82,10 +82,9 @@ async fn a_scraper_stamps_its_messages_with_the_injected_clock() {
         timeout: Duration::from_secs(2),
         bearer_token: None,
     };
-    let client = scrape::http_client(opts.timeout).unwrap();
     let endpoint = Endpoint::parse(Role::Decode, &lab.decode.to_string()).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-    tokio::spawn(scrape::run(0, endpoint, client.clone(), opts.clone(), clock.clone(), tx));
+    tokio::spawn(scrape::run(0, endpoint, opts.clone(), clock.clone(), tx));
 
     // The first good scrape, then `/v1/models` for the (re)connect.
     let (mut scraped, mut models) = (false, false);
@@ -116,7 +115,7 @@ async fn a_scraper_stamps_its_messages_with_the_injected_clock() {
     let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let endpoint = Endpoint::parse(Role::Prefill, &dead.to_string()).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);
-    tokio::spawn(scrape::run(0, endpoint, client, opts, clock.clone(), tx));
+    tokio::spawn(scrape::run(0, endpoint, opts, clock.clone(), tx));
     let msg = recv(&mut rx).await;
     assert!(matches!(msg, Msg::ScrapeFailed { at, .. } if at == 2500.25), "{msg:?}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::options::{Auth, PromOptions};
+use super::options::PromOptions;
 use crate::feed::Role;
 use crate::metrics::model::{HIST_SUFFIXES, read_names};
-use crate::sources::scrape::describe;
+use crate::sources::http::{HttpClient, Request, status_error};
 
 /// An answer larger than this is refused (64 instances are ~5 MB).
-const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
+pub(super) const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 
 /// The label each role's discovery answer is marked with.
 pub const ROLE_LABEL: &str = "pdtop_role";
@@ -156,9 +156,14 @@ pub(super) fn ms(ts: f64) -> i64 {
     (ts * 1000.0).round() as i64
 }
 
+/// The server's client: its URL, its credentials, large answers taken.
+pub(super) fn client(opts: &PromOptions) -> Result<HttpClient, String> {
+    Ok(HttpClient::new(&opts.url, opts.auth.clone())?.with_max_body(MAX_BODY_BYTES))
+}
+
 /// `/api/v1/query` by POST (a fleet's matchers can be long for a URL).
 pub(super) async fn query(
-    client: &reqwest::Client,
+    client: &mut HttpClient,
     opts: &PromOptions,
     promql: &str,
 ) -> Result<Vec<Series>, String> {
@@ -173,27 +178,24 @@ pub(super) async fn query(
 /// `/api/v1/query` by POST, its answer's body into `body` (a buffer kept
 /// from one refresh to the next).
 pub(super) async fn query_into(
-    client: &reqwest::Client,
+    client: &mut HttpClient,
     opts: &PromOptions,
     promql: &str,
     body: &mut Vec<u8>,
 ) -> Result<(), String> {
     let form = format!("query={}", form_encode(promql));
-    let req = client
-        .post(format!("{}/api/v1/query", opts.url))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(form);
-    send(req, opts, body).await
+    let req =
+        Request { path: "/api/v1/query", form: Some(("application/x-www-form-urlencoded", form.as_bytes())) };
+    send(client, req, opts, body).await
 }
 
 /// `lastError` of each active target, by `instance` label.
 pub(super) async fn target_errors(
-    client: &reqwest::Client,
+    client: &mut HttpClient,
     opts: &PromOptions,
 ) -> Result<BTreeMap<String, String>, String> {
-    let req = client.get(format!("{}/api/v1/targets?state=active", opts.url));
     let mut body = Vec::new();
-    send(req, opts, &mut body).await?;
+    send(client, Request::get("/api/v1/targets?state=active"), opts, &mut body).await?;
     match decode(&body)? {
         ApiData::Targets { active_targets } => Ok(active_targets
             .into_iter()
@@ -203,27 +205,19 @@ pub(super) async fn target_errors(
     }
 }
 
-async fn send(req: reqwest::RequestBuilder, opts: &PromOptions, body: &mut Vec<u8>) -> Result<(), String> {
-    let req = match &opts.auth {
-        Auth::None => req,
-        Auth::Basic { user, password } => req.basic_auth(user, Some(password)),
-        Auth::Bearer(token) => req.bearer_auth(token),
-    };
-    let mut resp = req.send().await.map_err(|e| describe(&e))?;
-    let status = resp.status();
-    body.clear();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| describe(&e))? {
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!("answer larger than {} MiB", MAX_BODY_BYTES >> 20));
-        }
-        body.extend_from_slice(&chunk);
-    }
+async fn send(
+    client: &mut HttpClient,
+    req: Request<'_>,
+    opts: &PromOptions,
+    body: &mut Vec<u8>,
+) -> Result<(), String> {
+    let status = client.send(req, opts.timeout, body).await?;
     // The API answers errors with a JSON body that says what is wrong
     // (400 bad_data: a matcher it cannot parse); keep that text.
-    if !status.is_success() {
+    if !(200..300).contains(&status) {
         return Err(match decode(body) {
-            Err(e) if !e.starts_with("not a Prometheus") => format!("HTTP {status}: {e}"),
-            _ => format!("HTTP {status}"),
+            Err(e) if !e.starts_with("not a Prometheus") => format!("{}: {e}", status_error(status)),
+            _ => status_error(status),
         });
     }
     Ok(())

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::Sender;
 
-use super::api::{ROLE_LABEL, discovery_query, ms, query, query_into, target_errors, window_query};
+use super::api::{ROLE_LABEL, client, discovery_query, ms, query, query_into, target_errors, window_query};
 use super::options::PromOptions;
 use super::tracker::{Out, Tracker};
 use crate::clock::Clock;
 use crate::feed::{ModelInfo, Msg};
+use crate::sources::http::HttpClient;
 use crate::sources::{scrape, supervise};
 
 /// How often the instance list is asked for again: a new instance is
@@ -34,7 +35,7 @@ pub fn spawn(
     clock: Arc<dyn Clock>,
     tx: Sender<Msg>,
 ) -> Result<(), String> {
-    let client = scrape::http_client(opts.timeout)?;
+    let client = client(&opts)?;
     let name = format!("prometheus {}", opts.url);
     let task = tokio::spawn(run(opts, first_index, client, clock.clone(), tx.clone()));
     supervise(name, task, clock, tx);
@@ -85,7 +86,7 @@ pub(super) fn better_reading(rtt: f64, kept: Option<(f64, Duration)>) -> bool {
 async fn run(
     opts: PromOptions,
     first_index: usize,
-    client: reqwest::Client,
+    mut client: HttpClient,
     clock: Arc<dyn Clock>,
     tx: Sender<Msg>,
 ) {
@@ -111,7 +112,7 @@ async fn run(
         // Until an instance is known, every refresh asks.
         if tracker.is_empty() || last_discovery.is_none_or(|t| t.elapsed() >= REDISCOVER) {
             let sent = clock.now();
-            match query(&client, &opts, &discovery_query(&opts.roles)).await {
+            match query(&mut client, &opts, &discovery_query(&opts.roles)).await {
                 Ok(mut series) => {
                     let got = clock.now();
                     if let Some((eval, _)) = series.first().and_then(|s| s.value.as_ref())
@@ -140,7 +141,7 @@ async fn run(
         let (instances, jobs) = tracker.targets();
         if !instances.is_empty() {
             let promql = window_query(instances, jobs, window);
-            let read = match query_into(&client, &opts, &promql, &mut body).await {
+            let read = match query_into(&mut client, &opts, &promql, &mut body).await {
                 Ok(()) => tracker.on_window(&body),
                 Err(e) => Err(e),
             };
@@ -158,7 +159,7 @@ async fn run(
 
         // The scrape errors, only when some scrape failed.
         let errors = if outs.iter().any(|o| matches!(o, Out::Down { .. })) {
-            target_errors(&client, &opts).await.unwrap_or_default()
+            target_errors(&mut client, &opts).await.unwrap_or_default()
         } else {
             BTreeMap::new()
         };

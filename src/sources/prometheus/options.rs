@@ -10,13 +10,7 @@ pub const TOKEN_ENV: &str = "PDTOP_PROMETHEUS_TOKEN";
 /// Environment variable holding the basic-auth password (`--prometheus-user`).
 pub const PASSWORD_ENV: &str = "PDTOP_PROMETHEUS_PASSWORD";
 
-/// How pdtop authenticates to the server.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Auth {
-    None,
-    Basic { user: String, password: String },
-    Bearer(String),
-}
+pub use crate::sources::http::Auth;
 
 #[derive(Debug, Clone)]
 pub struct PromOptions {
