@@ -305,8 +305,10 @@ pub fn status_error(status: u16) -> String {
 
 /// A URL's server, user and password, and path (with its query).
 #[allow(clippy::type_complexity)]
-fn parse_url(url: &str) -> Result<(Server, Option<(String, String)>, String), String> {
-    let (tls, rest) = match url.split_once("://") {
+fn parse_url(given: &str) -> Result<(Server, Option<(String, String)>, String), String> {
+    // Errors name the URL without its credentials.
+    let url = &without_user(given);
+    let (tls, rest) = match given.split_once("://") {
         Some(("http", rest)) => (false, rest),
         Some(("https", rest)) => (true, rest),
         _ => return Err(format!("{url}: not an http:// or https:// URL")),
@@ -351,6 +353,16 @@ fn parse_url(url: &str) -> Result<(Server, Option<(String, String)>, String), St
     let server =
         Server { tls, host: host.to_string(), port, authority: hostport.trim_end_matches(':').to_string() };
     Ok((server, userinfo, path.to_string()))
+}
+
+/// A URL as it may be printed: `http://user:pw@host` → `http://host`.
+fn without_user(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}{}{}", if scheme.is_empty() { "" } else { "://" }, &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// `%40` → `@` in a URL's user and password.

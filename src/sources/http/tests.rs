@@ -203,6 +203,9 @@ fn base_urls_name_their_server_credentials_and_path() {
         a("http://lab%20user:p%40ss:w@node:9090"),
         Ok((false, "node".into(), 9090, "node:9090".into(), user, "".into()))
     );
+    // An error never shows the password.
+    let e = parse_url("http://lab:s3cret@node:99999/v").unwrap_err();
+    assert!(e.starts_with("http://node:99999/v: bad port") && !e.contains("s3cret"), "{e}");
     for bad in [
         "http://",
         "ftp://node:1",
@@ -255,6 +258,15 @@ async fn a_post_carries_its_form_and_a_url_user_is_basic_auth() {
     assert_eq!(c.send(req, T, &mut body).await.unwrap(), 400);
     assert_eq!(body, br#"{"status":"error","error":"bad request"}"#);
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    // A chunked error's words are read too (Go chunks them past ~2 KB).
+    let (addr, _) = serve(usize::MAX, |_| {
+        let mut out = b"HTTP/1.1 422 Unprocessable Entity\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        out.extend(b"1a\r\n{\"status\":\"error\",\"a\":\"b\"}\r\n0\r\n\r\n");
+        out
+    });
+    let mut c = HttpClient::new(&format!("http://{addr}"), Auth::None).unwrap();
+    assert_eq!(c.send(req, T, &mut body).await.unwrap(), 422);
+    assert_eq!(body, br#"{"status":"error","a":"b"}"#);
 }
 
 #[tokio::test]

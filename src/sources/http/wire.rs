@@ -39,9 +39,9 @@ pub(super) async fn exchange(
     // An interim answer (100 Continue, 103 Early Hints) is passed over.
     let (status, head) = loop {
         let head_end = read_head(conn, buf).await?;
-        let head = std::str::from_utf8(&buf[..head_end])
-            .map_err(|_| Closed::Other("request failed: not an HTTP answer".into()))?
-            .to_string();
+        // A stray byte that is not UTF-8 in a header pdtop does not read
+        // spoils nothing: the status line and the headers it reads are ASCII.
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
         buf.drain(..head_end);
         let status = head
             .split("\r\n")
@@ -79,6 +79,13 @@ pub(super) async fn exchange(
     let wanted = (200..400).contains(&status);
     if status == 101 || status == 204 || status == 304 {
         // These have no body.
+    } else if !wanted && chunked {
+        // Go chunks an error's words past about 2 KB (Prometheus's API):
+        // read up to 64 KiB of them, then the connection is not kept.
+        close = true;
+        if read_chunked(conn, buf, body, MAX_HEAD_BYTES).await.is_err() {
+            body.clear();
+        }
     } else if !wanted && length.is_none_or(|n| n > MAX_HEAD_BYTES as u64) {
         // An error's body is not read unless short and sized: the status
         // is the answer, and the connection is not kept.
