@@ -307,8 +307,9 @@ pub fn status_error(status: u16) -> String {
 #[allow(clippy::type_complexity)]
 fn parse_url(given: &str) -> Result<(Server, Option<(String, String)>, String), String> {
     // Errors name the URL without its credentials.
-    let url = &without_user(given);
-    let (tls, rest) = match given.split_once("://") {
+    let (shown, userinfo) = split_user(given);
+    let url = &shown;
+    let (tls, rest) = match shown.split_once("://") {
         Some(("http", rest)) => (false, rest),
         Some(("https", rest)) => (true, rest),
         _ => return Err(format!("{url}: not an http:// or https:// URL")),
@@ -318,19 +319,15 @@ fn parse_url(given: &str) -> Result<(Server, Option<(String, String)>, String), 
     if path.bytes().any(|b| b <= b' ' || b >= 0x7f) {
         return Err(format!("{url}: the path must be printable ASCII (percent-encode the rest)"));
     }
-    let (userinfo, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => {
-            let (user, password) = u.split_once(':').unwrap_or((u, ""));
-            (Some((percent_decode(user), percent_decode(password))), h)
-        }
-        None => (None, authority),
-    };
+    let hostport = authority;
     let (host, port) = match hostport.strip_prefix('[') {
         Some(v6) => {
             let (h, rest) = v6.split_once(']').ok_or_else(|| format!("{url}: unclosed [ in the host"))?;
             (h, rest.strip_prefix(':'))
         }
         None => match hostport.rsplit_once(':') {
+            // An IPv6 address goes in brackets.
+            Some((h, _)) if h.contains(':') => return Err(format!("{url}: put an IPv6 host in [ ]")),
             Some((h, p)) => (h, Some(p)),
             None => (hostport, None),
         },
@@ -355,14 +352,16 @@ fn parse_url(given: &str) -> Result<(Server, Option<(String, String)>, String), 
     Ok((server, userinfo, path.to_string()))
 }
 
-/// A URL as it may be printed: `http://user:pw@host` → `http://host`.
-fn without_user(url: &str) -> String {
+/// A URL without its credentials (as it may be printed), and the user and
+/// password it held, percent-decoded: `http://u:p%40ss@host/x` →
+/// (`http://host/x`, `("u", "p@ss")`).
+pub fn split_user(url: &str) -> (String, Option<(String, String)>) {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..end].rfind('@') {
-        Some(at) => format!("{scheme}{}{}", if scheme.is_empty() { "" } else { "://" }, &rest[at + 1..]),
-        None => url.to_string(),
-    }
+    let Some(at) = rest[..end].rfind('@') else { return (url.to_string(), None) };
+    let (user, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
+    let sep = if scheme.is_empty() { "" } else { "://" };
+    (format!("{scheme}{sep}{}", &rest[at + 1..]), Some((percent_decode(user), percent_decode(password))))
 }
 
 /// `%40` → `@` in a URL's user and password.

@@ -207,6 +207,7 @@ fn base_urls_name_their_server_credentials_and_path() {
     let e = parse_url("http://lab:s3cret@node:99999/v").unwrap_err();
     assert!(e.starts_with("http://node:99999/v: bad port") && !e.contains("s3cret"), "{e}");
     for bad in [
+        "http://a:b:80",
         "http://",
         "ftp://node:1",
         "node:8000",

@@ -64,29 +64,21 @@ impl PromOptions {
     }
 }
 
-/// Splits credentials out of `http://user:pass@host:9090/prefix`, so that
-/// the URL pdtop keeps (and may print in an error) never holds them.
+/// Splits credentials out of `http://user:pass@host:9090/prefix` (as the
+/// HTTP client reads a URL's user: percent-decoded), so that the URL pdtop
+/// keeps (and may print in an error) never holds them.
 pub fn parse_url(s: &str) -> Result<(String, Auth), String> {
     let s = s.trim().trim_end_matches('/');
-    let (scheme, rest) = s
-        .split_once("://")
-        .filter(|(sc, _)| *sc == "http" || *sc == "https")
-        .ok_or_else(|| "--prometheus: give an http:// or https:// URL".to_string())?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let (auth, host) = match authority.rsplit_once('@') {
-        Some((cred, host)) => {
-            let (user, password) = cred.split_once(':').unwrap_or((cred, ""));
-            (Auth::Basic { user: user.to_string(), password: password.to_string() }, host)
-        }
-        None => (Auth::None, authority),
-    };
+    if !s.starts_with("http://") && !s.starts_with("https://") {
+        return Err("--prometheus: give an http:// or https:// URL".to_string());
+    }
+    let (url, user) = crate::sources::http::split_user(s);
+    let host = url.split_once("://").map_or("", |(_, rest)| rest).split(['/', '?', '#']).next().unwrap_or("");
     if host.is_empty() {
         return Err("--prometheus: the URL has no host".into());
     }
-    Ok((format!("{scheme}://{host}{path}"), auth))
+    let auth = user.map_or(Auth::None, |(user, password)| Auth::Basic { user, password });
+    Ok((url, auth))
 }
 
 /// The inside of a label matcher: `{job="x"}` and `job="x"` both give

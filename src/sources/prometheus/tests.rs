@@ -93,6 +93,10 @@ fn matchers_and_urls() {
     assert_eq!(a, Auth::Basic { user: "bob".into(), password: "s3cret".into() });
     assert_eq!(parse_url("http://127.0.0.1:9090").unwrap(), ("http://127.0.0.1:9090".into(), Auth::None));
     assert!(parse_url("127.0.0.1:9090").is_err());
+    // A password with an `@` or `:` in it, percent-encoded as URLs need.
+    let (u, a) = parse_url("http://bob:p%40ss%3Aw@prom:9090").unwrap();
+    assert_eq!(u, "http://prom:9090");
+    assert_eq!(a, Auth::Basic { user: "bob".into(), password: "p@ss:w".into() });
     assert!(parse_url("http://").is_err());
     assert_eq!(form_encode(r#"{a="b c"}[1ms]"#), "%7Ba%3D%22b+c%22%7D%5B1ms%5D");
 }
