@@ -94,7 +94,9 @@ fn the_recorded_pairs_agree_on_everything() {
 async fn check_over_the_lab_judges_the_cancel_the_restart_and_the_kill() {
     use pdtop::lab::{self, LabOptions};
     let cap = capture("demo-proxy-qwen3");
-    let speed = 5.0;
+    // 2.5x, not 5x: the cancel and the restart are read from the logs as they
+    // grow, and at 5x a slower 2-core VM missed them under load (common::labs).
+    let speed = 2.5;
     let secs = (cap.t_end - cap.t0) / speed + 1.0;
     let dir = std::env::temp_dir().join(format!("pdtop-recovery-lab-{}", std::process::id()));
     let lab =

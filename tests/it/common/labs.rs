@@ -10,8 +10,10 @@ use pdtop::lab::{self, LabOptions};
 
 /// Lab seconds per real second. A miss is called 1.5 lab seconds after a
 /// request is added: checks that read logs at 10x leave a loaded 2-core
-/// machine too little room.
-pub const SPEED: f64 = 5.0;
+/// machine too little room, and at 5x (0.3 real seconds) a slower one
+/// (2026-12-08, AMD EPYC: two requests called missed in 3 of 3 clean-clone
+/// CI runs, and beside three busy loops at every try).
+pub const SPEED: f64 = 2.5;
 
 /// Which of the lab's inputs a check is given besides its endpoints.
 #[derive(Clone, Copy, PartialEq)]
