@@ -271,10 +271,11 @@ impl AppState {
             // Deadlines are judged only as far as the files have been read.
             let read_up_to = logs.read_up_to(self.now);
             logs.advance(read_up_to);
-            self.on_instance_notes(at);
+            self.on_instance_notes();
         }
         self.collect_named_misses();
         self.collect_request_errors();
+        self.say_held_findings();
     }
 
     /// Turns the correlator's newly decided misses into events, naming the
@@ -359,8 +360,7 @@ impl AppState {
             self.push_event(at, EventKind::Restart, text);
             self.doctor.on_restart();
         }
-        let has_log = self.has_log(idx);
-        self.check_recovery(idx, &iv, has_log);
+        self.check_recovery(idx, &iv, self.has_log(idx));
         self.on_connector_interval(idx, &iv);
         match role {
             Role::Prefill => {

@@ -265,8 +265,9 @@ impl Correlator {
         self.store.traces().filter(|t| t.outcome == Outcome::SilentMiss).map(|t| t.id.clone()).collect()
     }
 
-    /// Start-up lines and cancellations read since the last call, per log.
-    pub fn drain_instance_notes(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
+    /// Start-up lines and cancellations read since the last call, per log,
+    /// with the time each line was printed.
+    pub fn drain_instance_notes(&mut self) -> Vec<(LogOrigin, f64, InstanceNote)> {
         self.notes.drain()
     }
 

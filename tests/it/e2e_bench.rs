@@ -41,7 +41,7 @@ async fn check_live_on_the_bench_run_is_never_sure_and_wrong_and_names_every_id_
     for (k, v) in [
         ("--otlp-listen", otlp.to_string()),
         ("--interval", "0.1".into()),
-        ("--timeout", "1".into()),
+        ("--timeout", common::LAB_TIMEOUT.into()),
         ("--clock-speed", SPEED.to_string()),
         ("--clock-origin", lab.clock.stamp_origin().to_string()),
         ("--duration", secs.to_string()),

@@ -28,7 +28,7 @@ async fn check_reports_every_trace_of_the_demo_proxy_capture() {
         ("--prefill", lab.prefill.to_string()),
         ("--decode", lab.decode.to_string()),
         ("--interval", "0.1".into()),
-        ("--timeout", "1".into()),
+        ("--timeout", common::LAB_TIMEOUT.into()),
         ("--clock-speed", SPEED.to_string()),
         ("--clock-origin", lab.clock.stamp_origin().to_string()),
         ("--duration", secs.to_string()),

@@ -431,3 +431,36 @@ fn a_sure_verdict_said_during_a_reading_is_the_verdict_at_its_end() {
     }
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// What each instance's recovery came to (after a cancel, a restart, an
+/// outage): its findings, oldest first, as (kind, text).
+fn recovery_findings(cap: &Capture, r: &Reading) -> Vec<(String, String)> {
+    let st = read_state(cap, read_as(cap, r), r.secs, None);
+    st.events
+        .iter()
+        .map(|e| (e.kind.name().to_string(), e.text.clone()))
+        .filter(|(k, _)| {
+            matches!(k.as_str(), "recovered" | "not_recovered" | "kv_not_released" | "recovery_unknown")
+        })
+        .collect()
+}
+
+/// A cancel is read from the decode's log, an outage and a restart from
+/// its scrapes: read every 5 s, the log is seconds behind the scrapes, and
+/// every capture still says what came of each the same as read every 0.25 s.
+#[test]
+fn every_capture_gives_the_same_recovery_findings_at_every_pace() {
+    let mut failed = Vec::new();
+    for name in ALL {
+        let cap = common::capture(name);
+        let whole = Reading { every: 0.25, ..Reading::from_start(secs(cap), true) };
+        let want = recovery_findings(cap, &whole);
+        for every in [1.0, 5.0] {
+            let got = recovery_findings(cap, &Reading { every, ..whole });
+            if got != want {
+                failed.push(format!("{name} read every {every} s: {want:#?} -> {got:#?}"));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+}

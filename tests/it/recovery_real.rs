@@ -110,7 +110,16 @@ async fn check_over_the_lab_judges_the_cancel_the_restart_and_the_kill() {
     let speed_s = speed.to_string();
     let secs_s = secs.to_string();
     let origin = lab.clock.stamp_origin().to_string();
-    let timing = ["--interval", "0.1", "--timeout", "1", "--clock-speed", &speed_s, "--duration", &secs_s];
+    let timing = [
+        "--interval",
+        "0.1",
+        "--timeout",
+        crate::common::LAB_TIMEOUT,
+        "--clock-speed",
+        &speed_s,
+        "--duration",
+        &secs_s,
+    ];
     args.extend(["--clock-origin".to_string(), origin]);
     args.extend(timing.map(String::from));
     let out = tokio::task::spawn_blocking(move || {

@@ -35,7 +35,10 @@ impl Correlator {
             if let LogOrigin::Decode(i) = src {
                 self.decodes.entry(i).or_default().transfers.read_from_the_middle();
             }
-        } else if let Some(n) = self.notes.read(src, line, &l) {
+        } else if !matches!(l.event, crate::logs::vllm::VllmEvent::Aborted { .. })
+            && let Some(n) = self.notes.read(src, line, &l, at)
+        {
+            // A cancel this old says nothing of how the instance is now.
             self.logs.max_log_len.insert(src, n);
         }
     }

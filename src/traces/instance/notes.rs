@@ -25,13 +25,15 @@ pub enum InstanceNote {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct InstanceNotes {
-    queue: VecDeque<(LogOrigin, InstanceNote)>,
+    /// (log, when the line was printed, what it says).
+    queue: VecDeque<(LogOrigin, f64, InstanceNote)>,
 }
 
 impl InstanceNotes {
-    /// One line of an instance's log (`raw`), already parsed.
-    /// Returns the `max_log_len` a start-up line sets, for the correlator.
-    pub fn read(&mut self, src: LogOrigin, raw: &str, line: &VllmLine) -> Option<u32> {
+    /// One line of an instance's log (`raw`), already parsed, printed at
+    /// `at`. Returns the `max_log_len` a start-up line sets, for the
+    /// correlator.
+    pub fn read(&mut self, src: LogOrigin, raw: &str, line: &VllmLine, at: f64) -> Option<u32> {
         let note = match &line.event {
             VllmEvent::Aborted { ids } => InstanceNote::Cancelled(ids.len().max(1) as u64),
             _ => match config_message(raw, line) {
@@ -40,7 +42,7 @@ impl InstanceNotes {
             },
         };
         let max_log_len = Self::max_log_len(&note);
-        self.queue.push_back((src, note));
+        self.queue.push_back((src, at, note));
         if self.queue.len() > MAX_NOTES {
             self.queue.pop_front();
         }
@@ -55,7 +57,7 @@ impl InstanceNotes {
         rest[..end].parse().ok()
     }
 
-    pub fn drain(&mut self) -> Vec<(LogOrigin, InstanceNote)> {
+    pub fn drain(&mut self) -> Vec<(LogOrigin, f64, InstanceNote)> {
         self.queue.drain(..).collect()
     }
 

@@ -31,7 +31,7 @@ impl Correlator {
             }
             return self.on_instance(src, line, at, false);
         }
-        if let Some(n) = self.notes.read(src, raw, &line) {
+        if let Some(n) = self.notes.read(src, raw, &line, at) {
             self.logs.max_log_len.insert(src, n);
         }
         let noise = self.noise.entry(src).or_default().classify(raw, &line);

@@ -205,8 +205,13 @@ pub fn read_request(s: &mut TcpStream) -> Vec<u8> {
     seen
 }
 
+/// The scrape timeout against a lab (`lab_pair_args`).
+pub const LAB_TIMEOUT: &str = "3";
+
 /// `--prefill`, `--decode` of a lab and a fast polling pace on its clock
-/// (the lab's own: its speed and when it started).
+/// (the lab's own: its speed and when it started). A lab's instance that
+/// is down refuses at once; the 3-s timeout only keeps a lab starved by a
+/// loaded machine from reading as an outage.
 pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<String> {
     [
         "--prefill",
@@ -216,7 +221,7 @@ pub fn lab_pair_args(lab: &pdtop::lab::LabHandle, speed: f64, secs: f64) -> Vec<
         "--interval",
         "0.1",
         "--timeout",
-        "1",
+        LAB_TIMEOUT,
         "--clock-speed",
         &speed.to_string(),
         "--clock-origin",
