@@ -54,9 +54,12 @@ impl AppState {
             match note {
                 InstanceNote::Config(msg) => changed |= self.instances[idx].startup.on_line(&msg),
                 InstanceNote::Cancelled(n) => {
-                    let display = self.instances[idx].endpoint.display.clone();
-                    let found = self.recovery.start_logged(idx, Trigger::Cancelled(n), at, &display);
-                    self.push_findings(found);
+                    let names = self.names();
+                    // Held until the logs are read past it (`judge_recovery`).
+                    let found = self
+                        .recovery
+                        .start_logged(idx, Trigger::Cancelled(n), at, STAMP_S, &|k| names[k].clone());
+                    self.recovery.hold(found);
                 }
             }
         }
@@ -107,8 +110,8 @@ impl AppState {
         if aborted > 0 && !has_log {
             self.recovery.start(idx, Trigger::Cancelled(aborted), iv.t);
         }
-        let found = self.recovery.on_interval(idx, iv, &display);
-        self.push_findings(found);
+        self.recovery.on_interval(idx, iv);
+        self.judge_recovery();
     }
 
     /// An instance just went down.
@@ -117,11 +120,11 @@ impl AppState {
             return;
         };
         let (role, display) = (inst.endpoint.role, inst.endpoint.display.clone());
-        let found = self.recovery.on_down(idx, at, &display);
-        self.push_findings(found);
+        self.recovery.on_down(idx, at);
         if role == Role::Decode {
             self.watch_producers(&display, at);
         }
+        self.judge_recovery();
     }
 
     /// A producer may keep KV for a consumer that left.
@@ -133,17 +136,19 @@ impl AppState {
         }
     }
 
-    /// The end of a `check`: open watches say what they know, and every
-    /// finding held is said.
+    fn names(&self) -> Vec<String> {
+        self.instances.iter().map(|i| i.endpoint.display.clone()).collect()
+    }
+
+    /// The end of a `check`: everything seen is judged, open watches say
+    /// what they know, and every finding is said.
     pub(super) fn finish_recovery(&mut self) {
         self.on_instance_notes();
         let up: Vec<bool> = self.instances.iter().map(|i| i.health.up).collect();
-        let names: Vec<String> = self.instances.iter().map(|i| i.endpoint.display.clone()).collect();
-        let found = self.recovery.finish(
-            self.now,
-            |k| up.get(k).copied().unwrap_or(false),
-            |k| names.get(k).cloned().unwrap_or_default(),
-        );
+        let names = self.names();
+        let found = self.recovery.finish(self.now, |k| up.get(k).copied().unwrap_or(false), &|k| {
+            names.get(k).cloned().unwrap_or_default()
+        });
         self.recovery.hold(found);
         self.say_findings(f64::INFINITY);
     }
@@ -174,25 +179,24 @@ impl AppState {
         }
     }
 
-    /// Findings wait until the logs are read past them, so that what they
-    /// say (a cancel behind them, the failure the log names) is the same
-    /// however far behind the logs were read.
-    fn push_findings(&mut self, found: Vec<Finding>) {
-        self.recovery.hold(found);
-        self.say_held_findings();
-    }
-
-    /// Says the findings the logs have been read past (all, without logs);
-    /// logs that stall hold them `FINDING_HOLD_MAX_S` at most. Called after
-    /// the log's events are in: a finding may name a failure among them.
-    pub(super) fn say_held_findings(&mut self) {
+    /// Judges what the scrapes showed as far as the logs have been read
+    /// `LOG_CATCH_UP_S` past it (all of it without logs; logs that stall
+    /// hold it `FINDING_HOLD_MAX_S` at most), so that a cancel the logs
+    /// name comes in its place and a finding names the failure the log
+    /// printed with it, however far behind the logs were read. Called
+    /// after the log's events are in.
+    pub(super) fn judge_recovery(&mut self) {
         let upto = match &self.logs {
             None => f64::INFINITY,
             Some(logs) => (logs.read_up_to(self.now) - LOG_CATCH_UP_S).max(self.now - FINDING_HOLD_MAX_S),
         };
+        let names = self.names();
+        let found = self.recovery.advance(upto, &|k| names.get(k).cloned().unwrap_or_default());
+        self.recovery.hold(found);
         self.say_findings(upto);
     }
 
+    /// Says the findings held whose evidence is at or before `upto`.
     fn say_findings(&mut self, upto: f64) {
         for f in self.recovery.release(upto) {
             let at = f.at();
@@ -208,5 +212,126 @@ impl AppState {
             };
             self.push_event(at, kind, text);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::feed::{Endpoint, LogOrigin, Msg, Role, TailCounts, TailState};
+    use crate::state::recovery::Trigger;
+    use crate::state::{AppState, EventKind};
+
+    fn real(file: &str) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lab-captures/qwen3-shape-restart");
+        std::fs::read_to_string(format!("{dir}/{file}")).unwrap()
+    }
+
+    fn state(decodes: usize) -> AppState {
+        let mut eps = vec![Endpoint::parse(Role::Prefill, "127.0.0.1:8100").unwrap()];
+        for k in 0..decodes {
+            eps.push(Endpoint::parse(Role::Decode, &format!("127.0.0.1:82{k:02}")).unwrap());
+        }
+        AppState::new(eps, 60.0)
+    }
+
+    fn mismatch_events(st: &AppState) -> Vec<String> {
+        st.events.iter().filter(|e| e.kind == EventKind::Mismatch).map(|e| e.text.clone()).collect()
+    }
+
+    #[test]
+    fn one_event_per_disagreement_not_per_instance() {
+        let mut st = state(2);
+        let body = real("decode-metrics-idle.txt");
+        // The real scrape with only its block size changed.
+        let odd = body.replace("block_size=\"16\"", "block_size=\"32\"");
+        st.apply(Msg::Scrape { instance: 0, at: 1.0, body: real("prefill-metrics-idle.txt") });
+        st.apply(Msg::Scrape { instance: 1, at: 1.0, body: odd.clone() });
+        st.apply(Msg::Scrape { instance: 2, at: 1.0, body: odd });
+        assert_eq!(
+            mismatch_events(&st),
+            ["prefill block 16, decode block 32: decode looks for blocks the prefill never stores"]
+        );
+        assert_eq!(st.mismatches[0].values.len(), 3);
+        st.apply(Msg::Version { instance: 0, at: 2.0, version: "0.26.0".into() });
+        st.apply(Msg::Version { instance: 1, at: 2.0, version: "v0.26.0".into() });
+        assert_eq!(mismatch_events(&st).len(), 1);
+        st.apply(Msg::Version { instance: 2, at: 2.0, version: "0.18.1".into() });
+        assert_eq!(mismatch_events(&st).len(), 2);
+        assert!(st.miss_cause().unwrap().starts_with("likely cause: prefill block 16"));
+    }
+
+    #[test]
+    fn an_instance_log_gives_its_config_and_its_cancels() {
+        // The lines reach the instance through the correlator's one read.
+        let mut st = state(1).with_logs(&[(LogOrigin::Decode(0), "decode.log".into())]);
+        let lines: Vec<String> = real("vllm-decode.log").lines().map(str::to_owned).collect();
+        let msg = |lines| Msg::LogLines {
+            source: LogOrigin::Decode(0),
+            at: 5.0,
+            lines,
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        };
+        st.apply(msg(lines));
+        // Given on once the polling round that read them is over.
+        st.apply(Msg::LogsPolled { at: 5.0 });
+        assert_eq!(st.instances[1].startup.kv_role.as_deref(), Some("kv_consumer"));
+        assert_eq!(st.instances[0].startup.kv_role, None);
+        // A real line of the demo-proxy recording's decode log.
+        let aborted = "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835.";
+        st.apply(msg(vec![aborted.to_string()]));
+        st.apply(Msg::LogsPolled { at: 5.0 });
+        assert_eq!(st.recovery.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(1)));
+        // The proxy's log belongs to no instance.
+        assert_eq!(st.instance_of(LogOrigin::Proxy), None);
+        assert_eq!(st.instance_of(LogOrigin::Decode(1)), None);
+    }
+
+    /// A connector failure the decode's log named is what its failed next
+    /// request is said to have met, not the cancel that began the watch.
+    #[test]
+    fn a_failure_the_log_names_is_said_not_only_the_cancel_before_it() {
+        let mut st = state(1).with_logs(&[(LogOrigin::Decode(0), "decode.log".to_string())]);
+        let msg = |at, line: &str| Msg::LogLines {
+            source: LogOrigin::Decode(0),
+            at,
+            lines: vec![line.to_string()],
+            state: TailState::Following,
+            counts: TailCounts::default(),
+        };
+        let body = real("decode-metrics-idle.txt");
+        let err = "vllm:request_success_total{engine=\"0\",finished_reason=\"error\",model_name=\"lab-8b\"}";
+        assert!(body.contains(&format!("{err} 0.0")));
+        st.apply(Msg::Scrape { instance: 1, at: 1.0, body: body.clone() });
+        // A real cancel (demo-proxy-qwen3's decode log), then a real KV load
+        // failure (vLLM's scheduler.py, the corpus's src-vllm-kv-load-failure-policy.log).
+        st.apply(msg(5.0, "(APIServer pid=1010) INFO 12-01 07:29:34 [async_llm.py:721] Aborted request(s) cmpl-93f35520d13dc515-0-8d66b835."));
+        st.apply(Msg::LogsPolled { at: 5.0 });
+        st.apply(Msg::Scrape { instance: 1, at: 6.0, body: body.clone() });
+        st.apply(msg(7.0, "(EngineCore_DP0 pid=2871) ERROR 09-14 08:32:11 [scheduler.py:2192] Failing 1 request(s) due to KV load failure (failure_policy=fail, 21376 tokens affected). Request IDs: {'chatcmpl-5b0e1c7d2f8a4a43b9f0c2d4e6a8b1c3'}"));
+        st.apply(Msg::LogsPolled { at: 7.0 });
+        st.apply(Msg::Tick { at: 8.0 });
+        // The real scrape with the one request that errored counted.
+        st.apply(Msg::Scrape {
+            instance: 1,
+            at: 10.0,
+            body: body.replace(&format!("{err} 0.0"), &format!("{err} 1.0")),
+        });
+        // Said once the log has been read 2 s past the scrape, where nothing
+        // more came.
+        assert!(!st.events.iter().any(|e| e.kind == EventKind::NotRecovered));
+        st.apply(Msg::LogsPolled { at: 12.0 });
+        st.apply(Msg::Tick { at: 12.0 });
+        let failed: Vec<&str> =
+            st.events.iter().filter(|e| e.kind == EventKind::NotRecovered).map(|e| e.text.as_str()).collect();
+        let all: Vec<String> = st.events.iter().map(|e| format!("{} {:?} {}", e.t, e.kind, e.text)).collect();
+        assert_eq!(failed.len(), 1, "{all:#?}");
+        assert!(failed[0].contains("after a cancelled request, the next request failed"), "{}", failed[0]);
+        assert!(failed[0].contains("its log names the failure: decode#0: "), "{all:#?}");
+        assert!(
+            failed[0].contains("kv_load_failed chatcmpl-5b0e1c7d2f8a4a43b9f0c2d4e6a8b1c3"),
+            "{}",
+            failed[0]
+        );
     }
 }

@@ -275,7 +275,7 @@ impl AppState {
         }
         self.collect_named_misses();
         self.collect_request_errors();
-        self.say_held_findings();
+        self.judge_recovery();
     }
 
     /// Turns the correlator's newly decided misses into events, naming the
