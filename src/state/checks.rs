@@ -190,9 +190,11 @@ impl AppState {
             None => f64::INFINITY,
             Some(logs) => (logs.read_up_to(self.now) - LOG_CATCH_UP_S).max(self.now - FINDING_HOLD_MAX_S),
         };
-        let names = self.names();
-        let found = self.recovery.advance(upto, &|k| names.get(k).cloned().unwrap_or_default());
-        self.recovery.hold(found);
+        if self.recovery.due(upto) {
+            let names = self.names();
+            let found = self.recovery.advance(upto, &|k| names.get(k).cloned().unwrap_or_default());
+            self.recovery.hold(found);
+        }
         self.say_findings(upto);
     }
 

@@ -447,7 +447,9 @@ fn recovery_findings(cap: &Capture, r: &Reading) -> Vec<(String, String)> {
 
 /// A cancel is read from the decode's log, an outage and a restart from
 /// its scrapes: read every 5 s, the log is seconds behind the scrapes, and
-/// every capture still says what came of each the same as read every 0.25 s.
+/// every capture still says what came of each the same as read every 0.25 s;
+/// opened half way, the same as a reading from the start that lost the
+/// same scrapes.
 #[test]
 fn every_capture_gives_the_same_recovery_findings_at_every_pace() {
     let mut failed = Vec::new();
@@ -460,6 +462,14 @@ fn every_capture_gives_the_same_recovery_findings_at_every_pace() {
             if got != want {
                 failed.push(format!("{name} read every {every} s: {want:#?} -> {got:#?}"));
             }
+        }
+        // Opened half way: what the logs printed before is read in one gulp.
+        let start = (secs(cap) * 0.5).round();
+        let lost = Reading { lost_before: start, ..whole };
+        let (want, got) =
+            (recovery_findings(cap, &lost), recovery_findings(cap, &Reading { every: 1.0, start, ..lost }));
+        if got != want {
+            failed.push(format!("{name} opened {start} s in: {want:#?} -> {got:#?}"));
         }
     }
     assert!(failed.is_empty(), "{failed:#?}");

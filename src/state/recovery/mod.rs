@@ -87,6 +87,11 @@ impl Recovery {
         }
     }
 
+    /// Whether `advance(upto)` has anything to judge.
+    pub fn due(&self, upto: f64) -> bool {
+        self.queue.front().is_some_and(|(_, t, _)| *t <= upto)
+    }
+
     /// Judges what the scrapes showed up to `upto` (as far as the logs
     /// have been read: a cancel they name comes in its place), oldest
     /// first. `display` names an instance.
