@@ -119,7 +119,12 @@ impl Recovery {
             Seen::Down => {
                 let out: Vec<Finding> =
                     self.watching(instance).and_then(|w| w.down(t, display)).into_iter().collect();
-                if !self.watching(instance).is_some_and(|w| w.trigger == Trigger::Outage) {
+                // An outage already answered (a watch kept for its KV) is
+                // over: this one is watched in turn.
+                if !self
+                    .watching(instance)
+                    .is_some_and(|w| w.trigger == Trigger::Outage && w.next == Next::Pending)
+                {
                     self.take_over(Watch::new(instance, Trigger::Outage, t));
                 }
                 out
@@ -437,5 +442,19 @@ mod tests {
         r.start_logged(1, Trigger::Cancelled(1), 10.0, 1.0, &names);
         assert!(r.advance(f64::INFINITY, &names).is_empty());
         assert_eq!(r.watching(1).map(|w| &w.trigger), Some(&Trigger::Cancelled(2)));
+    }
+
+    #[test]
+    fn an_outage_after_one_it_came_back_from_is_watched_in_turn() {
+        // A timed-out scrape, answered again; the KV never seen quiet, so
+        // that watch is kept. Then the instance is killed for good.
+        let mut r = Recovery::default();
+        assert!(down(&mut r, 0, 1.0).is_empty());
+        let found = feed(&mut r, 0, &iv(3.0, 1.0, 0.1, 2.0, 0.0));
+        assert!(matches!(found.as_slice(), [Finding::Next { ok: true, .. }]), "{found:?}");
+        assert!(down(&mut r, 0, 5.0).is_empty());
+        let found = r.finish(9.0, |_| false, &names);
+        let [Finding::Next { ok: false, text, .. }] = found.as_slice() else { panic!("{found:?}") };
+        assert_eq!(text, "p: after its outage, still down at the end");
     }
 }
