@@ -6,6 +6,10 @@
 use crate::feed::{LogOrigin, Role};
 
 use super::instance::Interval;
+use super::recovery::{Finding, Trigger};
+use super::{AppState, EventKind, mismatch};
+use crate::logs::startup::normalize_version;
+use crate::traces::InstanceNote;
 
 /// vLLM's stamps are whole seconds: a line printed up to a second after
 /// what settled a finding may carry an earlier time.
@@ -16,10 +20,6 @@ const STAMP_S: f64 = 1.0;
 const LOG_CATCH_UP_S: f64 = STAMP_S + 1.0;
 /// Logs that stop being read (a source failing) hold no finding longer.
 const FINDING_HOLD_MAX_S: f64 = 30.0;
-use super::recovery::{Finding, Trigger};
-use super::{AppState, EventKind, mismatch};
-use crate::logs::startup::normalize_version;
-use crate::traces::InstanceNote;
 
 impl AppState {
     /// The instance a log belongs to: the n-th of its role, as on the
@@ -55,10 +55,9 @@ impl AppState {
                 InstanceNote::Config(msg) => changed |= self.instances[idx].startup.on_line(&msg),
                 InstanceNote::Cancelled(n) => {
                     let names = self.names();
+                    let display = |k: usize| names.get(k).cloned().unwrap_or_default();
                     // Held until the logs are read past it (`judge_recovery`).
-                    let found = self
-                        .recovery
-                        .start_logged(idx, Trigger::Cancelled(n), at, STAMP_S, &|k| names[k].clone());
+                    let found = self.recovery.start_logged(idx, Trigger::Cancelled(n), at, STAMP_S, &display);
                     self.recovery.hold(found);
                 }
             }
