@@ -54,6 +54,8 @@ impl AppState {
             match note {
                 InstanceNote::Config(msg) => changed |= self.instances[idx].startup.on_line(&msg),
                 InstanceNote::Cancelled(n) => {
+                    // A line with no usable time is taken as read now.
+                    let at = if at.is_finite() { at } else { self.now };
                     let names = self.names();
                     let display = |k: usize| names.get(k).cloned().unwrap_or_default();
                     // Held until the logs are read past it (`judge_recovery`).
